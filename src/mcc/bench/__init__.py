@@ -1,0 +1,1 @@
+"""Benchmarks: MCC measured against anchor tools in the same invocation."""

@@ -1,0 +1,403 @@
+"""The bus: a DDS participant with typed writers and readers, QoS by profile name.
+
+>>> with Bus(domain_id=7) as bus:
+...     tracks = bus.writer("Track")          # type and profile from the topic catalogue
+...     picture = bus.reader("AirPicture")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, BuiltinTopicDcpsSubscription
+from cyclonedds.core import InstanceState, Listener, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
+from cyclonedds.domain import Domain, DomainParticipant
+from cyclonedds.pub import DataWriter, Publisher
+from cyclonedds.sub import DataReader, Subscriber
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+from mcc.bus.qos import QosLibrary, default_library
+from mcc.bus.topics import topic_spec
+from mcc.bus.transport import Transport
+from mcc.bus.validate import validate_sample
+from mcc.errors import MccError, TopicError
+
+T = TypeVar("T")
+log = logging.getLogger("mcc.bus")
+
+PROFILE_TAG = b"mcc.profile="
+
+# DDS QosPolicyId_t values (DDS 1.4 §2.3.3), as reported in incompatible-QoS statuses.
+POLICY_NAMES = {
+    1: "USER_DATA", 2: "DURABILITY", 3: "PRESENTATION", 4: "DEADLINE", 5: "LATENCY_BUDGET",
+    6: "OWNERSHIP", 7: "OWNERSHIP_STRENGTH", 8: "LIVELINESS", 9: "TIME_BASED_FILTER",
+    10: "PARTITION", 11: "RELIABILITY", 12: "DESTINATION_ORDER", 13: "HISTORY",
+    14: "RESOURCE_LIMITS", 15: "ENTITY_FACTORY", 16: "WRITER_DATA_LIFECYCLE",
+    17: "READER_DATA_LIFECYCLE", 18: "TOPIC_DATA", 19: "GROUP_DATA", 20: "TRANSPORT_PRIORITY",
+    21: "LIFESPAN", 22: "DURABILITY_SERVICE", 23: "DATA_REPRESENTATION",
+    24: "TYPE_CONSISTENCY_ENFORCEMENT",
+}
+
+_ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
+
+
+@dataclass(frozen=True)
+class QosEvent:
+    """One QoS status change seen on this bus (incompatible QoS, deadline missed …)."""
+
+    kind: str          # requested_incompatible_qos | offered_incompatible_qos | *_deadline_missed …
+    topic: str
+    local_profile: str
+    remote_profiles: tuple[str, ...]
+    policy: str
+    total_count: int
+    time_ns: int
+
+    def __str__(self) -> str:
+        if self.kind.endswith("incompatible_qos"):
+            side, other = ("reader", "writer") if self.kind.startswith("requested") else ("writer", "reader")
+            remote = ", ".join(self.remote_profiles) or "unknown profile"
+            return (
+                f"incompatible QoS on topic {self.topic!r}: {side} with profile "
+                f"{self.local_profile!r} vs {other} with profile {remote} (policy {self.policy}); "
+                "use the same profile on both sides, see docs/qos.md"
+            )
+        return f"{self.kind.replace('_', ' ')} on topic {self.topic!r} (profile {self.local_profile!r}), total {self.total_count}"
+
+
+@dataclass
+class BusStatistics:
+    """Counters of QoS events and refused samples since the bus opened."""
+
+    incompatible_qos: int = 0
+    deadline_missed: int = 0
+    samples_lost: int = 0
+    samples_rejected: int = 0
+    liveliness_lost: int = 0
+    invalid_samples_refused: int = 0
+    events: list[QosEvent] = field(default_factory=list)
+
+
+class Writer(Generic[T]):
+    """A typed writer bound to a topic and a QoS profile; samples are validated before sending."""
+
+    def __init__(self, bus: Bus, topic: Topic[T], profile: str, *, validate: bool) -> None:
+        self.bus = bus
+        self.topic_name: str = topic.name
+        self.profile = profile
+        self.type = topic.data_type
+        self._validate = validate
+        self._dds = DataWriter(bus._publisher, topic, qos=bus._endpoint_qos(profile, writer=True),
+                               listener=bus._listener(topic.name, profile))
+
+    def write(self, sample: T) -> None:
+        """Validate ``sample`` (``SampleError`` if bad) and publish it."""
+        if self._validate:
+            try:
+                validate_sample(sample)
+            except MccError:
+                self.bus.stats.invalid_samples_refused += 1
+                raise
+        self._dds.write(sample)
+
+    def dispose(self, sample: T) -> None:
+        """Dispose the instance ``sample`` belongs to (keyed topics)."""
+        self._dds.dispose(sample)
+
+    def matched(self) -> int:
+        """Number of readers currently matched."""
+        return int(self._dds.get_publication_matched_status().current_count)
+
+    def wait_for_readers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
+        """Wait until ``count`` readers match; False on timeout."""
+        return _poll(lambda: self.matched() >= count, timeout_s)
+
+    @property
+    def dds(self) -> DataWriter[T]:
+        """The underlying cyclonedds DataWriter (for the benchmark's hot path)."""
+        return self._dds
+
+
+class Reader(Generic[T]):
+    """A typed reader bound to a topic and a QoS profile."""
+
+    def __init__(self, bus: Bus, topic: Topic[T], profile: str) -> None:
+        self.bus = bus
+        self.topic_name: str = topic.name
+        self.profile = profile
+        self.type = topic.data_type
+        self._dds = DataReader(bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False),
+                               listener=bus._listener(topic.name, profile))
+        self.condition = ReadCondition(self._dds, _ANY_STATE)
+        self._waitset: WaitSet | None = None
+
+    def take(self, max_samples: int = 256) -> list[T]:
+        """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
+        return [s for s in self._dds.take(max_samples) if s.sample_info.valid_data]
+
+    def read(self, max_samples: int = 256) -> list[T]:
+        """Read (leave in the cache) up to ``max_samples`` valid samples."""
+        return [s for s in self._dds.read(max_samples) if s.sample_info.valid_data]
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until data is available; False on timeout."""
+        if self._waitset is None:
+            self._waitset = WaitSet(self.bus.participant)
+            self._waitset.attach(self.condition)
+        return self._waitset.wait(duration(seconds=max(timeout_s, 0.0))) > 0
+
+    def take_wait(self, max_samples: int = 256, *, timeout_s: float = 1.0) -> list[T]:
+        """Take what is there, waiting up to ``timeout_s`` for the first sample."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            samples = self.take(max_samples)
+            remaining = deadline - time.monotonic()
+            if samples or remaining <= 0:
+                return samples
+            self.wait(remaining)
+
+    def take_until(self, count: int, *, timeout_s: float) -> list[T]:
+        """Take until ``count`` samples arrived or ``timeout_s`` passed; returns what came."""
+        deadline = time.monotonic() + timeout_s
+        out: list[T] = []
+        while len(out) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            out.extend(self.take_wait(max(count - len(out), 1), timeout_s=remaining))
+        return out
+
+    def matched(self) -> int:
+        """Number of writers currently matched."""
+        return int(self._dds.get_subscription_matched_status().current_count)
+
+    def wait_for_writers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
+        """Wait until ``count`` writers match; False on timeout."""
+        return _poll(lambda: self.matched() >= count, timeout_s)
+
+    @property
+    def dds(self) -> DataReader[T]:
+        """The underlying cyclonedds DataReader."""
+        return self._dds
+
+
+class Bus:
+    """A participant on one DDS domain, with optional partitions and transport.
+
+    Args:
+        domain_id: DDS domain (one per mission).
+        partitions: DDS partitions for every writer and reader (one per virtual cluster).
+        transport: Cyclone transport configuration; default: the environment's
+            ``CYCLONEDDS_URI`` or Cyclone's defaults.
+        discovery_tag: isolates this bus from others on the same domain (tests, parallel runs);
+            shorthand for ``Transport(discovery_tag=...)`` merged into ``transport``; default:
+            env ``MCC_DISCOVERY_TAG``.
+        qos: the profile library; default ``qos/mcc.xml``.
+        name: participant name shown by ``mcc topic list``.
+    """
+
+    def __init__(
+        self,
+        domain_id: int = 0,
+        *,
+        partitions: Sequence[str] = (),
+        transport: Transport | None = None,
+        discovery_tag: str | None = None,
+        qos: QosLibrary | None = None,
+        name: str = "mcc",
+        monitor_qos: bool = True,
+    ) -> None:
+        if not 0 <= domain_id <= 232:
+            raise MccError(f"domain_id = {domain_id}: DDS domain ids run from 0 to 232")
+        discovery_tag = discovery_tag or os.environ.get("MCC_DISCOVERY_TAG") or None
+        if discovery_tag is not None:
+            transport = _with_tag(transport, discovery_tag)
+        self.domain_id = domain_id
+        self.partitions = tuple(partitions)
+        self.transport = transport
+        self.qos = qos or default_library()
+        self.name = name
+        self.stats = BusStatistics()
+        self._lock = threading.Lock()
+        self._domain = _configure_domain(domain_id, transport)
+        self.participant = DomainParticipant(
+            domain_id, qos=Qos(Policy.Userdata(data=_participant_userdata(name)),
+                               Policy.EntityName(name))
+        )
+        group_qos = Qos(Policy.Partition(partitions=list(self.partitions))) if self.partitions else None
+        self._publisher = Publisher(self.participant, qos=group_qos)
+        self._subscriber = Subscriber(self.participant, qos=group_qos)
+        self._topics: dict[str, Topic[Any]] = {}
+        self._builtin: tuple[BuiltinDataReader, BuiltinDataReader] | None = None
+        if monitor_qos:
+            self._builtin = (
+                BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication),
+                BuiltinDataReader(self.participant, BuiltinTopicDcpsSubscription),
+            )
+        self._closed = False
+
+    # -- entities -------------------------------------------------------------------------
+    def topic(self, name: str, type_: type | None = None, *, profile: str | None = None) -> Topic[Any]:
+        """The DDS topic ``name`` (catalogue type unless ``type_`` is given)."""
+        data_type = type_ or topic_spec(name).type
+        with self._lock:
+            existing = self._topics.get(name)
+            if existing is not None:
+                if existing.data_type is not data_type:
+                    raise TopicError(
+                        f"topic {name!r} is already bound to {existing.data_type.__name__}, "
+                        f"not {data_type.__name__}; use another topic name"
+                    )
+                return existing
+            topic = Topic(self.participant, name, data_type,
+                          qos=self.qos.topic_qos(profile or self._default_profile(name)))
+            self._topics[name] = topic
+            return topic
+
+    def writer(self, topic: str, *, profile: str | None = None, type: type | None = None,
+               validate: bool = True) -> Writer[Any]:
+        """A writer on ``topic`` with QoS ``profile`` (default: the catalogue's)."""
+        profile = profile or self._default_profile(topic)
+        return Writer(self, self.topic(topic, type, profile=profile), profile, validate=validate)
+
+    def reader(self, topic: str, *, profile: str | None = None, type: type | None = None) -> Reader[Any]:
+        """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's)."""
+        profile = profile or self._default_profile(topic)
+        return Reader(self, self.topic(topic, type, profile=profile), profile)
+
+    def _default_profile(self, topic: str) -> str:
+        return topic_spec(topic).profile
+
+    def _endpoint_qos(self, profile: str, *, writer: bool) -> Qos:
+        base = self.qos.writer_qos(profile) if writer else self.qos.reader_qos(profile)
+        return base + Qos(Policy.Userdata(data=PROFILE_TAG + profile.encode()))
+
+    # -- QoS status monitoring -----------------------------------------------------------
+    def _listener(self, topic: str, profile: str) -> Listener:
+        def incompatible(kind: str) -> Any:
+            def handler(entity: Any, status: Any) -> None:
+                remote = self._remote_profiles(topic, profile, readers=kind.startswith("offered"))
+                self._record(QosEvent(kind, topic, profile, remote,
+                                      POLICY_NAMES.get(status.last_policy_id, str(status.last_policy_id)),
+                                      status.total_count, time.time_ns()), "incompatible_qos")
+            return handler
+
+        def counter(kind: str, attr: str) -> Any:
+            def handler(entity: Any, status: Any) -> None:
+                total = getattr(status, "total_count", 0)
+                self._record(QosEvent(kind, topic, profile, (), "", total, time.time_ns()), attr)
+            return handler
+
+        return Listener(
+            on_requested_incompatible_qos=incompatible("requested_incompatible_qos"),
+            on_offered_incompatible_qos=incompatible("offered_incompatible_qos"),
+            on_requested_deadline_missed=counter("requested_deadline_missed", "deadline_missed"),
+            on_offered_deadline_missed=counter("offered_deadline_missed", "deadline_missed"),
+            on_sample_lost=counter("sample_lost", "samples_lost"),
+            on_sample_rejected=counter("sample_rejected", "samples_rejected"),
+            on_liveliness_lost=counter("liveliness_lost", "liveliness_lost"),
+        )
+
+    def _record(self, event: QosEvent, counter: str) -> None:
+        with self._lock:
+            setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+            if len(self.stats.events) < 1000:
+                self.stats.events.append(event)
+        # Deadline misses can fire at the deadline rate: log the first and every 100th.
+        if counter != "deadline_missed" or event.total_count % 100 == 1:
+            log.warning("%s", event)
+
+    def _remote_profiles(self, topic: str, profile: str, *, readers: bool) -> tuple[str, ...]:
+        """Profiles of remote endpoints on ``topic`` that are not ours (from their user data)."""
+        if self._builtin is None:
+            return ()
+        builtin = self._builtin[1] if readers else self._builtin[0]
+        found = set()
+        for ep in builtin.read(1000):
+            if getattr(ep, "topic_name", None) != topic:
+                continue
+            data = ep.qos[Policy.Userdata].data if Policy.Userdata in ep.qos else b""
+            if data.startswith(PROFILE_TAG):
+                name = data[len(PROFILE_TAG):].decode(errors="replace")
+                if name != profile:
+                    found.add(name)
+        return tuple(sorted(found))
+
+    def qos_events(self, kind: str | None = None) -> list[QosEvent]:
+        """QoS events recorded so far, optionally of one kind."""
+        with self._lock:
+            return [e for e in self.stats.events if kind is None or e.kind == kind]
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Delete the participant and everything it owns."""
+        if self._closed:
+            return
+        self._closed = True
+        self._topics.clear()
+        self._builtin = None
+        self.participant = None  # type: ignore[assignment]
+        self._publisher = self._subscriber = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Bus:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def open_bus(domain_id: int = 0, **options: Any) -> Bus:
+    """Open a bus (a context manager); options as for ``Bus``."""
+    return Bus(domain_id, **options)
+
+
+def _poll(condition: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
+    return True
+
+
+def _participant_userdata(name: str) -> bytes:
+    return f"mcc name={name} host={socket.gethostname()} pid={os.getpid()}".encode()
+
+
+def _with_tag(transport: Transport | None, tag: str) -> Transport:
+    from dataclasses import replace
+
+    return replace(transport or Transport(), discovery_tag=tag)
+
+
+_domains: dict[int, tuple[str, Domain]] = {}
+_domains_lock = threading.Lock()
+
+
+def _configure_domain(domain_id: int, transport: Transport | None) -> Domain | None:
+    """Create the process's Cyclone domain with ``transport``'s configuration (once per id)."""
+    if transport is None:
+        return None
+    xml = transport.to_xml()
+    with _domains_lock:
+        existing = _domains.get(domain_id)
+        if existing is not None:
+            if existing[0] != xml:
+                raise MccError(
+                    f"domain {domain_id} is already configured in this process with another "
+                    "transport; use one transport per domain and process"
+                )
+            return existing[1]
+        domain = Domain(domain_id, xml)
+        _domains[domain_id] = (xml, domain)
+        return domain

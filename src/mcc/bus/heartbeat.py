@@ -1,0 +1,119 @@
+"""Heartbeats: each system instance says it is alive, and how loaded it is, once a period."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import threading
+import time
+from types import TracebackType
+
+import numpy as np
+
+from mcc.bus.core import Bus
+from mcc.types import Heartbeat, SystemState
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class HeartbeatPublisher:
+    """Publish a ``Heartbeat`` for ``system_id`` every ``period_s`` from a daemon thread.
+
+    The owner reports its traffic with ``count_in``/``count_out`` and its end-to-end
+    latencies with ``record_latency_ns``; each heartbeat carries the rates and the p50/p99 of
+    the latencies seen since the previous one.
+    """
+
+    def __init__(self, bus: Bus, system_id: str, *, period_s: float = 1.0, device: str = "cpu",
+                 state: SystemState = SystemState.SYSTEM_RUNNING) -> None:
+        if period_s <= 0:
+            raise ValueError(f"period_s = {period_s}: must be > 0")
+        self.system_id = system_id
+        self.period_s = period_s
+        self.device = device
+        self.state = state
+        self.message = ""
+        self._writer = bus.writer("Heartbeat")
+        self._lock = threading.Lock()
+        self._in = self._out = 0
+        self._latencies_ns: list[int] = []
+        self._seq = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_wall = time.monotonic()
+        self._last_cpu = _cpu_seconds()
+
+    def count_in(self, n: int = 1) -> None:
+        with self._lock:
+            self._in += n
+
+    def count_out(self, n: int = 1) -> None:
+        with self._lock:
+            self._out += n
+
+    def record_latency_ns(self, latency_ns: int) -> None:
+        with self._lock:
+            if len(self._latencies_ns) < 100_000:
+                self._latencies_ns.append(latency_ns)
+
+    def beat(self) -> Heartbeat:
+        """Build and publish one heartbeat now."""
+        now, cpu = time.monotonic(), _cpu_seconds()
+        elapsed = max(now - self._last_wall, 1e-6)
+        with self._lock:
+            n_in, n_out, lat = self._in, self._out, self._latencies_ns
+            self._in = self._out = 0
+            self._latencies_ns = []
+        p50, p99 = (np.percentile(lat, [50, 99]) / 1e3) if lat else (0.0, 0.0)
+        self._seq += 1
+        hb = Heartbeat(
+            system_id=self.system_id, host=socket.gethostname(), pid=os.getpid(),
+            state=self.state, device=self.device,
+            cpu_percent=100.0 * (cpu - self._last_cpu) / elapsed, rss_bytes=rss_bytes(),
+            msgs_in_per_s=n_in / elapsed, msgs_out_per_s=n_out / elapsed,
+            latency_p50_us=float(p50), latency_p99_us=float(p99),
+            seq=self._seq, time_ns=time.time_ns(), message=self.message,
+        )
+        self._last_wall, self._last_cpu = now, cpu
+        self._writer.write(hb)
+        return hb
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.beat()
+
+    def start(self) -> HeartbeatPublisher:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name="mcc-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, *, final_state: SystemState = SystemState.SYSTEM_STOPPED) -> None:
+        """Stop beating, after one last heartbeat with ``final_state``."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.period_s + 1.0)
+        self.state = final_state
+        self.beat()
+
+    def __enter__(self) -> HeartbeatPublisher:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop(final_state=SystemState.SYSTEM_FAILED if exc else SystemState.SYSTEM_STOPPED)
+
+
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system

@@ -1,0 +1,91 @@
+"""A lean reader loop: one waitset over many readers, ``take(N)`` in batches, stop by event.
+
+The loop sleeps in the waitset (never a busy loop) and wakes on data or on ``stop()``,
+which triggers a guard condition attached to the same waitset.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from cyclonedds.core import GuardCondition, WaitSet
+from cyclonedds.util import duration
+
+from mcc.bus.core import Bus, Reader
+
+Handler = Callable[[list[Any]], None]
+
+
+class ReaderLoop:
+    """Dispatch samples from several readers to their handlers until stopped.
+
+    Args:
+        bus: the bus the readers belong to.
+        batch: the most samples taken from one reader per wake-up.
+        idle_timeout_s: the longest the waitset sleeps before re-checking the stop flag
+            (only a safety net: ``stop()`` wakes the loop at once).
+        on_idle: called after each wake-up without data (e.g. to publish a heartbeat).
+    """
+
+    def __init__(self, bus: Bus, *, batch: int = 256, idle_timeout_s: float = 1.0,
+                 on_idle: Callable[[], None] | None = None) -> None:
+        self.bus = bus
+        self.batch = batch
+        self.idle_timeout_s = idle_timeout_s
+        self.on_idle = on_idle
+        self._handlers: list[tuple[Reader[Any], Handler]] = []
+        self._waitset = WaitSet(bus.participant)
+        self._guard = GuardCondition(bus.participant)
+        self._waitset.attach(self._guard)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.wakeups = 0
+        self.samples = 0
+
+    def add(self, reader: Reader[Any], handler: Handler) -> ReaderLoop:
+        """Call ``handler(samples)`` with each batch taken from ``reader``."""
+        self._waitset.attach(reader.condition)
+        self._handlers.append((reader, handler))
+        return self
+
+    def run(self) -> None:
+        """Run in the calling thread until ``stop()``."""
+        timeout = duration(seconds=self.idle_timeout_s)
+        while not self._stop.is_set():
+            triggered = self._waitset.wait(timeout)
+            self.wakeups += 1
+            got = 0
+            for reader, handler in self._handlers:
+                samples = reader.take(self.batch)
+                while samples:
+                    got += len(samples)
+                    handler(samples)
+                    if len(samples) < self.batch:
+                        break
+                    samples = reader.take(self.batch)
+            self.samples += got
+            if not got and not triggered and self.on_idle is not None:
+                self.on_idle()
+
+    def start(self, name: str = "mcc-reader-loop") -> ReaderLoop:
+        """Run in a daemon thread."""
+        self._thread = threading.Thread(target=self.run, name=name, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, *, timeout_s: float = 5.0) -> None:
+        """Stop the loop and wait for its thread."""
+        self._stop.set()
+        self._guard.set(True)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> ReaderLoop:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,58 @@
+"""The topic catalogue: each MCC topic's name, type and default QoS profile.
+
+Topic names are the type names (``Track`` carries ``mcc.Track``), so ``mcc topic echo Track``
+needs no lookup table in a user's head. Code may override a profile (a benchmark asking for
+``perf_best_effort``) but never builds QoS inline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcc import types
+from mcc.errors import TopicError
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic: its name, its IDL type and the QoS profile it uses by default."""
+
+    name: str
+    type: type
+    profile: str
+    doc: str
+
+
+_SPECS = (
+    TopicSpec("DetectionBatch", types.DetectionBatch, "sensor_stream", "one radar scan"),
+    TopicSpec("Truth", types.Truth, "sensor_stream", "simulation ground truth"),
+    TopicSpec("AirPicture", types.AirPicture, "sensor_stream", "one tracker cycle"),
+    TopicSpec("Track", types.Track, "state", "latest state of each track"),
+    TopicSpec("Threat", types.Threat, "state", "threat evaluation per track"),
+    TopicSpec("EngagementOrder", types.EngagementOrder, "state", "weapon assignment orders"),
+    TopicSpec("WeaponStatus", types.WeaponStatus, "state", "readiness of each weapon"),
+    TopicSpec("Heartbeat", types.Heartbeat, "health", "liveliness and load per instance"),
+    TopicSpec("Command", types.Command, "command", "control-plane requests"),
+    TopicSpec("CommandReply", types.CommandReply, "command", "control-plane answers"),
+    TopicSpec("MissionStatus", types.MissionStatus, "state", "mission phase and systems"),
+    TopicSpec("ComputeRequest", types.ComputeRequest, "bulk", "remote kernel calls"),
+    TopicSpec("ComputeReply", types.ComputeReply, "bulk", "remote kernel results"),
+    TopicSpec("WorkItem", types.WorkItem, "bulk", "HPC task farm work"),
+    TopicSpec("WorkResult", types.WorkResult, "bulk", "HPC task farm results"),
+    TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
+    TopicSpec("PerfSample", types.PerfSample, "perf_reliable", "bus performance tests"),
+)
+
+TOPICS: dict[str, TopicSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def topic_spec(name: str) -> TopicSpec:
+    """The catalogue entry for ``name``; ``TopicError`` listing the known topics otherwise."""
+    try:
+        return TOPICS[name]
+    except KeyError:
+        known = ", ".join(sorted(TOPICS))
+        raise TopicError(
+            f"unknown topic {name!r}; MCC topics are: {known} "
+            "(pass type= to use a topic of your own)"
+        ) from None

@@ -1,0 +1,166 @@
+"""Writer-side sample checks: bad samples are refused with a clear error, never sent.
+
+Checked, per topic type, with a plan built once per type:
+  * float fields and fixed float arrays are finite (no NaN, no inf);
+  * integer fields fit their IDL type;
+  * enum fields hold a literal of their enum;
+  * packed array fields (``mcc.types.PACKED_ARRAYS``) hold exactly ``count`` items and, for
+    floating-point arrays, only finite values;
+  * nested ``NDArray`` messages have a valid dtype and as many bytes as their shape needs.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import sys
+import typing
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import types as idl_types
+
+from mcc.errors import SampleError
+from mcc.types import PACKED_ARRAYS, NDArray
+
+_INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint8": (0, 2**8 - 1),
+    "byte": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    floats: tuple[str, ...]
+    ints: tuple[tuple[str, int, int], ...]
+    enums: tuple[tuple[str, type[enum.Enum]], ...]
+    float_arrays: tuple[tuple[str, int], ...]
+    packed: tuple[tuple[str, np.dtype[Any], int], ...]   # field, dtype, items per count
+    nested: tuple[str, ...]                                # struct-typed fields
+    nested_seqs: tuple[str, ...]                           # sequences of structs
+
+
+@cache
+def _plan(cls: type) -> _Plan:
+    module = sys.modules[cls.__module__]
+    hints = typing.get_type_hints(cls, globalns=vars(module), include_extras=True)
+    floats, ints, enums, float_arrays, nested, nested_seqs = [], [], [], [], [], []
+    for name, hint in hints.items():
+        if name in ("sample_info",):
+            continue
+        base = typing.get_origin(hint) is typing.Annotated and typing.get_args(hint)
+        meta = base[1] if base else None
+        if hint is float or meta in ("float64", "float32"):
+            floats.append(name)
+        elif meta in _INT_RANGES:
+            lo, hi = _INT_RANGES[meta]
+            ints.append((name, lo, hi))
+        elif isinstance(hint, type) and issubclass(hint, enum.Enum):
+            enums.append((name, hint))
+        elif isinstance(hint, type) and issubclass(hint, IdlStruct):
+            nested.append(name)
+        elif isinstance(meta, idl_types.array) and meta.subtype in (
+            idl_types.float64, idl_types.float32
+        ):
+            float_arrays.append((name, meta.length))
+        elif isinstance(meta, idl_types.sequence) and isinstance(meta.subtype, type) and issubclass(
+            meta.subtype, IdlStruct
+        ):
+            nested_seqs.append(name)
+    packed = tuple(
+        (name, np.dtype(dtype), math.prod(dims))
+        for name, (dtype, dims) in PACKED_ARRAYS.get(cls.__name__, {}).items()
+    )
+    return _Plan(
+        tuple(floats), tuple(ints), tuple(enums), tuple(float_arrays), packed,
+        tuple(nested), tuple(nested_seqs),
+    )
+
+
+def validate_sample(sample: Any, *, path: str | None = None) -> None:
+    """Raise ``SampleError`` naming the field, the value and the fix if ``sample`` is bad."""
+    cls = type(sample)
+    where = path or cls.__name__
+    plan = _plan(cls)
+    for name in plan.floats:
+        value = getattr(sample, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise SampleError(f"{where}.{name} = {value!r}: expected a number")
+        if not math.isfinite(value):
+            raise SampleError(
+                f"{where}.{name} = {value}: state fields must be finite; "
+                "fix the producer (or use the field's documented sentinel)"
+            )
+    for name, lo, hi in plan.ints:
+        value = getattr(sample, name)
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            raise SampleError(f"{where}.{name} = {value!r}: expected an integer in [{lo}, {hi}]")
+    for name, enum_cls in plan.enums:
+        value = getattr(sample, name)
+        if not isinstance(value, enum_cls):
+            try:
+                setattr(sample, name, enum_cls(value))
+            except ValueError:
+                allowed = ", ".join(m.name for m in enum_cls)
+                raise SampleError(
+                    f"{where}.{name} = {value!r}: not a {enum_cls.__name__}; use one of {allowed}"
+                ) from None
+    for name, length in plan.float_arrays:
+        values = getattr(sample, name)
+        if len(values) != length:
+            raise SampleError(f"{where}.{name}: {len(values)} values, the IDL declares {length}")
+        if not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+            raise SampleError(f"{where}.{name}: contains NaN or inf; state fields must be finite")
+    if plan.packed:
+        _check_packed(sample, where, plan.packed)
+    for name in plan.nested:
+        validate_sample(getattr(sample, name), path=f"{where}.{name}")
+    for name in plan.nested_seqs:
+        for i, item in enumerate(getattr(sample, name)):
+            item_path = f"{where}.{name}[{i}]"
+            if isinstance(item, NDArray):
+                _check_ndarray(item, item_path)
+            validate_sample(item, path=item_path)
+
+
+def _check_packed(sample: Any, where: str, packed: tuple[tuple[str, np.dtype[Any], int], ...]) -> None:
+    count = sample.count
+    for name, dtype, per_item in packed:
+        data = getattr(sample, name)
+        if not isinstance(data, (bytes, bytearray)):
+            raise SampleError(
+                f"{where}.{name}: expected packed bytes, got {type(data).__name__}; "
+                f"use mcc.types.arrays.pack(values, {dtype.str!r})"
+            )
+        expected = count * per_item * dtype.itemsize
+        if len(data) != expected:
+            raise SampleError(
+                f"{where}.{name}: {len(data)} bytes but count={count} needs {expected} "
+                f"({count} x {per_item} x {dtype.str}); pack exactly `count` items"
+            )
+        if dtype.kind == "f" and count and not np.isfinite(np.frombuffer(data, dtype)).all():
+            bad = int(np.flatnonzero(~np.isfinite(np.frombuffer(data, dtype)))[0])
+            raise SampleError(f"{where}.{name}[{bad // per_item}]: NaN or inf; values must be finite")
+
+
+def _check_ndarray(msg: NDArray, where: str) -> None:
+    try:
+        dtype = np.dtype(msg.dtype)
+    except TypeError:
+        raise SampleError(f"{where}.dtype = {msg.dtype!r}: not a numpy dtype (e.g. '<f8')") from None
+    expected = math.prod(msg.shape) * dtype.itemsize
+    if len(msg.data) != expected:
+        raise SampleError(
+            f"{where}.data: {len(msg.data)} bytes but shape {tuple(msg.shape)} of {dtype.str} "
+            f"needs {expected}; build it with mcc.types.arrays.to_ndarray_msg"
+        )

@@ -1,0 +1,40 @@
+"""The MCC exception hierarchy: one root, subclasses named by cause.
+
+Messages say what failed, where (file, field, value) and how to fix it.
+"""
+
+
+class MccError(Exception):
+    """Root of every error MCC raises on purpose."""
+
+
+class IdlError(MccError):
+    """The IDL data model cannot be parsed or does not match the generated types."""
+
+
+class QosError(MccError):
+    """A QoS profile is unknown, or the profile library cannot be loaded."""
+
+
+class QosIncompatibleError(QosError):
+    """A reader and a writer on the same topic have incompatible QoS."""
+
+
+class SampleError(MccError, ValueError):
+    """A sample was refused at the writer: NaN/inf, wrong array length, unknown enum value."""
+
+
+class TopicError(MccError):
+    """A topic name is unknown, or it is already bound to a different type."""
+
+
+class TransportError(MccError):
+    """A transport configuration is invalid."""
+
+
+class RequestTimeoutError(MccError, TimeoutError):
+    """A request got no reply before its deadline."""
+
+
+class PeerLostError(MccError):
+    """The peer that should answer is gone."""
