@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,15 +43,19 @@ def worker_id_offset() -> int:
 @pytest.fixture
 def bus_env(domain_id: int, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """Environment for child processes: same domain, a discovery tag unique to this test."""
-    tag = f"test-{os.getpid()}-{request.node.name}"[:60]
-    env = {**os.environ, "MCC_DOMAIN": str(domain_id), "MCC_DISCOVERY_TAG": tag}
-    old = os.environ.get("MCC_DISCOVERY_TAG")
-    os.environ["MCC_DISCOVERY_TAG"] = tag  # buses opened by the test itself use it too
-    yield env
-    if old is None:
-        os.environ.pop("MCC_DISCOVERY_TAG", None)
-    else:
-        os.environ["MCC_DISCOVERY_TAG"] = old
+    from mcc.bus.transport import Transport
+
+    tag = re.sub(r"[^A-Za-z0-9_.-]", "_", f"test-{os.getpid()}-{request.node.name}")[:60]
+    overrides = Transport.loopback(tag).apply_to_env({})
+    overrides.update(MCC_DOMAIN=str(domain_id), MCC_DISCOVERY_TAG=tag)
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update(overrides)  # buses opened by the test itself use them too
+    yield {**os.environ}
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def run_cli(args: Sequence[str], *, env: dict[str, str], timeout_s: float = 60.0,

@@ -27,6 +27,7 @@ from cyclonedds.util import duration
 
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import topic_spec
+from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport
 from mcc.bus.validate import validate_sample
 from mcc.errors import MccError, TopicError
@@ -65,7 +66,7 @@ class QosEvent:
     def __str__(self) -> str:
         if self.kind.endswith("incompatible_qos"):
             side, other = ("reader", "writer") if self.kind.startswith("requested") else ("writer", "reader")
-            remote = ", ".join(self.remote_profiles) or "unknown profile"
+            remote = ", ".join(map(repr, self.remote_profiles)) or "unknown"
             return (
                 f"incompatible QoS on topic {self.topic!r}: {side} with profile "
                 f"{self.local_profile!r} vs {other} with profile {remote} (policy {self.policy}); "
@@ -196,8 +197,8 @@ class Bus:
     Args:
         domain_id: DDS domain (one per mission).
         partitions: DDS partitions for every writer and reader (one per virtual cluster).
-        transport: Cyclone transport configuration; default: the environment's
-            ``CYCLONEDDS_URI`` or Cyclone's defaults.
+        transport: Cyclone transport configuration; default: env ``MCC_TRANSPORT`` (set by
+            ``Transport.apply_to_env``), else ``CYCLONEDDS_URI`` or Cyclone's defaults.
         discovery_tag: isolates this bus from others on the same domain (tests, parallel runs);
             shorthand for ``Transport(discovery_tag=...)`` merged into ``transport``; default:
             env ``MCC_DISCOVERY_TAG``.
@@ -218,6 +219,8 @@ class Bus:
     ) -> None:
         if not 0 <= domain_id <= 232:
             raise MccError(f"domain_id = {domain_id}: DDS domain ids run from 0 to 232")
+        if transport is None and os.environ.get(TRANSPORT_ENV):
+            transport = Transport.from_env()
         discovery_tag = discovery_tag or os.environ.get("MCC_DISCOVERY_TAG") or None
         if discovery_tag is not None:
             transport = _with_tag(transport, discovery_tag)
@@ -398,6 +401,6 @@ def _configure_domain(domain_id: int, transport: Transport | None) -> Domain | N
                     "transport; use one transport per domain and process"
                 )
             return existing[1]
-        domain = Domain(domain_id, xml)
+        domain = transport.configure_domain(domain_id)
         _domains[domain_id] = (xml, domain)
         return domain

@@ -62,7 +62,7 @@ class Transport:
         tcp_port: TCP port to accept connections on (``kind="tcp"`` only); ``None`` = connect
             out to ``peers`` only, ``0`` = any free port.
         extra_xml: more children of ``<Domain>`` (e.g. ``"<Tracing>...</Tracing>"``); a setting
-            given here replaces the generated one.
+            given here replaces the generated one, a ``Peer`` or ``NetworkInterface`` adds one.
     """
 
     kind: TransportKind = "udp"
@@ -115,7 +115,7 @@ class Transport:
             if self.multicast:
                 _fail(
                     "multicast", True,
-                    "TCP has no multicast discovery; set multicast=False and list peers "
+                    "kind='tcp' has no multicast discovery; set multicast=False and list peers "
                     "(host:port) and/or tcp_port",
                 )
             if not self.peers and self.tcp_port is None:
@@ -131,10 +131,10 @@ class Transport:
 
     @classmethod
     def loopback(cls, tag: str | None = None) -> Transport:
-        """One machine only (tests, benchmarks): unicast on ``lo`` to 127.0.0.1, up to 100 processes.
+        """One machine (tests, benchmarks): unicast on ``lo`` to 127.0.0.1, up to 100 processes.
 
-        Unicast rather than multicast: ``lo`` has no MULTICAST flag, and Cyclone builds disagree
-        on whether to multicast over it; unicast to 127.0.0.1 works with every build.
+        Unicast rather than multicast: ``lo`` has no MULTICAST flag; Cyclone 11 multicasts over
+        it anyway, Cyclone 0.10 (e.g. Debian's ddsperf) does not. Unicast works with both.
         """
         return cls(
             multicast=False, peers=("127.0.0.1",), interface="lo",
@@ -153,7 +153,7 @@ class Transport:
         multicast = "default" if self.multicast else "false"
         ET.SubElement(general, "AllowMulticast").text = multicast
         ET.SubElement(general, "Transport").text = self.kind
-        discovery = ET.SubElement(domain, "Discovery")
+        discovery = ET.Element("Discovery")
         if self.discovery_tag is not None:
             ET.SubElement(discovery, "Tag").text = self.discovery_tag
         if self.kind == "udp" and not self.multicast:
@@ -167,6 +167,8 @@ class Transport:
             peers = ET.SubElement(discovery, "Peers")
             for peer in self.peers:
                 ET.SubElement(peers, "Peer", address=peer)
+        if len(discovery):
+            domain.append(discovery)
         if self.tcp_port is not None:
             ET.SubElement(ET.SubElement(domain, "TCP"), "Port").text = str(self.tcp_port)
         for element in _parse_extra(self.extra_xml):
@@ -185,8 +187,9 @@ class Transport:
             raise TransportError(
                 "Transport.kind: 'tcp' is not supported by the Cyclone DDS library that the "
                 "cyclonedds Python package loads (built without TCP); use kind='udp' with "
-                "multicast=False and peers for networks without multicast, or point "
-                "CYCLONEDDS_HOME at a Cyclone build with TCP"
+                "multicast=False and peers for networks without multicast, or build the "
+                "package from source against a Cyclone DDS C library with TCP (see "
+                "docs/transport.md)"
             )
         return self.to_xml()
 
@@ -199,10 +202,16 @@ class Transport:
         try:
             return Domain(domain_id, config)
         except DDSException as exc:
+            if exc.code == DDSException.DDS_RETCODE_PRECONDITION_NOT_MET:
+                raise TransportError(
+                    f"domain {domain_id} already exists in this process (a participant or "
+                    "Domain was created on it first); configure each domain once, before "
+                    "creating any participant on it"
+                ) from exc
             raise TransportError(
-                f"domain {domain_id}: Cyclone DDS refused the transport configuration ({exc}); "
-                "configure a domain once per process, before any participant on it, and check "
-                f"that interface {self.interface!r} exists"
+                f"domain {domain_id}: Cyclone DDS refused the transport configuration (its "
+                "reason is on stderr); check that the interface "
+                f"{self.interface!r} exists and that the peers resolve: {self.to_xml()}"
             ) from exc
 
     def apply_to_env(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -214,7 +223,7 @@ class Transport:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Transport:
-        """The Transport set by :meth:`apply_to_env`; ``Transport()`` when MCC_TRANSPORT is unset."""
+        """The Transport that :meth:`apply_to_env` set; ``Transport()`` without MCC_TRANSPORT."""
         text = (os.environ if env is None else env).get(ENV_VAR)
         if not text:
             return cls()

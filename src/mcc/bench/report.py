@@ -1,0 +1,114 @@
+"""Benchmark results in one shape for every bench: JSON, a terminal table, a Markdown table.
+
+``{"bench": NAME, "created": ISO-8601, "host": {...}, "command": "...", "rows": [...]}``
+with units in the key names (DESIGN.md, Benchmarks).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+BENCH_README = REPO_ROOT / "benchmarks" / "README.md"
+
+
+def host_info() -> dict[str, Any]:
+    """What ran the benchmark: CPU, cores, Python and the versions of the implementations."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions: dict[str, str] = {}
+    for dist in ("cyclonedds", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    for deb in ("cyclonedds-tools", "sockperf"):
+        version = _deb_version(deb)
+        if version:
+            versions[deb] = version
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "kernel": platform.release(), "versions": versions}
+
+
+def _deb_version(package: str) -> str | None:
+    if shutil.which("dpkg-query") is None:
+        return None
+    proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True,
+                          text=True, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def document(bench: str, rows: Sequence[dict[str, Any]], *, command: str) -> dict[str, Any]:
+    """The JSON document for one benchmark run."""
+    return {
+        "bench": bench,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": host_info(),
+        "command": command,
+        "rows": list(rows),
+    }
+
+
+def write_json(doc: dict[str, Any], path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 100 else f"{value:.2f}"
+    return "-" if value is None else str(value)
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, justify="left" if c == "impl" else "right")
+    for r in rows:
+        table.add_row(*(_fmt(r.get(c)) for c in columns))
+    Console().print(table)
+
+
+def record(doc: dict[str, Any], columns: Sequence[str], *, notes: str = "",
+           readme: Path = BENCH_README) -> None:
+    """Append this run's table (with its command and host) to ``benchmarks/README.md``."""
+    readme.parent.mkdir(parents=True, exist_ok=True)
+    if not readme.exists():
+        readme.write_text("# MCC benchmarks\n\nTables appended by `mcc bench NAME --record`; "
+                          "the newest run of each bench is last. Method: docs/benchmarks.md.\n")
+    host = doc["host"]
+    versions = ", ".join(f"{k} {v}" for k, v in host["versions"].items())
+    section = (
+        f"\n## {doc['bench']} — {doc['created']}\n\n"
+        f"`{doc['command']}` on {host['cpu']} ({host['cores']} cores), Python {host['python']}, "
+        f"{versions}.\n\n{markdown_table(doc['rows'], columns)}\n"
+        + (f"\n{notes}\n" if notes else "")
+    )
+    with readme.open("a") as f:
+        f.write(section)
