@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import selectors
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,36 @@ def run_cli(args: Sequence[str], *, env: dict[str, str], timeout_s: float = 60.0
         pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
                     f"stderr:\n{proc.stderr}")
     return proc
+
+
+@contextmanager
+def peer(*args: str, env: dict[str, str], ready_timeout_s: float = 30.0) -> Iterator[subprocess.Popen[str]]:
+    """Start ``tests/integration/bus_peer.py ARGS``; wait for its ``ready`` line; stop it after."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.integration.bus_peer", *args], cwd=REPO,
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = read_line(proc, ready_timeout_s)
+        if line.strip() != "ready":
+            proc.kill()
+            pytest.fail(f"peer {args} did not start: {line!r}\n{proc.stderr.read()}")
+        yield proc
+    finally:
+        try:
+            proc.stdin.close()
+            proc.wait(10)
+        except (subprocess.TimeoutExpired, BrokenPipeError):
+            proc.kill()
+            proc.wait(5)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        ready = sel.select(timeout_s)
+    if not ready:
+        proc.kill()
+        pytest.fail(f"peer silent for {timeout_s} s; stderr:\n{proc.stderr.read()}")
+    return proc.stdout.readline()

@@ -176,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument("--quick", action="store_true", help="a few seconds per row (smoke check)")
     lat.add_argument("--sizes", default="64,1024", help="payload sizes in bytes (default 64,1024)")
     lat.add_argument("--duration", type=float, help="seconds per row (default 10, quick 2)")
-    lat.add_argument("--impl", default="mcc,ddsperf,sockperf",
-                     help="implementations to run (default %(default)s)")
+    lat.add_argument("--impl", default="mcc,mcc-waitset,ddsperf,sockperf",
+                     help="implementations to run (default %(default)s); mcc handles samples "
+                          "in a listener, mcc-waitset in an application thread")
     lat.add_argument("--json", metavar="FILE", help="write the results as JSON")
     lat.add_argument("--record", action="store_true", help="append the table to benchmarks/README.md")
     lat.set_defaults(func=_cmd_bench)

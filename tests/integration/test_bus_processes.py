@@ -3,56 +3,17 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from mcc.bus import TOPICS, Bus, Requester
 from mcc.errors import RequestTimeoutError
 from mcc.types import Command
-from tests.conftest import REPO
+from tests.conftest import peer, read_line
 from tests.integration.bus_peer import sample_for
 
 pytestmark = pytest.mark.slow
-
-
-@contextmanager
-def peer(*args: str, env: dict[str, str], ready_timeout_s: float = 30.0) -> Iterator[subprocess.Popen[str]]:
-    """Start ``bus_peer ARGS``; wait for its ``ready`` line; stop it at the end."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.integration.bus_peer", *args], cwd=REPO,
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        line = _readline(proc, ready_timeout_s)
-        if line.strip() != "ready":
-            proc.kill()
-            pytest.fail(f"peer {args} did not start: {line!r}\n{proc.stderr.read()}")
-        yield proc
-    finally:
-        try:
-            proc.stdin.close()
-            proc.wait(10)
-        except (subprocess.TimeoutExpired, BrokenPipeError):
-            proc.kill()
-            proc.wait(5)
-        proc.stdout.close()
-        proc.stderr.close()
-
-
-def _readline(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    import selectors
-
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        ready = sel.select(timeout_s)
-    if not ready:
-        proc.kill()
-        pytest.fail(f"peer silent for {timeout_s} s; stderr:\n{proc.stderr.read()}")
-    return proc.stdout.readline()
 
 
 def test_every_topic_type_crosses_between_processes(bus_env: dict[str, str], domain_id: int) -> None:
@@ -66,7 +27,7 @@ def test_every_topic_type_crosses_between_processes(bus_env: dict[str, str], dom
             while len(received) < len(readers) and time.monotonic() < deadline:
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
-                assert _readline(proc, 20).strip() == "wrote"
+                assert read_line(proc, 20).strip() == "wrote"
                 for name, reader in readers.items():
                     for sample in reader.take_wait(16, timeout_s=0.2):
                         received.setdefault(name, sample)

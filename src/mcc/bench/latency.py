@@ -13,13 +13,14 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 
 from cyclonedds.core import WaitSet
 from cyclonedds.util import duration
 
 from mcc.bench.stats import LatencyRecorder, LatencyStats
-from mcc.bus import Bus, Transport
+from mcc.bus import Bus, Reader, Transport, Writer
 from mcc.errors import MccError
 from mcc.types import PerfSample
 
@@ -30,87 +31,145 @@ def _profile(reliable: bool) -> str:
     return "perf_reliable" if reliable else "perf_best_effort"
 
 
-def run_pong(domain_id: int, *, reliable: bool, tag: str) -> int:
+def run_pong(domain_id: int, *, reliable: bool, tag: str, mode: str = "listener") -> int:
     """Echo every ``PerfPing`` sample on ``PerfPong`` until a sample with seq 0 arrives."""
+    done = threading.Event()
     with Bus(domain_id, transport=Transport.loopback(tag), name="mcc-bench-pong",
              monitor_qos=False) as bus:
-        reader = bus.reader(PING, type=PerfSample, profile=_profile(reliable))
         writer = bus.writer(PONG, type=PerfSample, profile=_profile(reliable), validate=False)
-        waitset = WaitSet(bus.participant)
-        waitset.attach(reader.condition)
-        take, write = reader.dds.take, writer.dds.write
-        forever = duration(seconds=5)
-        while True:
-            waitset.wait(forever)
-            for sample in take(64):
-                if not sample.sample_info.valid_data:
-                    continue
+        write = writer.write
+
+        def echo(reader: Reader[PerfSample]) -> None:
+            for sample in reader.take(64):
                 if sample.seq == 0:
-                    return 0
-                write(sample)
+                    done.set()
+                else:
+                    write(sample)
+
+        if mode == "listener":
+            reader = bus.reader(PING, type=PerfSample, profile=_profile(reliable), on_data=echo)
+            done.wait()
+            del reader
+        else:
+            reader = bus.reader(PING, type=PerfSample, profile=_profile(reliable))
+            waitset = WaitSet(bus.participant)
+            waitset.attach(reader.condition)
+            forever = duration(seconds=5)
+            while not done.is_set():
+                waitset.wait(forever)
+                echo(reader)
+    return 0
 
 
 def run_mcc_pingpong(*, size_bytes: int, duration_s: float, domain_id: int,
                      reliable: bool = True, warmup: int = 200, max_samples: int = 1_000_000,
-                     tag: str | None = None) -> LatencyStats:
-    """Ping-pong for ``duration_s`` seconds; one-way latency statistics in microseconds."""
+                     tag: str | None = None, mode: str = "listener") -> LatencyStats:
+    """Ping-pong for ``duration_s`` seconds; one-way latency statistics in microseconds.
+
+    ``mode="listener"`` handles each sample on Cyclone's receive thread (``Reader.on_data``,
+    as ``ddsperf`` does by default); ``mode="waitset"`` wakes an application thread per sample
+    (``ReaderLoop``'s way), one thread switch more per hop.
+    """
+    if mode not in ("listener", "waitset"):
+        raise MccError(f"mode = {mode!r}: use 'listener' or 'waitset'")
     if size_bytes < 0:
         raise MccError(f"size_bytes = {size_bytes}: must be >= 0")
     tag = tag or f"mcc-bench-{os.getpid()}"
     pong = subprocess.Popen(
         [sys.executable, "-m", "mcc.bench.latency", "pong", "--domain", str(domain_id),
-         "--tag", tag, *([] if reliable else ["--best-effort"])],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+         "--tag", tag, "--mode", mode, *([] if reliable else ["--best-effort"])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
         with Bus(domain_id, transport=Transport.loopback(tag), name="mcc-bench-ping",
                  monitor_qos=False) as bus:
             writer = bus.writer(PING, type=PerfSample, profile=_profile(reliable), validate=False)
-            reader = bus.reader(PONG, type=PerfSample, profile=_profile(reliable))
-            if not (writer.wait_for_readers(1, timeout_s=20) and reader.wait_for_writers(1, timeout_s=20)):
+            ping = _Pinger(writer, size_bytes=size_bytes, duration_s=duration_s, warmup=warmup,
+                           max_samples=max_samples)
+            reader = bus.reader(PONG, type=PerfSample, profile=_profile(reliable),
+                                on_data=ping.on_echo if mode == "listener" else None)
+            if not (writer.wait_for_readers(1, timeout_s=20)
+                    and reader.wait_for_writers(1, timeout_s=20)):
                 raise MccError("the pong process did not appear on the bus within 20 s")
+            if mode == "listener":
+                ping.run_listener()
+            else:
+                ping.run_waitset(bus, reader)
             recorder = LatencyRecorder()
-            lost = _ping_loop(bus, writer, reader, recorder, size_bytes=size_bytes,
-                              duration_s=duration_s, warmup=warmup, max_samples=max_samples)
+            recorder.record_many_ns([rtt // 2 for rtt in ping.rtts_ns])
+            lost = ping.lost
             writer.dds.write(PerfSample(writer_id="ping", seq=0, send_ns=0, payload=b""))
             return recorder.stats(lost=lost)
     finally:
         try:
-            pong.wait(5)
+            pong.communicate(timeout=5)
         except subprocess.TimeoutExpired:
             pong.kill()
-            pong.wait(5)
+            pong.communicate(timeout=5)
 
 
-def _ping_loop(bus: Bus, writer: object, reader: object, recorder: LatencyRecorder, *,
-               size_bytes: int, duration_s: float, warmup: int, max_samples: int) -> int:
-    """The hot loop: write, wait for the echo, record RTT/2. Returns samples lost."""
-    waitset = WaitSet(bus.participant)
-    waitset.attach(reader.condition)  # type: ignore[attr-defined]
-    write, take = writer.dds.write, reader.dds.take  # type: ignore[attr-defined]
-    sample = PerfSample(writer_id="ping", seq=0, send_ns=0, payload=bytes(size_bytes))
-    clock = time.perf_counter_ns
-    timeout = duration(milliseconds=100)
-    rtts: list[int] = []
-    lost = 0
-    seq = 0
-    end = time.monotonic() + duration_s
-    while time.monotonic() < end and len(rtts) < max_samples:
-        seq += 1
-        sample.seq = seq
-        start = clock()
-        write(sample)
-        while True:
+class _Pinger:
+    """The ping side: send, take the echo, record the round trip, send the next."""
+
+    def __init__(self, writer: Writer[PerfSample], *, size_bytes: int, duration_s: float,
+                 warmup: int, max_samples: int) -> None:
+        self.write = writer.write
+        self.sample = PerfSample(writer_id="ping", seq=0, send_ns=0, payload=bytes(size_bytes))
+        self.warmup = warmup
+        self.max_samples = max_samples
+        self.end = time.monotonic() + duration_s
+        self.rtts_ns: list[int] = []
+        self.lost = 0
+        self.done = threading.Event()
+        self._start_ns = 0
+        self._lock = threading.Lock()
+
+    def send_next(self) -> None:
+        if time.monotonic() >= self.end or len(self.rtts_ns) >= self.max_samples:
+            self.done.set()
+            return
+        self.sample.seq += 1
+        self._start_ns = time.perf_counter_ns()
+        self.write(self.sample)
+
+    def on_echo(self, reader: Reader[PerfSample]) -> None:
+        now = time.perf_counter_ns()
+        with self._lock:
+            if any(s.seq == self.sample.seq for s in reader.take(8)) and not self.done.is_set():
+                if self.sample.seq > self.warmup:
+                    self.rtts_ns.append(now - self._start_ns)
+                self.send_next()
+
+    def run_listener(self) -> None:
+        """Echoes drive the next ping from the receive thread; this thread watches for losses."""
+        with self._lock:
+            self.send_next()
+        while not self.done.wait(0.1):
+            with self._lock:
+                seq = self.sample.seq
+            if self.done.wait(0.1):
+                break
+            with self._lock:
+                if self.sample.seq == seq:   # no echo for 100 ms: lost (best effort)
+                    self.lost += 1
+                    self.send_next()
+
+    def run_waitset(self, bus: Bus, reader: Reader[PerfSample]) -> None:
+        """Wait for each echo in this thread."""
+        waitset = WaitSet(bus.participant)
+        waitset.attach(reader.condition)
+        timeout = duration(milliseconds=100)
+        self.send_next()
+        while not self.done.is_set():
             if waitset.wait(timeout) == 0:
-                lost += 1          # best effort: the ping or its echo was dropped
-                break
-            got = [s for s in take(8) if s.sample_info.valid_data and s.seq == seq]
-            if got:
-                if seq > warmup:
-                    rtts.append(clock() - start)
-                break
-    recorder.record_many_ns([rtt // 2 for rtt in rtts])
-    return lost
+                self.lost += 1
+                self.send_next()
+                continue
+            now = time.perf_counter_ns()
+            if any(s.seq == self.sample.seq for s in reader.take(8)):
+                if self.sample.seq > self.warmup:
+                    self.rtts_ns.append(now - self._start_ns)
+                self.send_next()
 
 
 def main() -> int:
@@ -119,8 +178,9 @@ def main() -> int:
     parser.add_argument("--domain", type=int, required=True)
     parser.add_argument("--tag", required=True)
     parser.add_argument("--best-effort", action="store_true")
+    parser.add_argument("--mode", choices=["listener", "waitset"], default="listener")
     args = parser.parse_args()
-    return run_pong(args.domain, reliable=not args.best_effort, tag=args.tag)
+    return run_pong(args.domain, reliable=not args.best_effort, tag=args.tag, mode=args.mode)
 
 
 if __name__ == "__main__":

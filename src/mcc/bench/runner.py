@@ -12,7 +12,7 @@ from mcc.errors import MccError
 
 LATENCY_COLUMNS = ("impl", "size_bytes", "reliable", "count", "lost", "p50_us", "p90_us",
                    "p99_us", "p999_us", "max_us", "mean_us", "stdev_us", "ratio_p50_vs_ddsperf")
-IMPLS = ("mcc", "ddsperf", "sockperf")
+IMPLS = ("mcc", "mcc-waitset", "ddsperf", "sockperf")
 
 
 def run_latency(*, sizes: list[int], duration_s: float, impls: list[str],
@@ -24,14 +24,16 @@ def run_latency(*, sizes: list[int], duration_s: float, impls: list[str],
     unknown = sorted(set(impls) - set(IMPLS))
     if unknown:
         raise MccError(f"--impl: unknown implementation(s) {unknown}; choose from {list(IMPLS)}")
-    domain = domain_id if domain_id is not None else 100 + os.getpid() % 100
+    base_domain = domain_id if domain_id is not None else 100 + os.getpid() % 50
     rows: list[dict[str, Any]] = []
     for size in sizes:
         by_impl: dict[str, dict[str, Any]] = {}
         for impl in impls:
-            if impl == "mcc":
+            domain = base_domain + len(rows)   # a fresh domain per row: no leftovers between rows
+            if impl in ("mcc", "mcc-waitset"):
                 stats = run_mcc_pingpong(size_bytes=size, duration_s=duration_s,
-                                         domain_id=domain, reliable=reliable)
+                                         domain_id=domain, reliable=reliable,
+                                         mode="waitset" if impl == "mcc-waitset" else "listener")
             elif impl == "ddsperf":
                 stats = run_ddsperf_pingpong(size_bytes=size, duration_s=duration_s,
                                              domain_id=domain, reliable=reliable)

@@ -73,10 +73,10 @@ def _plan(cls: type) -> _Plan:
             idl_types.float64, idl_types.float32
         ):
             float_arrays.append((name, meta.length))
-        elif isinstance(meta, idl_types.sequence) and isinstance(meta.subtype, type) and issubclass(
-            meta.subtype, IdlStruct
-        ):
-            nested_seqs.append(name)
+        elif isinstance(meta, idl_types.sequence):
+            sub = vars(module).get(meta.subtype) if isinstance(meta.subtype, str) else meta.subtype
+            if isinstance(sub, type) and issubclass(sub, IdlStruct):
+                nested_seqs.append(name)
     packed = tuple(
         (name, np.dtype(dtype), math.prod(dims))
         for name, (dtype, dims) in PACKED_ARRAYS.get(cls.__name__, {}).items()
