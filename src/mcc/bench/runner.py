@@ -10,8 +10,8 @@ from typing import Any
 from mcc.bench import report
 from mcc.errors import MccError
 
-LATENCY_COLUMNS = ("impl", "size_bytes", "reliable", "count", "lost", "p50_us", "p90_us",
-                   "p99_us", "p999_us", "max_us", "mean_us", "stdev_us", "ratio_p50_vs_ddsperf")
+LATENCY_COLUMNS = ("impl", "size_bytes", "count", "lost", "p50_us", "p90_us", "p99_us",
+                   "p999_us", "max_us", "mean_us", "ratio_p50_vs_ddsperf")
 IMPLS = ("mcc", "mcc-waitset", "ddsperf", "sockperf")
 
 
