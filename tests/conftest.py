@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import selectors
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -60,27 +60,40 @@ def bus_env(domain_id: int, request: pytest.FixtureRequest) -> Iterator[dict[str
             os.environ[key] = value
 
 
-def run_cli(args: Sequence[str], *, env: dict[str, str], timeout_s: float = 60.0,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: Sequence[str], *, env: dict[str, str], timeout_s: float = 60.0, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run ``mcc ARGS`` in a subprocess; on timeout or failure show what it printed."""
     cmd = [sys.executable, "-m", "mcc.cli", *args]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{' '.join(cmd)} timed out after {timeout_s} s\nstdout:\n{exc.stdout}\n"
-                    f"stderr:\n{exc.stderr}")
+        pytest.fail(
+            f"{' '.join(cmd)} timed out after {timeout_s} s\nstdout:\n{exc.stdout}\n"
+            f"stderr:\n{exc.stderr}"
+        )
     if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
-                    f"stderr:\n{proc.stderr}")
+        pytest.fail(
+            f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
+            f"stderr:\n{proc.stderr}"
+        )
     return proc
 
 
 @contextmanager
-def peer(*args: str, env: dict[str, str], ready_timeout_s: float = 30.0) -> Iterator[subprocess.Popen[str]]:
+def peer(
+    *args: str, env: dict[str, str], ready_timeout_s: float = 30.0
+) -> Iterator[subprocess.Popen[str]]:
     """Start ``tests/integration/bus_peer.py ARGS``; wait for its ``ready`` line; stop it after."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.integration.bus_peer", *args], cwd=REPO,
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.bus_peer", *args],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = read_line(proc, ready_timeout_s)
         if line.strip() != "ready":

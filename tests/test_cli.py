@@ -30,15 +30,18 @@ def test_topic_list_echo_hz_against_a_live_writer(bus_env: dict[str, str]) -> No
         assert by_name["DetectionBatch"]["profiles"] == ["sensor_stream"]
         assert by_name["DetectionBatch"]["qos"]["reliability"].startswith("best-effort")
 
-        echo = run_cli(["topic", "echo", "DetectionBatch", "--count", "2", "--json",
-                        "--timeout", "20"], env=bus_env).stdout.splitlines()
+        echo = run_cli(
+            ["topic", "echo", "DetectionBatch", "--count", "2", "--json", "--timeout", "20"],
+            env=bus_env,
+        ).stdout.splitlines()
         assert len(echo) == 2
         sample = json.loads(echo[0])
         assert sample["sensor_id"] == "radar-7"
         assert sample["range_m"].startswith("float64[3]") and "-2.25" in sample["range_m"]
 
-        hz = run_cli(["topic", "hz", "DetectionBatch", "--windows", "2", "--window", "1.5"],
-                     env=bus_env).stdout.splitlines()
+        hz = run_cli(
+            ["topic", "hz", "DetectionBatch", "--windows", "2", "--window", "1.5"], env=bus_env
+        ).stdout.splitlines()
     rates = [float(re.search(r"([\d.]+) Hz", line).group(1)) for line in hz]
     assert len(rates) == 2 and 10 < rates[-1] < 25, hz
     assert "latency from origin_ns p50" in hz[-1]
@@ -57,7 +60,8 @@ def test_echo_without_writer_says_so(bus_env: dict[str, str]) -> None:
 
 @pytest.mark.slow
 def test_demo_runs_a_live_exchange(bus_env: dict[str, str]) -> None:
-    proc = run_cli(["demo", "--duration", "2", "--domain", bus_env["MCC_DOMAIN"]], env=bus_env,
-                   timeout_s=90)
+    proc = run_cli(
+        ["demo", "--duration", "2", "--domain", bus_env["MCC_DOMAIN"]], env=bus_env, timeout_s=90
+    )
     assert re.search(r"received \d+ scans", proc.stdout), proc.stdout
     assert "request/reply: 'radar-1 status" in proc.stdout

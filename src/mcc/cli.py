@@ -18,13 +18,23 @@ EXIT_USAGE = 2
 
 def _bus_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("bus")
-    group.add_argument("--domain", type=int, default=int(os.environ.get("MCC_DOMAIN", "0")),
-                       help="DDS domain id, 0-232 (env MCC_DOMAIN; default %(default)s)")
-    group.add_argument("--partition", action="append", default=[],
-                       help="DDS partition (repeatable; a virtual cluster's name)")
-    group.add_argument("--tag", default=os.environ.get("MCC_DISCOVERY_TAG"),
-                       help="discovery tag: only hear participants with the same tag "
-                            "(env MCC_DISCOVERY_TAG)")
+    group.add_argument(
+        "--domain",
+        type=int,
+        default=int(os.environ.get("MCC_DOMAIN", "0")),
+        help="DDS domain id, 0-232 (env MCC_DOMAIN; default %(default)s)",
+    )
+    group.add_argument(
+        "--partition",
+        action="append",
+        default=[],
+        help="DDS partition (repeatable; a virtual cluster's name)",
+    )
+    group.add_argument(
+        "--tag",
+        default=os.environ.get("MCC_DISCOVERY_TAG"),
+        help="discovery tag: only hear participants with the same tag (env MCC_DISCOVERY_TAG)",
+    )
 
 
 def _open_bus(args: argparse.Namespace, name: str) -> Any:
@@ -49,12 +59,20 @@ def _cmd_topic_list(args: argparse.Namespace) -> int:
         table.add_column(col)
     for t in topics:
         qos = ", ".join(f"{k} {v}" for k, v in t.qos.items())
-        table.add_row(t.name, t.type_name, str(t.writers), str(t.readers),
-                      ", ".join(sorted(t.profiles)) or "-", qos or "-")
+        table.add_row(
+            t.name,
+            t.type_name,
+            str(t.writers),
+            str(t.readers),
+            ", ".join(sorted(t.profiles)) or "-",
+            qos or "-",
+        )
     Console().print(table)
     if not topics:
-        print("no topics seen: is anything running on this domain (and discovery tag)?",
-              file=sys.stderr)
+        print(
+            "no topics seen: is anything running on this domain (and discovery tag)?",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -84,8 +102,10 @@ def _cmd_topic_echo(args: argparse.Namespace) -> int:
                 if args.count is not None and received >= args.count:
                     break
     if received == 0:
-        print(f"no sample on {args.topic!r} (profile {reader.profile!r}) before the timeout",
-              file=sys.stderr)
+        print(
+            f"no sample on {args.topic!r} (profile {reader.profile!r}) before the timeout",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -96,10 +116,15 @@ def _cmd_topic_hz(args: argparse.Namespace) -> int:
     with _open_bus(args, "mcc topic hz") as bus:
         reader = bus.reader(args.topic, profile=args.profile)
         for report in measure_rate(reader, window_s=args.window, windows=args.windows):
-            line = f"{args.topic}: {report.rate_hz:8.2f} Hz ({report.samples} in {report.window_s:.2f} s)"
+            line = (
+                f"{args.topic}: {report.rate_hz:8.2f} Hz "
+                f"({report.samples} in {report.window_s:.2f} s)"
+            )
             if report.latency_p50_ms is not None:
-                line += (f"  latency from origin_ns p50 {report.latency_p50_ms:.3f} ms"
-                         f"  p99 {report.latency_p99_ms:.3f} ms  max {report.latency_max_ms:.3f} ms")
+                line += (
+                    f"  latency from origin_ns p50 {report.latency_p50_ms:.3f} ms"
+                    f"  p99 {report.latency_p99_ms:.3f} ms  max {report.latency_max_ms:.3f} ms"
+                )
             print(line, flush=True)
     return 0
 
@@ -120,34 +145,54 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcc",
         description="MCC, the mission-critical cloud: run a Tactical Operations Center as "
-                    "fault-tolerant workloads on a DDS data bus.",
+        "fault-tolerant workloads on a DDS data bus.",
         epilog="Start with `mcc demo`; `mcc topic list` shows what is on the bus.",
     )
     parser.add_argument("--version", action="version", version=f"mcc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    demo = sub.add_parser("demo", help="run a small live exchange on the bus and print it",
-                          description="Start a simulated radar in its own process and show the "
-                                      "scans it publishes, with their end-to-end latency.")
+    demo = sub.add_parser(
+        "demo",
+        help="run a small live exchange on the bus and print it",
+        description="Start a simulated radar in its own process and show the "
+        "scans it publishes, with their end-to-end latency.",
+    )
     demo.add_argument("--duration", type=float, default=5.0, help="seconds (default %(default)s)")
-    demo.add_argument("--domain", type=int, default=int(os.environ.get("MCC_DOMAIN", "42")),
-                      help="DDS domain id (default %(default)s)")
+    demo.add_argument(
+        "--domain",
+        type=int,
+        default=int(os.environ.get("MCC_DOMAIN", "42")),
+        help="DDS domain id (default %(default)s)",
+    )
     demo.set_defaults(func=_cmd_demo)
 
-    topic = sub.add_parser("topic", help="inspect topics on a live domain (list, echo, hz)",
-                           description="Inspect the topics of a live domain, like `ros2 topic`.")
+    topic = sub.add_parser(
+        "topic",
+        help="inspect topics on a live domain (list, echo, hz)",
+        description="Inspect the topics of a live domain, like `ros2 topic`.",
+    )
     tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION", required=True)
-    tlist = tsub.add_parser("list", help="topics seen on the domain, with type and QoS",
-                            description="List the topics seen on the domain: type, writers, "
-                                        "readers, QoS profile and policies.")
-    tlist.add_argument("--wait", type=float, default=2.0,
-                       help="seconds to listen for discovery (default %(default)s)")
+    tlist = tsub.add_parser(
+        "list",
+        help="topics seen on the domain, with type and QoS",
+        description="List the topics seen on the domain: type, writers, "
+        "readers, QoS profile and policies.",
+    )
+    tlist.add_argument(
+        "--wait",
+        type=float,
+        default=2.0,
+        help="seconds to listen for discovery (default %(default)s)",
+    )
     tlist.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _bus_options(tlist)
     tlist.set_defaults(func=_cmd_topic_list)
 
-    echo = tsub.add_parser("echo", help="print the samples of a topic",
-                           description="Print the samples of TOPIC (packed arrays decoded).")
+    echo = tsub.add_parser(
+        "echo",
+        help="print the samples of a topic",
+        description="Print the samples of TOPIC (packed arrays decoded).",
+    )
     echo.add_argument("topic", help="topic name, e.g. DetectionBatch, Track, Heartbeat")
     echo.add_argument("--count", type=int, help="stop after N samples")
     echo.add_argument("--timeout", type=float, help="stop after this many seconds")
@@ -157,9 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     _bus_options(echo)
     echo.set_defaults(func=_cmd_topic_echo)
 
-    hz = tsub.add_parser("hz", help="rate of a topic and latency from origin_ns",
-                         description="Print the rate of TOPIC per window and, for samples that "
-                                     "carry origin_ns, the end-to-end latency percentiles.")
+    hz = tsub.add_parser(
+        "hz",
+        help="rate of a topic and latency from origin_ns",
+        description="Print the rate of TOPIC per window and, for samples that "
+        "carry origin_ns, the end-to-end latency percentiles.",
+    )
     hz.add_argument("topic")
     hz.add_argument("--window", type=float, default=1.0, help="seconds per report (default 1)")
     hz.add_argument("--windows", type=int, help="stop after N reports")
@@ -167,20 +215,31 @@ def build_parser() -> argparse.ArgumentParser:
     _bus_options(hz)
     hz.set_defaults(func=_cmd_topic_hz)
 
-    bench = sub.add_parser("bench", help="measure the bus against its anchors (ddsperf, sockperf)",
-                           description="Benchmarks; results as tables, JSON and Markdown.")
+    bench = sub.add_parser(
+        "bench",
+        help="measure the bus against its anchors (ddsperf, sockperf)",
+        description="Benchmarks; results as tables, JSON and Markdown.",
+    )
     bsub = bench.add_subparsers(dest="bench_name", metavar="NAME", required=True)
-    lat = bsub.add_parser("latency", help="one-way latency (RTT/2): mcc vs ddsperf vs sockperf",
-                          description="Ping-pong between two processes over mcc.bus, Cyclone's "
-                                      "ddsperf and sockperf UDP, in the same run.")
+    lat = bsub.add_parser(
+        "latency",
+        help="one-way latency (RTT/2): mcc vs ddsperf vs sockperf",
+        description="Ping-pong between two processes over mcc.bus, Cyclone's "
+        "ddsperf and sockperf UDP, in the same run.",
+    )
     lat.add_argument("--quick", action="store_true", help="a few seconds per row (smoke check)")
     lat.add_argument("--sizes", default="64,1024", help="payload sizes in bytes (default 64,1024)")
     lat.add_argument("--duration", type=float, help="seconds per row (default 10, quick 2)")
-    lat.add_argument("--impl", default="mcc,mcc-waitset,ddsperf,sockperf",
-                     help="implementations to run (default %(default)s); mcc handles samples "
-                          "in a listener, mcc-waitset in an application thread")
+    lat.add_argument(
+        "--impl",
+        default="mcc,mcc-waitset,ddsperf,sockperf",
+        help="implementations to run (default %(default)s); mcc handles samples "
+        "in a listener, mcc-waitset in an application thread",
+    )
     lat.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    lat.add_argument("--record", action="store_true", help="append the table to benchmarks/README.md")
+    lat.add_argument(
+        "--record", action="store_true", help="append the table to benchmarks/README.md"
+    )
     lat.set_defaults(func=_cmd_bench)
     return parser
 

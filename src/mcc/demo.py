@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from mcc.bus import Bus, HeartbeatPublisher, Replier, Requester
-from mcc.types import Command, CommandReply, DetectionBatch, SystemState
+from mcc.types import Command, CommandReply, DetectionBatch
 from mcc.types.arrays import pack, packed_field
 
 SCAN_PERIOD_S = 0.1
@@ -38,13 +38,19 @@ def _scan(rng: np.random.Generator, scan_id: int, t_s: float) -> DetectionBatch:
     rng_m = np.sqrt((xy**2).sum(axis=1) + z**2)
     now = time.time_ns()
     return DetectionBatch(
-        sensor_id="radar-1", scan_id=scan_id, origin_ns=now, publish_ns=now, count=len(z),
+        sensor_id="radar-1",
+        scan_id=scan_id,
+        origin_ns=now,
+        publish_ns=now,
+        count=len(z),
         range_m=pack(rng_m, "<f8"),
         azimuth_rad=pack(np.arctan2(xy[:, 0], xy[:, 1]), "<f8"),
         elevation_rad=pack(np.arcsin(z / rng_m), "<f8"),
         radial_velocity_mps=pack(rng.normal(0, 100, len(z)), "<f8"),
         snr_db=pack(rng.uniform(8, 30, len(z)), "<f8"),
-        x_m=pack(xy[:, 0], "<f8"), y_m=pack(xy[:, 1], "<f8"), z_m=pack(z, "<f8"),
+        x_m=pack(xy[:, 0], "<f8"),
+        y_m=pack(xy[:, 1], "<f8"),
+        z_m=pack(z, "<f8"),
     )
 
 
@@ -56,11 +62,16 @@ def run_radar(domain_id: int, duration_s: float) -> int:
         writer = bus.writer("DetectionBatch")
 
         def on_command(cmd: Command) -> CommandReply:
-            return CommandReply(ok=True, message=f"radar-1 {cmd.verb}: {scans} scans published",
-                                result_json=json.dumps({"scans": scans, "pid": os.getpid()}))
+            return CommandReply(
+                ok=True,
+                message=f"radar-1 {cmd.verb}: {scans} scans published",
+                result_json=json.dumps({"scans": scans, "pid": os.getpid()}),
+            )
 
-        with HeartbeatPublisher(bus, "demo/radar/0") as heartbeat, \
-                Replier(bus, on_command, replier_id="demo/radar/0"):
+        with (
+            HeartbeatPublisher(bus, "demo/radar/0") as heartbeat,
+            Replier(bus, on_command, replier_id="demo/radar/0"),
+        ):
             writer.wait_for_readers(1, timeout_s=5.0)
             start = time.monotonic()
             while time.monotonic() - start < duration_s:
@@ -78,11 +89,22 @@ def run_demo(*, duration_s: float = 5.0, domain_id: int = 42) -> int:
     console = Console()
     tag = f"mcc-demo-{os.getpid()}"
     env = {**os.environ, "MCC_DISCOVERY_TAG": tag}
-    console.print(f"[bold]MCC demo[/bold]: a radar process publishes DetectionBatch at "
-                  f"{1 / SCAN_PERIOD_S:g} Hz on domain {domain_id} for {duration_s:g} s")
+    console.print(
+        f"[bold]MCC demo[/bold]: a radar process publishes DetectionBatch at "
+        f"{1 / SCAN_PERIOD_S:g} Hz on domain {domain_id} for {duration_s:g} s"
+    )
     radar = subprocess.Popen(
-        [sys.executable, "-m", "mcc.demo", "radar", "--domain", str(domain_id),
-         "--duration", str(duration_s)], env=env,
+        [
+            sys.executable,
+            "-m",
+            "mcc.demo",
+            "radar",
+            "--domain",
+            str(domain_id),
+            "--duration",
+            str(duration_s),
+        ],
+        env=env,
     )
     latencies_ms: list[float] = []
     try:
@@ -104,9 +126,11 @@ def run_demo(*, duration_s: float = 5.0, domain_id: int = 42) -> int:
                             f"latency {latency_ms:6.3f} ms"
                         )
                 for hb in beats.take():
-                    console.print(f"[dim]heartbeat {hb.system_id} {hb.state.name} "
-                                  f"cpu {hb.cpu_percent:.1f}% rss {hb.rss_bytes / 2**20:.1f} MiB "
-                                  f"out {hb.msgs_out_per_s:.1f} msg/s[/dim]")
+                    console.print(
+                        f"[dim]heartbeat {hb.system_id} {hb.state.name} "
+                        f"cpu {hb.cpu_percent:.1f}% rss {hb.rss_bytes / 2**20:.1f} MiB "
+                        f"out {hb.msgs_out_per_s:.1f} msg/s[/dim]"
+                    )
                 if not asked and len(latencies_ms) >= 10:
                     asked = True
                     threading.Thread(target=_ask_status, args=(bus, status), daemon=True).start()
@@ -120,13 +144,16 @@ def run_demo(*, duration_s: float = 5.0, domain_id: int = 42) -> int:
         console.print("[red]no scan received: the bus is not working on this machine[/red]")
         return 1
     p50, p99 = np.percentile(latencies_ms, [50, 99])
-    console.print(f"[bold green]received {len(latencies_ms)} scans[/bold green]; end-to-end "
-                  f"latency p50 {p50:.3f} ms, p99 {p99:.3f} ms (radar exit code {radar.returncode})")
+    console.print(
+        f"[bold green]received {len(latencies_ms)} scans[/bold green]; end-to-end "
+        f"latency p50 {p50:.3f} ms, p99 {p99:.3f} ms (radar exit code {radar.returncode})"
+    )
     return 0 if radar.returncode == 0 else 1
 
 
 def _ask_status(bus: Bus, out: list[str]) -> None:
-    with Requester(bus, "Command", "CommandReply") as requester:
+    requester: Requester[Command, CommandReply] = Requester(bus, "Command", "CommandReply")
+    with requester:
         start = time.perf_counter()
         reply = requester.request(Command(mission="demo", verb="status"), timeout_s=5.0)
         rtt_ms = (time.perf_counter() - start) * 1e3

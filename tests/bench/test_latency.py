@@ -16,16 +16,18 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("mode", ["listener", "waitset"])
 def test_mcc_pingpong_measures_round_trips(mode: str, domain_id: int) -> None:
-    stats = run_mcc_pingpong(size_bytes=64, duration_s=1.0, domain_id=domain_id, mode=mode,
-                             warmup=10)
+    stats = run_mcc_pingpong(
+        size_bytes=64, duration_s=1.0, domain_id=domain_id, mode=mode, warmup=10
+    )
     assert stats.count > 100
     assert 0 < stats.min_us <= stats.p50_us <= stats.p99_us <= stats.max_us
-    assert stats.p50_us < 5_000          # loopback: anything near 5 ms means a broken loop
+    assert stats.p50_us < 5_000  # loopback: anything near 5 ms means a broken loop
 
 
 def test_best_effort_pingpong(domain_id: int) -> None:
-    stats = run_mcc_pingpong(size_bytes=1024, duration_s=1.0, domain_id=domain_id,
-                             reliable=False, warmup=10)
+    stats = run_mcc_pingpong(
+        size_bytes=1024, duration_s=1.0, domain_id=domain_id, reliable=False, warmup=10
+    )
     assert stats.count > 100
 
 
@@ -39,8 +41,11 @@ def test_cli_runs_mcc_and_anchors_side_by_side(tmp_path: Path, bus_env: dict[str
     require_tool("ddsperf")
     require_tool("sockperf")
     out = tmp_path / "latency.json"
-    proc = run_cli(["bench", "latency", "--quick", "--duration", "1", "--sizes", "64",
-                    "--json", str(out)], env=bus_env, timeout_s=180)
+    proc = run_cli(
+        ["bench", "latency", "--quick", "--duration", "1", "--sizes", "64", "--json", str(out)],
+        env=bus_env,
+        timeout_s=180,
+    )
     doc = json.loads(out.read_text())
     assert doc["bench"] == "latency" and doc["host"]["cores"] >= 1
     rows = {r["impl"]: r for r in doc["rows"]}
@@ -49,7 +54,8 @@ def test_cli_runs_mcc_and_anchors_side_by_side(tmp_path: Path, bus_env: dict[str
         assert row["size_bytes"] == 64 and row["count"] > 0 and row["p50_us"] > 0
     assert rows["ddsperf"]["ratio_p50_vs_ddsperf"] == 1.0
     assert rows["mcc"]["ratio_p50_vs_ddsperf"] == pytest.approx(
-        rows["mcc"]["p50_us"] / rows["ddsperf"]["p50_us"], rel=0.01)
+        rows["mcc"]["p50_us"] / rows["ddsperf"]["p50_us"], rel=0.01
+    )
     assert "one-way latency" in proc.stdout
 
 

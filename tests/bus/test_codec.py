@@ -20,13 +20,27 @@ def _samples() -> list[object]:
     for n in (0, 1, 3, 17):
         f8 = pack(rng.normal(size=n), "<f8")
         for sensor in ("", "r", "radar-12", "ünïcode"):
-            out.append(types.DetectionBatch(
-                sensor_id=sensor, scan_id=2**63 + n, origin_ns=-5, publish_ns=7, sensor_x_m=1.5,
-                count=n, **{f: f8 for f in types.PACKED_ARRAYS["DetectionBatch"]}))
+            out.append(
+                types.DetectionBatch(
+                    sensor_id=sensor,
+                    scan_id=2**63 + n,
+                    origin_ns=-5,
+                    publish_ns=7,
+                    sensor_x_m=1.5,
+                    count=n,
+                    **{f: f8 for f in types.PACKED_ARRAYS["DetectionBatch"]},
+                )
+            )
             out.append(types.PerfSample(writer_id=sensor, seq=n, send_ns=-n, payload=bytes(n * 7)))
-        out.append(types.AirPicture(tracker_id="t", cycle=n, count=n,
-                                    track_id=pack(np.arange(n), "<u4"),
-                                    state=pack(rng.normal(size=(n, 6)), "<f8")))
+        out.append(
+            types.AirPicture(
+                tracker_id="t",
+                cycle=n,
+                count=n,
+                track_id=pack(np.arange(n), "<u4"),
+                state=pack(rng.normal(size=(n, 6)), "<f8"),
+            )
+        )
         out.append(types.Truth(scenario_id="s", time_ns=n, count=n, target_class=bytes(n)))
     return out
 
@@ -43,13 +57,20 @@ def test_encode_is_byte_identical_and_decodes_back(sample: object) -> None:
 def test_decode_of_reference_serialisation_with_enum() -> None:
     codec = flat_codec(types.SystemEntry)
     assert codec is not None
-    entry = types.SystemEntry(system_id="m/a/0", state=types.SystemState.SYSTEM_FAILED, pid=3,
-                              restarts=2, host="h", device="cpu")
+    entry = types.SystemEntry(
+        system_id="m/a/0",
+        state=types.SystemState.SYSTEM_FAILED,
+        pid=3,
+        restarts=2,
+        host="h",
+        device="cpu",
+    )
     assert codec.encode(entry) == _padded(entry.serialize())
     assert codec.decode(entry.serialize()) == entry
 
 
-@pytest.mark.parametrize("cls", [types.Track, types.MissionStatus, types.ComputeRequest,
-                                 types.Heartbeat])
+@pytest.mark.parametrize(
+    "cls", [types.Track, types.MissionStatus, types.ComputeRequest, types.Heartbeat]
+)
 def test_keyed_or_nested_types_use_the_generic_serialiser(cls: type) -> None:
     assert flat_codec(cls) is None

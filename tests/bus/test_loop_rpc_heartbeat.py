@@ -11,7 +11,9 @@ from mcc.bus import Bus, HeartbeatPublisher, ReaderLoop
 from mcc.types import SystemState, Track
 
 
-def test_reader_loop_dispatches_batches_and_stops_promptly(bus_env: dict[str, str], domain_id: int) -> None:
+def test_reader_loop_dispatches_batches_and_stops_promptly(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
     with Bus(domain_id) as bus:
         writer, reader = bus.writer("Track"), bus.reader("Track")
         got: list[int] = []
@@ -29,12 +31,14 @@ def test_reader_loop_dispatches_batches_and_stops_promptly(bus_env: dict[str, st
         assert done.wait(10), got
         start = time.monotonic()
         loop.stop()
-        assert time.monotonic() - start < 2.0   # woken by the guard condition, not the timeout
+        assert time.monotonic() - start < 2.0  # woken by the guard condition, not the timeout
     assert sorted(got) == list(range(1, 51))
-    assert loop.wakeups < 50 * 2                # batched, not one wake-up per sample
+    assert loop.wakeups < 50 * 2  # batched, not one wake-up per sample
 
 
-def test_heartbeat_carries_identity_load_rates_and_latency(bus_env: dict[str, str], domain_id: int) -> None:
+def test_heartbeat_carries_identity_load_rates_and_latency(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
     with Bus(domain_id) as bus:
         reader = bus.reader("Heartbeat")
         hb = HeartbeatPublisher(bus, "m/tracker/0", period_s=0.2, device="cpu")

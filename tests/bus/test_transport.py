@@ -83,8 +83,14 @@ def _tag(name: str) -> str:
 
 
 def _spawn(
-    role: str, transport: Transport, *, count: int = 0, deadline_s: float = 60.0,
-    sender: str = "", via: str = "env", domain_id: int = DOMAIN,
+    role: str,
+    transport: Transport,
+    *,
+    count: int = 0,
+    deadline_s: float = 60.0,
+    sender: str = "",
+    via: str = "env",
+    domain_id: int = DOMAIN,
 ) -> subprocess.Popen[str]:
     """Start a writer or reader configured through CYCLONEDDS_URI (``env``) or Domain()."""
     env = {k: v for k, v in os.environ.items() if k not in ("CYCLONEDDS_URI", ENV_VAR)}
@@ -94,8 +100,11 @@ def _spawn(
         env["MCC_TEST_DOMAIN_CONFIG"] = transport.participant_config()
     args = [role, str(domain_id), str(count), str(deadline_s), sender]
     return subprocess.Popen(
-        [sys.executable, "-c", PEER, *args], env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, "-c", PEER, *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -174,8 +183,11 @@ def test_default_is_udp_multicast_with_cyclone_choosing_the_interface() -> None:
 
 def test_unicast_xml_names_interface_peers_index_and_tag() -> None:
     t = Transport(
-        multicast=False, peers=("10.0.0.7", "node-b:7410", "[fd00::7]:7410"),
-        interface="eth0", discovery_tag="sam-toc", max_participant_index=20,
+        multicast=False,
+        peers=("10.0.0.7", "node-b:7410", "[fd00::7]:7410"),
+        interface="eth0",
+        discovery_tag="sam-toc",
+        max_participant_index=20,
     )
     xml = t.to_xml()
     assert [e.get("name") for e in _find(xml, "General/Interfaces/NetworkInterface")] == ["eth0"]
@@ -271,8 +283,15 @@ def test_invalid_configurations_say_field_value_and_fix(
 
 
 def test_valid_peer_forms() -> None:
-    peers = ("10.0.0.7", "10.0.0.7:7410", "node-b", "node-b.example.org:7410", "fd00::7",
-             "[fd00::7]", "[fd00::7]:7410")
+    peers = (
+        "10.0.0.7",
+        "10.0.0.7:7410",
+        "node-b",
+        "node-b.example.org:7410",
+        "fd00::7",
+        "[fd00::7]",
+        "[fd00::7]:7410",
+    )
     assert Transport(multicast=False, peers=peers).peers == peers
     assert Transport(multicast=False, peers=["127.0.0.1"]).peers == ("127.0.0.1",)  # type: ignore[arg-type]
 
@@ -316,8 +335,11 @@ def test_from_env_defaults_and_rejects_garbage() -> None:
         pytest.param(lambda tag: Transport.loopback(tag), id="udp-unicast-loopback"),
         pytest.param(
             lambda tag: Transport(
-                multicast=False, peers=("127.0.0.1",), interface="127.0.0.1",
-                discovery_tag=tag, max_participant_index=20,
+                multicast=False,
+                peers=("127.0.0.1",),
+                interface="127.0.0.1",
+                discovery_tag=tag,
+                max_participant_index=20,
             ),
             id="udp-unicast-address",
         ),
@@ -357,9 +379,11 @@ def test_domain_config_is_used_by_participants_created_afterwards(tmp_path: Path
     log = tmp_path / "cyclone.log"
     tag = _tag("traced")
     t = Transport(
-        multicast=False, peers=("127.0.0.1",), interface="lo", discovery_tag=tag,
-        extra_xml=f"<Tracing><Verbosity>config</Verbosity><OutputFile>{log}</OutputFile>"
-        "</Tracing>",
+        multicast=False,
+        peers=("127.0.0.1",),
+        interface="lo",
+        discovery_tag=tag,
+        extra_xml=f"<Tracing><Verbosity>config</Verbosity><OutputFile>{log}</OutputFile></Tracing>",
     )
     reader = _spawn("reader", t, count=1, deadline_s=0.5, via="domain")
     assert _result(_finish(reader, 60, "reader"))["received"] == 0
@@ -380,8 +404,10 @@ def test_configure_domain_twice_raises_transport_error() -> None:
         "    print('refused:', exc)\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, "-c", script],
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     out = _finish(proc, 60, "configure_domain twice")
     assert f"refused: domain {DOMAIN} already exists" in out, out
@@ -392,10 +418,12 @@ def test_tcp_in_python_works_or_is_refused_clearly() -> None:
     """The cyclonedds wheel's library may lack TCP; then the refusal must say so and why."""
     port = _free_tcp_port()
     tag = _tag("tcp-py")
-    server = Transport(kind="tcp", multicast=False, tcp_port=port, interface="lo",
-                       discovery_tag=tag)
-    client = Transport(kind="tcp", multicast=False, peers=(f"127.0.0.1:{port}",),
-                       interface="lo", discovery_tag=tag)
+    server = Transport(
+        kind="tcp", multicast=False, tcp_port=port, interface="lo", discovery_tag=tag
+    )
+    client = Transport(
+        kind="tcp", multicast=False, peers=(f"127.0.0.1:{port}",), interface="lo", discovery_tag=tag
+    )
     if tcp_supported():
         summary = _pair(server, client)
         assert summary["received"] == 20, summary
@@ -421,19 +449,29 @@ def test_tcp_between_two_ddsperf_processes() -> None:
     ddsperf = _ddsperf()
     port = _free_tcp_port()
     tag = _tag("tcp")
-    server = Transport(kind="tcp", multicast=False, tcp_port=port, interface="lo",
-                       discovery_tag=tag)
-    client = Transport(kind="tcp", multicast=False, peers=(f"127.0.0.1:{port}",),
-                       interface="lo", discovery_tag=tag)
-    stranger = Transport(kind="tcp", multicast=False, peers=(f"127.0.0.1:{port}",),
-                         interface="lo", discovery_tag=_tag("tcp-other"))
+    server = Transport(
+        kind="tcp", multicast=False, tcp_port=port, interface="lo", discovery_tag=tag
+    )
+    client = Transport(
+        kind="tcp", multicast=False, peers=(f"127.0.0.1:{port}",), interface="lo", discovery_tag=tag
+    )
+    stranger = Transport(
+        kind="tcp",
+        multicast=False,
+        peers=(f"127.0.0.1:{port}",),
+        interface="lo",
+        discovery_tag=_tag("tcp-other"),
+    )
     base = {k: v for k, v in os.environ.items() if k != "CYCLONEDDS_URI"}
     dom = ["-i", str(DOMAIN)]
 
     def run(t: Transport, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [ddsperf, *dom, *args], env=t.apply_to_env(base), text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [ddsperf, *dom, *args],
+            env=t.apply_to_env(base),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
 
     pub = run(server, "-D", "30", "pub", "100Hz")

@@ -26,9 +26,23 @@ from mcc.types.arrays import pack, packed_field, to_ndarray_msg
 def _batch(values: list[float], count: int | None = None) -> DetectionBatch:
     data = pack(values, "<f8")
     n = len(values) if count is None else count
-    return DetectionBatch(sensor_id="r", count=n, **{f: data for f in (
-        "range_m", "azimuth_rad", "elevation_rad", "radial_velocity_mps", "snr_db",
-        "x_m", "y_m", "z_m")})
+    return DetectionBatch(
+        sensor_id="r",
+        count=n,
+        **{
+            f: data
+            for f in (
+                "range_m",
+                "azimuth_rad",
+                "elevation_rad",
+                "radial_velocity_mps",
+                "snr_db",
+                "x_m",
+                "y_m",
+                "z_m",
+            )
+        },
+    )
 
 
 @pytest.mark.parametrize(
@@ -38,18 +52,31 @@ def _batch(values: list[float], count: int | None = None) -> DetectionBatch:
         (Threat(track_id=1, score=math.inf), r"Threat\.score = inf"),
         (Track(track_id=1, status=7), r"Track\.status = 7: not a TrackStatus; use one of TRACK_"),
         (Track(track_id=-1), r"Track\.track_id = -1: expected an integer in \[0, 4294967295\]"),
-        (Track(track_id=1, covariance=[0.0] * 35), r"Track\.covariance: 35 values, the IDL declares 36"),
+        (
+            Track(track_id=1, covariance=[0.0] * 35),
+            r"Track\.covariance: 35 values, the IDL declares 36",
+        ),
         (Track(track_id=1, covariance=[math.nan] * 36), r"Track\.covariance: contains NaN"),
         (_batch([1.0, 2.0], count=3), r"DetectionBatch\.range_m: 16 bytes but count=3 needs 24"),
         (_batch([1.0, math.nan]), r"DetectionBatch\.range_m\[1\]: NaN or inf"),
-        (AirPicture(count=1, state=pack(np.zeros(5), "<f8")),
-         r"AirPicture\.track_id: 0 bytes but count=1 needs 4"),
-        (ComputeRequest(request_id="r", args=[NDArray(dtype="<f8", shape=[2, 2], data=b"\0" * 24)]),
-         r"ComputeRequest\.args\[0\]\.data: 24 bytes but shape \(2, 2\) of <f8 needs 32"),
-        (ComputeRequest(request_id="r", args=[NDArray(dtype="float128x", shape=[1], data=b"")]),
-         r"ComputeRequest\.args\[0\]\.dtype = 'float128x': not a numpy dtype"),
-        (MissionStatus(mission="m", systems=[SystemEntry(system_id="a", state=99)]),
-         r"MissionStatus\.systems\[0\]\.state = 99: not a SystemState"),
+        (
+            AirPicture(count=1, state=pack(np.zeros(5), "<f8")),
+            r"AirPicture\.track_id: 0 bytes but count=1 needs 4",
+        ),
+        (
+            ComputeRequest(
+                request_id="r", args=[NDArray(dtype="<f8", shape=[2, 2], data=b"\0" * 24)]
+            ),
+            r"ComputeRequest\.args\[0\]\.data: 24 bytes but shape \(2, 2\) of <f8 needs 32",
+        ),
+        (
+            ComputeRequest(request_id="r", args=[NDArray(dtype="float128x", shape=[1], data=b"")]),
+            r"ComputeRequest\.args\[0\]\.dtype = 'float128x': not a numpy dtype",
+        ),
+        (
+            MissionStatus(mission="m", systems=[SystemEntry(system_id="a", state=99)]),
+            r"MissionStatus\.systems\[0\]\.state = 99: not a SystemState",
+        ),
         (DetectionBatch(count=1, range_m=[1.0]), r"DetectionBatch\.range_m: expected packed bytes"),
     ],
 )
@@ -102,7 +129,9 @@ def test_topic_rebound_to_another_type_is_refused(bus_env: dict[str, str], domai
             bus.writer("Track", type=Threat)
 
 
-def test_unknown_profile_is_an_error_listing_known_ones(bus_env: dict[str, str], domain_id: int) -> None:
+def test_unknown_profile_is_an_error_listing_known_ones(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
     from mcc.errors import QosError
 
     with Bus(domain_id) as bus, pytest.raises(QosError, match="known profiles: .*sensor_stream"):

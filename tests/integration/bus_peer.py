@@ -22,39 +22,113 @@ def sample_for(topic: str) -> object:
     t = types
     arr = pack(np.array([1.5, -2.25, 3.0]), "<f8")
     samples = {
-        "DetectionBatch": t.DetectionBatch(sensor_id="radar-7", scan_id=11, origin_ns=123, count=3,
-                                           **{f: arr for f in t.PACKED_ARRAYS["DetectionBatch"]}),
-        "Truth": t.Truth(scenario_id="s1", time_ns=5, count=3, target_id=pack([1, 2, 3], "<u4"),
-                         target_class=pack([1, 2, 3], "u1"),
-                         **{f: arr for f in ("x_m", "y_m", "z_m", "vx_mps", "vy_mps", "vz_mps")}),
-        "AirPicture": t.AirPicture(tracker_id="trk", cycle=9, count=1, track_id=pack([4], "<u4"),
-                                   status=pack([1], "u1"), classification=pack([2], "u1"),
-                                   quality=pack([0.9], "<f8"), state=pack(np.arange(6.0), "<f8"),
-                                   covariance=pack(np.eye(6), "<f8")),
-        "Track": t.Track(track_id=42, tracker_id="trk", status=t.TrackStatus.TRACK_CONFIRMED,
-                         classification=t.TargetClass.CLASS_CRUISE_MISSILE, x_m=1.0, vz_mps=-3.5,
-                         covariance=[float(i) for i in range(36)], quality=0.8, hits=5),
-        "Threat": t.Threat(track_id=42, asset_id="airbase", score=0.7, rank=1,
-                           time_to_impact_s=61.5, cpa_m=120.0, time_to_cpa_s=60.0),
-        "EngagementOrder": t.EngagementOrder(order_id=3, weapon_id="sam-2", track_id=42, pk=0.85,
-                                             rounds=2, status=t.OrderStatus.ORDER_ISSUED),
-        "WeaponStatus": t.WeaponStatus(weapon_id="sam-2", state=t.WeaponState.WEAPON_READY,
-                                       rounds_ready=4, rounds_total=8, max_range_m=40e3),
-        "Heartbeat": t.Heartbeat(system_id="m/radar/0", host="h", pid=7, cpu_percent=12.5,
-                                 state=t.SystemState.SYSTEM_RUNNING, rss_bytes=2**20),
-        "Command": t.Command(command_id="c-1", client_id="x", mission="m", verb="scale",
-                             target="mc", args_json='{"size": 3}'),
+        "DetectionBatch": t.DetectionBatch(
+            sensor_id="radar-7",
+            scan_id=11,
+            origin_ns=123,
+            count=3,
+            **{f: arr for f in t.PACKED_ARRAYS["DetectionBatch"]},
+        ),
+        "Truth": t.Truth(
+            scenario_id="s1",
+            time_ns=5,
+            count=3,
+            target_id=pack([1, 2, 3], "<u4"),
+            target_class=pack([1, 2, 3], "u1"),
+            **{f: arr for f in ("x_m", "y_m", "z_m", "vx_mps", "vy_mps", "vz_mps")},
+        ),
+        "AirPicture": t.AirPicture(
+            tracker_id="trk",
+            cycle=9,
+            count=1,
+            track_id=pack([4], "<u4"),
+            status=pack([1], "u1"),
+            classification=pack([2], "u1"),
+            quality=pack([0.9], "<f8"),
+            state=pack(np.arange(6.0), "<f8"),
+            covariance=pack(np.eye(6), "<f8"),
+        ),
+        "Track": t.Track(
+            track_id=42,
+            tracker_id="trk",
+            status=t.TrackStatus.TRACK_CONFIRMED,
+            classification=t.TargetClass.CLASS_CRUISE_MISSILE,
+            x_m=1.0,
+            vz_mps=-3.5,
+            covariance=[float(i) for i in range(36)],
+            quality=0.8,
+            hits=5,
+        ),
+        "Threat": t.Threat(
+            track_id=42,
+            asset_id="airbase",
+            score=0.7,
+            rank=1,
+            time_to_impact_s=61.5,
+            cpa_m=120.0,
+            time_to_cpa_s=60.0,
+        ),
+        "EngagementOrder": t.EngagementOrder(
+            order_id=3,
+            weapon_id="sam-2",
+            track_id=42,
+            pk=0.85,
+            rounds=2,
+            status=t.OrderStatus.ORDER_ISSUED,
+        ),
+        "WeaponStatus": t.WeaponStatus(
+            weapon_id="sam-2",
+            state=t.WeaponState.WEAPON_READY,
+            rounds_ready=4,
+            rounds_total=8,
+            max_range_m=40e3,
+        ),
+        "Heartbeat": t.Heartbeat(
+            system_id="m/radar/0",
+            host="h",
+            pid=7,
+            cpu_percent=12.5,
+            state=t.SystemState.SYSTEM_RUNNING,
+            rss_bytes=2**20,
+        ),
+        "Command": t.Command(
+            command_id="c-1",
+            client_id="x",
+            mission="m",
+            verb="scale",
+            target="mc",
+            args_json='{"size": 3}',
+        ),
         "CommandReply": t.CommandReply(command_id="c-1", client_id="x", ok=True, message="done"),
-        "MissionStatus": t.MissionStatus(mission="m", phase="engagement", domain_id=3, systems=[
-            t.SystemEntry(system_id="m/radar/0", state=t.SystemState.SYSTEM_RUNNING, pid=9)]),
-        "ComputeRequest": t.ComputeRequest(request_id="r1", client_id="x", kernel="kalman",
-                                           args=[to_ndarray_msg(np.eye(3))], params_json="{}"),
-        "ComputeReply": t.ComputeReply(request_id="r1", ok=True, device="cpu", compute_ms=1.5,
-                                       results=[to_ndarray_msg(np.arange(4, dtype=np.int32))]),
+        "MissionStatus": t.MissionStatus(
+            mission="m",
+            phase="engagement",
+            domain_id=3,
+            systems=[
+                t.SystemEntry(system_id="m/radar/0", state=t.SystemState.SYSTEM_RUNNING, pid=9)
+            ],
+        ),
+        "ComputeRequest": t.ComputeRequest(
+            request_id="r1",
+            client_id="x",
+            kernel="kalman",
+            args=[to_ndarray_msg(np.eye(3))],
+            params_json="{}",
+        ),
+        "ComputeReply": t.ComputeReply(
+            request_id="r1",
+            ok=True,
+            device="cpu",
+            compute_ms=1.5,
+            results=[to_ndarray_msg(np.arange(4, dtype=np.int32))],
+        ),
         "WorkItem": t.WorkItem(job_id="primes", item_id=3, worker_id="w/1", lo=100, hi=200),
-        "WorkResult": t.WorkResult(job_id="primes", item_id=3, worker_id="w/1", count=21, value=199),
-        "Checkpoint": t.Checkpoint(job_id="primes", worker_id="w/1", items_done=3, last_item_id=3,
-                                   state=b"\x01\x02"),
+        "WorkResult": t.WorkResult(
+            job_id="primes", item_id=3, worker_id="w/1", count=21, value=199
+        ),
+        "Checkpoint": t.Checkpoint(
+            job_id="primes", worker_id="w/1", items_done=3, last_item_id=3, state=b"\x01\x02"
+        ),
         "PerfSample": t.PerfSample(writer_id="p", seq=1, send_ns=2, payload=b"x" * 64),
     }
     return samples[topic]
@@ -98,6 +172,7 @@ def main() -> int:
                 seq += 1
                 time.sleep(1.0 / args.rate_hz)
         elif args.role == "reply":
+
             def handle(cmd: types.Command) -> types.CommandReply:
                 if cmd.verb == "fail":
                     raise ValueError("asked to fail")

@@ -16,7 +16,9 @@ from tests.integration.bus_peer import sample_for
 pytestmark = pytest.mark.slow
 
 
-def test_every_topic_type_crosses_between_processes(bus_env: dict[str, str], domain_id: int) -> None:
+def test_every_topic_type_crosses_between_processes(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
     with Bus(domain_id) as bus:
         readers = {name: bus.reader(name) for name in TOPICS}
         received: dict[str, object] = {}
@@ -38,9 +40,11 @@ def test_every_topic_type_crosses_between_processes(bus_env: dict[str, str], dom
         assert got == vars(expected), name
 
 
-def test_late_joiner_gets_latest_state_per_instance(bus_env: dict[str, str], domain_id: int) -> None:
+def test_late_joiner_gets_latest_state_per_instance(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
     with peer("write-state", env=bus_env), Bus(domain_id) as bus:
-        reader = bus.reader("Track")        # created after the samples were written
+        reader = bus.reader("Track")  # created after the samples were written
         samples = reader.take_until(2, timeout_s=20)
         assert sorted((s.track_id, s.x_m) for s in samples) == [(1, 11.0), (2, 20.0)]
 
@@ -49,9 +53,11 @@ def test_incompatible_qos_is_reported_naming_both_profiles(
     bus_env: dict[str, str], domain_id: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mcc.bus")
-    with peer("write", "--topic", "Track", "--profile", "sensor_stream", env=bus_env), \
-            Bus(domain_id) as bus:
-        reader = bus.reader("Track")        # profile "state": reliable + transient-local
+    with (
+        peer("write", "--topic", "Track", "--profile", "sensor_stream", env=bus_env),
+        Bus(domain_id) as bus,
+    ):
+        reader = bus.reader("Track")  # profile "state": reliable + transient-local
         deadline = time.monotonic() + 20
         while not bus.qos_events("requested_incompatible_qos") and time.monotonic() < deadline:
             time.sleep(0.05)

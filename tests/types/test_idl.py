@@ -14,8 +14,14 @@ from mcc.types import generate
 from tests.conftest import REPO, require_tool
 
 C_TYPES = {
-    "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t", "int32": "int32_t",
-    "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t", "float32": "float",
+    "uint8": "uint8_t",
+    "int16": "int16_t",
+    "uint16": "uint16_t",
+    "int32": "int32_t",
+    "uint32": "uint32_t",
+    "int64": "int64_t",
+    "uint64": "uint64_t",
+    "float32": "float",
     "float64": "double",
 }
 
@@ -28,10 +34,25 @@ def test_generated_types_are_not_stale() -> None:
 def test_every_idl_declaration_is_exported() -> None:
     module = generate.parse_idl((REPO / "idl/mcc.idl").read_text())
     assert set(module.order) <= set(types.__all__)
-    required = {"DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder",
-                "WeaponStatus", "Heartbeat", "Command", "CommandReply", "MissionStatus",
-                "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint",
-                "PerfSample"}
+    required = {
+        "DetectionBatch",
+        "Truth",
+        "Track",
+        "AirPicture",
+        "Threat",
+        "EngagementOrder",
+        "WeaponStatus",
+        "Heartbeat",
+        "Command",
+        "CommandReply",
+        "MissionStatus",
+        "ComputeRequest",
+        "ComputeReply",
+        "WorkItem",
+        "WorkResult",
+        "Checkpoint",
+        "PerfSample",
+    }
     assert required <= set(module.structs)
 
 
@@ -45,8 +66,12 @@ def c_idl(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """mcc.h and mcc.c as Cyclone's C idlc writes them (an independent reading of the IDL)."""
     idlc = require_tool("idlc")
     out = tmp_path_factory.mktemp("idlc")
-    subprocess.run([idlc, "-l", "c", "-o", str(out), str(REPO / "idl/mcc.idl")], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [idlc, "-l", "c", "-o", str(out), str(REPO / "idl/mcc.idl")],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return (out / "mcc.h").read_text(), (out / "mcc.c").read_text()
 
 
@@ -69,8 +94,11 @@ def _expected_c_type(hint: object) -> str:
     return f"dds_sequence_{inner.removesuffix('_t')}"
 
 
-STRUCTS = [n for n in types.__all__ if isinstance(getattr(types, n), type)
-           and issubclass(getattr(types, n), IdlStruct)]
+STRUCTS = [
+    n
+    for n in types.__all__
+    if isinstance(getattr(types, n), type) and issubclass(getattr(types, n), IdlStruct)
+]
 
 
 @pytest.mark.tool
@@ -108,10 +136,10 @@ def test_type_information_is_byte_identical_to_c_idlc(name: str, c_idl: tuple[st
     changing the wire format. These types cover the bytes <-> sequence<octet> mapping.
     """
     cls = getattr(types, name)
-    m = re.search(rf"#define TYPE_INFO_CDR_mcc_{name} \(unsigned char \[\]\)\{{(.*?)\}}",
-                  c_idl[1], re.S)
+    m = re.search(
+        rf"#define TYPE_INFO_CDR_mcc_{name} \(unsigned char \[\]\)\{{(.*?)\}}", c_idl[1], re.S
+    )
     assert m
     c_bytes = bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", m.group(1)))
     cls.__idl__.fill_type_data()
     assert cls.__idl__._xt_bytedata[0] == c_bytes
-

@@ -34,8 +34,9 @@ def _profile(reliable: bool) -> str:
 def run_pong(domain_id: int, *, reliable: bool, tag: str, mode: str = "listener") -> int:
     """Echo every ``PerfPing`` sample on ``PerfPong`` until a sample with seq 0 arrives."""
     done = threading.Event()
-    with Bus(domain_id, transport=Transport.loopback(tag), name="mcc-bench-pong",
-             monitor_qos=False) as bus:
+    with Bus(
+        domain_id, transport=Transport.loopback(tag), name="mcc-bench-pong", monitor_qos=False
+    ) as bus:
         writer = bus.writer(PONG, type=PerfSample, profile=_profile(reliable), validate=False)
         write = writer.write
 
@@ -61,9 +62,17 @@ def run_pong(domain_id: int, *, reliable: bool, tag: str, mode: str = "listener"
     return 0
 
 
-def run_mcc_pingpong(*, size_bytes: int, duration_s: float, domain_id: int,
-                     reliable: bool = True, warmup: int = 200, max_samples: int = 1_000_000,
-                     tag: str | None = None, mode: str = "listener") -> LatencyStats:
+def run_mcc_pingpong(
+    *,
+    size_bytes: int,
+    duration_s: float,
+    domain_id: int,
+    reliable: bool = True,
+    warmup: int = 200,
+    max_samples: int = 1_000_000,
+    tag: str | None = None,
+    mode: str = "listener",
+) -> LatencyStats:
     """Ping-pong for ``duration_s`` seconds; one-way latency statistics in microseconds.
 
     ``mode="listener"`` handles each sample on Cyclone's receive thread (``Reader.on_data``,
@@ -76,20 +85,45 @@ def run_mcc_pingpong(*, size_bytes: int, duration_s: float, domain_id: int,
         raise MccError(f"size_bytes = {size_bytes}: must be >= 0")
     tag = tag or f"mcc-bench-{os.getpid()}"
     pong = subprocess.Popen(
-        [sys.executable, "-m", "mcc.bench.latency", "pong", "--domain", str(domain_id),
-         "--tag", tag, "--mode", mode, *([] if reliable else ["--best-effort"])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "mcc.bench.latency",
+            "pong",
+            "--domain",
+            str(domain_id),
+            "--tag",
+            tag,
+            "--mode",
+            mode,
+            *([] if reliable else ["--best-effort"]),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        with Bus(domain_id, transport=Transport.loopback(tag), name="mcc-bench-ping",
-                 monitor_qos=False) as bus:
+        with Bus(
+            domain_id, transport=Transport.loopback(tag), name="mcc-bench-ping", monitor_qos=False
+        ) as bus:
             writer = bus.writer(PING, type=PerfSample, profile=_profile(reliable), validate=False)
-            ping = _Pinger(writer, size_bytes=size_bytes, duration_s=duration_s, warmup=warmup,
-                           max_samples=max_samples)
-            reader = bus.reader(PONG, type=PerfSample, profile=_profile(reliable),
-                                on_data=ping.on_echo if mode == "listener" else None)
-            if not (writer.wait_for_readers(1, timeout_s=20)
-                    and reader.wait_for_writers(1, timeout_s=20)):
+            ping = _Pinger(
+                writer,
+                size_bytes=size_bytes,
+                duration_s=duration_s,
+                warmup=warmup,
+                max_samples=max_samples,
+            )
+            reader = bus.reader(
+                PONG,
+                type=PerfSample,
+                profile=_profile(reliable),
+                on_data=ping.on_echo if mode == "listener" else None,
+            )
+            if not (
+                writer.wait_for_readers(1, timeout_s=20)
+                and reader.wait_for_writers(1, timeout_s=20)
+            ):
                 raise MccError("the pong process did not appear on the bus within 20 s")
             if mode == "listener":
                 ping.run_listener()
@@ -111,8 +145,15 @@ def run_mcc_pingpong(*, size_bytes: int, duration_s: float, domain_id: int,
 class _Pinger:
     """The ping side: send, take the echo, record the round trip, send the next."""
 
-    def __init__(self, writer: Writer[PerfSample], *, size_bytes: int, duration_s: float,
-                 warmup: int, max_samples: int) -> None:
+    def __init__(
+        self,
+        writer: Writer[PerfSample],
+        *,
+        size_bytes: int,
+        duration_s: float,
+        warmup: int,
+        max_samples: int,
+    ) -> None:
         self.write = writer.write
         self.sample = PerfSample(writer_id="ping", seq=0, send_ns=0, payload=bytes(size_bytes))
         self.warmup = warmup
@@ -150,7 +191,7 @@ class _Pinger:
             if self.done.wait(0.1):
                 break
             with self._lock:
-                if self.sample.seq == seq:   # no echo for 100 ms: lost (best effort)
+                if self.sample.seq == seq:  # no echo for 100 ms: lost (best effort)
                     self.lost += 1
                     self.send_next()
 

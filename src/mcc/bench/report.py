@@ -6,6 +6,7 @@ with units in the key names (DESIGN.md, Benchmarks).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -33,23 +34,27 @@ def host_info() -> dict[str, Any]:
         pass
     versions: dict[str, str] = {}
     for dist in ("cyclonedds", "numpy"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
     for deb in ("cyclonedds-tools", "sockperf"):
         version = _deb_version(deb)
         if version:
             versions[deb] = version
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "kernel": platform.release(), "versions": versions}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "versions": versions,
+    }
 
 
 def _deb_version(package: str) -> str | None:
     if shutil.which("dpkg-query") is None:
         return None
-    proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, check=False
+    )
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
@@ -95,13 +100,16 @@ def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[st
     Console().print(table)
 
 
-def record(doc: dict[str, Any], columns: Sequence[str], *, notes: str = "",
-           readme: Path = BENCH_README) -> None:
+def record(
+    doc: dict[str, Any], columns: Sequence[str], *, notes: str = "", readme: Path = BENCH_README
+) -> None:
     """Append this run's table (with its command and host) to ``benchmarks/README.md``."""
     readme.parent.mkdir(parents=True, exist_ok=True)
     if not readme.exists():
-        readme.write_text("# MCC benchmarks\n\nTables appended by `mcc bench NAME --record`; "
-                          "the newest run of each bench is last. Method: docs/benchmarks.md.\n")
+        readme.write_text(
+            "# MCC benchmarks\n\nTables appended by `mcc bench NAME --record`; "
+            "the newest run of each bench is last. Method: docs/benchmarks.md.\n"
+        )
     host = doc["host"]
     versions = ", ".join(f"{k} {v}" for k, v in host["versions"].items())
     section = (

@@ -17,11 +17,20 @@ import sys
 import typing
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 _PRIMITIVES = {
-    "int8": "b", "uint8": "B", "byte": "B", "int16": "h", "uint16": "H", "int32": "i",
-    "uint32": "I", "int64": "q", "uint64": "Q", "float32": "f", "float64": "d",
+    "int8": "b",
+    "uint8": "B",
+    "byte": "B",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "int64": "q",
+    "uint64": "Q",
+    "float32": "f",
+    "float64": "d",
 }
 _U32 = struct.Struct("<I")
 _HEADER_XCDR1 = b"\x00\x01\x00\x00"
@@ -44,7 +53,7 @@ class FlatCodec:
         pos = 4 if self.xcdr2 else 0
         for name, kind, st, align, _ in self.plan:
             value = getattr(sample, name)
-            if kind == _STR or kind == _BYTES:
+            if kind in (_STR, _BYTES):
                 data = value.encode() + b"\0" if kind == _STR else value
                 pad = -pos & 3
                 if pad:
@@ -61,25 +70,26 @@ class FlatCodec:
                 append(st.pack(value))  # type: ignore[union-attr]
                 pos += pad + st.size  # type: ignore[union-attr]
         body = b"".join(parts)
-        if self.xcdr2:
-            out = _HEADER_XCDR2 + _U32.pack(len(body)) + body
-        else:
-            out = _HEADER_XCDR1 + body
+        out = (_HEADER_XCDR2 + _U32.pack(len(body)) if self.xcdr2 else _HEADER_XCDR1) + body
         tail = -len(out) & 3
         return out + b"\0" * tail if tail else out
 
     def decode(self, data: bytes) -> Any:
         if data[1] not in (1, 9):
-            return self.type.deserialize(data)    # big-endian or other encodings: the slow path
+            return cast(Any, self.type).deserialize(
+                data
+            )  # big-endian or other encodings: the slow path
         pos = 8 if self.xcdr2 else 4
         base = 4
         values: dict[str, Any] = {}
         for name, kind, st, align, enum_cls in self.plan:
-            if kind == _STR or kind == _BYTES:
+            if kind in (_STR, _BYTES):
                 pos += -(pos - base) & 3
                 (n,) = _U32.unpack_from(data, pos)
                 pos += 4
-                values[name] = data[pos:pos + n - 1].decode() if kind == _STR else data[pos:pos + n]
+                values[name] = (
+                    data[pos : pos + n - 1].decode() if kind == _STR else data[pos : pos + n]
+                )
                 pos += n
             else:
                 pos += -(pos - base) & (align - 1)
@@ -106,7 +116,7 @@ def flat_codec(cls: type) -> FlatCodec | None:
     max_align = 4 if xcdr2 else 8
     module = sys.modules[cls.__module__]
     hints = typing.get_type_hints(cls, globalns=vars(module), include_extras=True)
-    plan = []
+    plan: list[tuple[str, int, struct.Struct | None, int, Any]] = []
     for name, hint in hints.items():
         if name == "sample_info":
             continue
@@ -122,9 +132,11 @@ def flat_codec(cls: type) -> FlatCodec | None:
         elif isinstance(meta, str) and meta in _PRIMITIVES:
             st = struct.Struct("<" + _PRIMITIVES[meta])
             plan.append((name, _PRIM, st, min(st.size, max_align), None))
-        elif isinstance(hint, type) and issubclass(hint, enum.Enum) and not getattr(
-            hint, "__idl_annotations__", {}
-        ).get("bit_bound"):
+        elif (
+            isinstance(hint, type)
+            and issubclass(hint, enum.Enum)
+            and not getattr(hint, "__idl_annotations__", {}).get("bit_bound")
+        ):
             plan.append((name, _ENUM, struct.Struct("<I"), 4, hint))
         else:
             return None

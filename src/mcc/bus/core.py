@@ -15,11 +15,26 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds._clayer import ddspy_read, ddspy_take, ddspy_write
-from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, BuiltinTopicDcpsSubscription
-from cyclonedds.core import DDSException, Entity, InstanceState, Listener, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
+from cyclonedds.builtin import (
+    BuiltinDataReader,
+    BuiltinTopicDcpsPublication,
+    BuiltinTopicDcpsSubscription,
+)
+from cyclonedds.core import (
+    DDSException,
+    Entity,
+    InstanceState,
+    Listener,
+    Policy,
+    Qos,
+    ReadCondition,
+    SampleState,
+    ViewState,
+    WaitSet,
+)
 from cyclonedds.domain import Domain, DomainParticipant
 from cyclonedds.pub import DataWriter, Publisher
 from cyclonedds.sub import DataReader, Subscriber
@@ -41,12 +56,29 @@ PROFILE_TAG = b"mcc.profile="
 
 # DDS QosPolicyId_t values (DDS 1.4 §2.3.3), as reported in incompatible-QoS statuses.
 POLICY_NAMES = {
-    1: "USER_DATA", 2: "DURABILITY", 3: "PRESENTATION", 4: "DEADLINE", 5: "LATENCY_BUDGET",
-    6: "OWNERSHIP", 7: "OWNERSHIP_STRENGTH", 8: "LIVELINESS", 9: "TIME_BASED_FILTER",
-    10: "PARTITION", 11: "RELIABILITY", 12: "DESTINATION_ORDER", 13: "HISTORY",
-    14: "RESOURCE_LIMITS", 15: "ENTITY_FACTORY", 16: "WRITER_DATA_LIFECYCLE",
-    17: "READER_DATA_LIFECYCLE", 18: "TOPIC_DATA", 19: "GROUP_DATA", 20: "TRANSPORT_PRIORITY",
-    21: "LIFESPAN", 22: "DURABILITY_SERVICE", 23: "DATA_REPRESENTATION",
+    1: "USER_DATA",
+    2: "DURABILITY",
+    3: "PRESENTATION",
+    4: "DEADLINE",
+    5: "LATENCY_BUDGET",
+    6: "OWNERSHIP",
+    7: "OWNERSHIP_STRENGTH",
+    8: "LIVELINESS",
+    9: "TIME_BASED_FILTER",
+    10: "PARTITION",
+    11: "RELIABILITY",
+    12: "DESTINATION_ORDER",
+    13: "HISTORY",
+    14: "RESOURCE_LIMITS",
+    15: "ENTITY_FACTORY",
+    16: "WRITER_DATA_LIFECYCLE",
+    17: "READER_DATA_LIFECYCLE",
+    18: "TOPIC_DATA",
+    19: "GROUP_DATA",
+    20: "TRANSPORT_PRIORITY",
+    21: "LIFESPAN",
+    22: "DURABILITY_SERVICE",
+    23: "DATA_REPRESENTATION",
     24: "TYPE_CONSISTENCY_ENFORCEMENT",
 }
 
@@ -57,7 +89,7 @@ _ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
 class QosEvent:
     """One QoS status change seen on this bus (incompatible QoS, deadline missed …)."""
 
-    kind: str          # requested_incompatible_qos | offered_incompatible_qos | *_deadline_missed …
+    kind: str  # requested_incompatible_qos | offered_incompatible_qos | *_deadline_missed …
     topic: str
     local_profile: str
     remote_profiles: tuple[str, ...]
@@ -67,14 +99,20 @@ class QosEvent:
 
     def __str__(self) -> str:
         if self.kind.endswith("incompatible_qos"):
-            side, other = ("reader", "writer") if self.kind.startswith("requested") else ("writer", "reader")
+            side, other = (
+                ("reader", "writer") if self.kind.startswith("requested") else ("writer", "reader")
+            )
             remote = ", ".join(map(repr, self.remote_profiles)) or "unknown"
             return (
                 f"incompatible QoS on topic {self.topic!r}: {side} with profile "
                 f"{self.local_profile!r} vs {other} with profile {remote} (policy {self.policy}); "
                 "use the same profile on both sides, see docs/qos.md"
             )
-        return f"{self.kind.replace('_', ' ')} on topic {self.topic!r} (profile {self.local_profile!r}), total {self.total_count}"
+        what = self.kind.replace("_", " ")
+        return (
+            f"{what} on topic {self.topic!r} (profile {self.local_profile!r}), "
+            f"total {self.total_count}"
+        )
 
 
 @dataclass
@@ -93,16 +131,20 @@ class BusStatistics:
 class Writer(Generic[T]):
     """A typed writer bound to a topic and a QoS profile; samples are validated before sending."""
 
-    def __init__(self, bus: Bus, topic: Topic[T], profile: str, *, validate: bool) -> None:
+    def __init__(self, bus: Bus, topic: Topic[Any], profile: str, *, validate: bool) -> None:
         self.bus = bus
         self.topic_name: str = topic.name
         self.profile = profile
         self.type = topic.data_type
         self._validate = validate
-        self._dds = DataWriter(bus._publisher, topic, qos=bus._endpoint_qos(profile, writer=True),
-                               listener=bus._listener(topic.name, profile))
+        self._dds = DataWriter(
+            bus._publisher,
+            topic,
+            qos=bus._endpoint_qos(profile, writer=True),
+            listener=bus._listener(topic.name, profile),
+        )
         self._ref = self._dds._ref
-        self._codec = flat_codec(self.type)
+        self._codec = flat_codec(self.type)  # type: ignore[arg-type]
 
     def write(self, sample: T) -> None:
         """Validate ``sample`` (``SampleError`` if bad) and publish it."""
@@ -142,8 +184,14 @@ class Writer(Generic[T]):
 class Reader(Generic[T]):
     """A typed reader bound to a topic and a QoS profile."""
 
-    def __init__(self, bus: Bus, topic: Topic[T], profile: str, *,
-                 on_data: Callable[[Reader[T]], None] | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        topic: Topic[Any],
+        profile: str,
+        *,
+        on_data: Callable[[Reader[T]], None] | None = None,
+    ) -> None:
         self.bus = bus
         self.topic_name: str = topic.name
         self.profile = profile
@@ -152,11 +200,12 @@ class Reader(Generic[T]):
         listener = bus._listener(topic.name, profile)
         if on_data is not None:
             listener.set_on_data_available(lambda _reader: on_data(self))
-        self._dds = DataReader(bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False),
-                               listener=listener)
+        self._dds = DataReader(
+            bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False), listener=listener
+        )
         self.condition = ReadCondition(self._dds, _ANY_STATE)
-        codec = flat_codec(self.type)
-        self._decode = codec.decode if codec is not None else self.type.deserialize
+        codec = flat_codec(self.type)  # type: ignore[arg-type]
+        self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
         self._waitset: WaitSet | None = None
 
     def take(self, max_samples: int = 256) -> list[T]:
@@ -265,10 +314,12 @@ class Bus:
         self._lock = threading.Lock()
         self._domain = _configure_domain(domain_id, transport)
         self.participant = DomainParticipant(
-            domain_id, qos=Qos(Policy.Userdata(data=_participant_userdata(name)),
-                               Policy.EntityName(name))
+            domain_id,
+            qos=Qos(Policy.Userdata(data=_participant_userdata(name)), Policy.EntityName(name)),
         )
-        group_qos = Qos(Policy.Partition(partitions=list(self.partitions))) if self.partitions else None
+        group_qos = (
+            Qos(Policy.Partition(partitions=list(self.partitions))) if self.partitions else None
+        )
         self._publisher = Publisher(self.participant, qos=group_qos)
         self._subscriber = Subscriber(self.participant, qos=group_qos)
         self._topics: dict[str, Topic[Any]] = {}
@@ -281,7 +332,9 @@ class Bus:
         self._closed = False
 
     # -- entities -------------------------------------------------------------------------
-    def topic(self, name: str, type_: type | None = None, *, profile: str | None = None) -> Topic[Any]:
+    def topic(
+        self, name: str, type_: type | None = None, *, profile: str | None = None
+    ) -> Topic[Any]:
         """The DDS topic ``name`` (catalogue type unless ``type_`` is given)."""
         data_type = type_ or topic_spec(name).type
         with self._lock:
@@ -293,19 +346,35 @@ class Bus:
                         f"not {data_type.__name__}; use another topic name"
                     )
                 return existing
-            topic = Topic(self.participant, name, data_type,
-                          qos=self.qos.topic_qos(profile or self._default_profile(name)))
+            topic: Topic[Any] = Topic(
+                self.participant,
+                name,
+                data_type,
+                qos=self.qos.topic_qos(profile or self._default_profile(name)),
+            )
             self._topics[name] = topic
             return topic
 
-    def writer(self, topic: str, *, profile: str | None = None, type: type | None = None,
-               validate: bool = True) -> Writer[Any]:
+    def writer(
+        self,
+        topic: str,
+        *,
+        profile: str | None = None,
+        type: type | None = None,
+        validate: bool = True,
+    ) -> Writer[Any]:
         """A writer on ``topic`` with QoS ``profile`` (default: the catalogue's)."""
         profile = profile or self._default_profile(topic)
         return Writer(self, self.topic(topic, type, profile=profile), profile, validate=validate)
 
-    def reader(self, topic: str, *, profile: str | None = None, type: type | None = None,
-               on_data: Callable[[Reader[Any]], None] | None = None) -> Reader[Any]:
+    def reader(
+        self,
+        topic: str,
+        *,
+        profile: str | None = None,
+        type: type | None = None,
+        on_data: Callable[[Reader[Any]], None] | None = None,
+    ) -> Reader[Any]:
         """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's).
 
         ``on_data(reader)`` is called on Cyclone's receive thread as data arrives: the lowest
@@ -327,15 +396,26 @@ class Bus:
         def incompatible(kind: str) -> Any:
             def handler(entity: Any, status: Any) -> None:
                 remote = self._remote_profiles(topic, profile, readers=kind.startswith("offered"))
-                self._record(QosEvent(kind, topic, profile, remote,
-                                      POLICY_NAMES.get(status.last_policy_id, str(status.last_policy_id)),
-                                      status.total_count, time.time_ns()), "incompatible_qos")
+                self._record(
+                    QosEvent(
+                        kind,
+                        topic,
+                        profile,
+                        remote,
+                        POLICY_NAMES.get(status.last_policy_id, str(status.last_policy_id)),
+                        status.total_count,
+                        time.time_ns(),
+                    ),
+                    "incompatible_qos",
+                )
+
             return handler
 
         def counter(kind: str, attr: str) -> Any:
             def handler(entity: Any, status: Any) -> None:
                 total = getattr(status, "total_count", 0)
                 self._record(QosEvent(kind, topic, profile, (), "", total, time.time_ns()), attr)
+
             return handler
 
         return Listener(
@@ -368,7 +448,7 @@ class Bus:
                 continue
             data = ep.qos[Policy.Userdata].data if Policy.Userdata in ep.qos else b""
             if data.startswith(PROFILE_TAG):
-                name = data[len(PROFILE_TAG):].decode(errors="replace")
+                name = data[len(PROFILE_TAG) :].decode(errors="replace")
                 if name != profile:
                     found.add(name)
         return tuple(sorted(found))
@@ -394,8 +474,12 @@ class Bus:
     def __enter__(self) -> Bus:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

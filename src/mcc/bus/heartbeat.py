@@ -34,8 +34,15 @@ class HeartbeatPublisher:
     the latencies seen since the previous one.
     """
 
-    def __init__(self, bus: Bus, system_id: str, *, period_s: float = 1.0, device: str = "cpu",
-                 state: SystemState = SystemState.SYSTEM_RUNNING) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        system_id: str,
+        *,
+        period_s: float = 1.0,
+        device: str = "cpu",
+        state: SystemState = SystemState.SYSTEM_RUNNING,
+    ) -> None:
         if period_s <= 0:
             raise ValueError(f"period_s = {period_s}: must be > 0")
         self.system_id = system_id
@@ -77,12 +84,20 @@ class HeartbeatPublisher:
         p50, p99 = (np.percentile(lat, [50, 99]) / 1e3) if lat else (0.0, 0.0)
         self._seq += 1
         hb = Heartbeat(
-            system_id=self.system_id, host=socket.gethostname(), pid=os.getpid(),
-            state=self.state, device=self.device,
-            cpu_percent=100.0 * (cpu - self._last_cpu) / elapsed, rss_bytes=rss_bytes(),
-            msgs_in_per_s=n_in / elapsed, msgs_out_per_s=n_out / elapsed,
-            latency_p50_us=float(p50), latency_p99_us=float(p99),
-            seq=self._seq, time_ns=time.time_ns(), message=self.message,
+            system_id=self.system_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            state=self.state,
+            device=self.device,
+            cpu_percent=100.0 * (cpu - self._last_cpu) / elapsed,
+            rss_bytes=rss_bytes(),
+            msgs_in_per_s=n_in / elapsed,
+            msgs_out_per_s=n_out / elapsed,
+            latency_p50_us=float(p50),
+            latency_p99_us=float(p99),
+            seq=self._seq,
+            time_ns=time.time_ns(),
+            message=self.message,
         )
         self._last_wall, self._last_cpu = now, cpu
         self._writer.write(hb)
@@ -109,8 +124,12 @@ class HeartbeatPublisher:
     def __enter__(self) -> HeartbeatPublisher:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop(final_state=SystemState.SYSTEM_FAILED if exc else SystemState.SYSTEM_STOPPED)
 
 

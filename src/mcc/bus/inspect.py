@@ -12,7 +12,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
-from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, BuiltinTopicDcpsSubscription
+from cyclonedds.builtin import (
+    BuiltinDataReader,
+    BuiltinTopicDcpsPublication,
+    BuiltinTopicDcpsSubscription,
+)
 from cyclonedds.core import Policy
 
 from mcc.bus.core import PROFILE_TAG, Bus
@@ -51,7 +55,7 @@ def discover_topics(bus: Bus, *, duration_s: float = 2.0) -> list[TopicInfo]:
                 info.readers += 1
             data = ep.qos[Policy.Userdata].data if Policy.Userdata in ep.qos else b""
             if data.startswith(PROFILE_TAG):
-                info.profiles.add(data[len(PROFILE_TAG):].decode(errors="replace"))
+                info.profiles.add(data[len(PROFILE_TAG) :].decode(errors="replace"))
     return sorted(topics.values(), key=lambda t: t.name)
 
 
@@ -68,8 +72,10 @@ def sample_to_dict(sample: Any, *, max_items: int = 8) -> dict[str, Any]:
         elif isinstance(value, bytes):
             value = f"<{len(value)} bytes>"
         elif isinstance(value, list):
-            value = [sample_to_dict(v, max_items=max_items) if hasattr(v, "__dataclass_fields__")
-                     else v for v in value[:max_items]] + (["…"] if len(value) > max_items else [])
+            value = [
+                sample_to_dict(v, max_items=max_items) if hasattr(v, "__dataclass_fields__") else v
+                for v in value[:max_items]
+            ] + (["…"] if len(value) > max_items else [])
         elif hasattr(value, "__dataclass_fields__"):
             value = sample_to_dict(value, max_items=max_items)
         out[f.name] = value
@@ -93,8 +99,13 @@ class RateReport:
     latency_max_ms: float | None
 
 
-def measure_rate(reader: Any, *, window_s: float, windows: int | None = None,
-                 clock_ns: Callable[[], int] = time.time_ns) -> Iterator[RateReport]:
+def measure_rate(
+    reader: Any,
+    *,
+    window_s: float,
+    windows: int | None = None,
+    clock_ns: Callable[[], int] = time.time_ns,
+) -> Iterator[RateReport]:
     """Yield one report per ``window_s``; latency is now − ``origin_ns`` at reception."""
     done = 0
     while windows is None or done < windows:

@@ -30,8 +30,14 @@ class ReaderLoop:
         on_idle: called after each wake-up without data (e.g. to publish a heartbeat).
     """
 
-    def __init__(self, bus: Bus, *, batch: int = 256, idle_timeout_s: float = 1.0,
-                 on_idle: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        batch: int = 256,
+        idle_timeout_s: float = 1.0,
+        on_idle: Callable[[], None] | None = None,
+    ) -> None:
         self.bus = bus
         self.batch = batch
         self.idle_timeout_s = idle_timeout_s
@@ -86,6 +92,10 @@ class ReaderLoop:
     def __enter__(self) -> ReaderLoop:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -32,7 +32,8 @@ log = logging.getLogger("mcc.bus.rpc")
 
 
 def _id_field(type_: type) -> str:
-    keys = [name for name, ann in type_.__idl_field_annotations__.items() if ann.get("key")]
+    annotations = getattr(type_, "__idl_field_annotations__", {})
+    keys = [name for name, ann in annotations.items() if ann.get("key")]
     if not keys:
         raise MccError(f"{type_.__name__} has no key field to carry a request id")
     return keys[0]
@@ -53,8 +54,15 @@ class Requester(Generic[Req, Rep]):
     ...     reply = rq.request(Command(verb="status"), timeout_s=2.0)
     """
 
-    def __init__(self, bus: Bus, request_topic: str = "Command", reply_topic: str = "CommandReply",
-                 *, client_id: str | None = None, profile: str | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        request_topic: str = "Command",
+        reply_topic: str = "CommandReply",
+        *,
+        client_id: str | None = None,
+        profile: str | None = None,
+    ) -> None:
         self.bus = bus
         self.client_id = client_id or default_client_id()
         self._writer = bus.writer(request_topic, profile=profile)
@@ -64,7 +72,9 @@ class Requester(Generic[Req, Rep]):
         self._seq = itertools.count(1)
         self._pending: dict[str, Future[Any]] = {}
         self._lock = threading.Lock()
-        self._loop = ReaderLoop(bus).add(self._reader, self._on_replies).start(f"mcc-rq-{request_topic}")
+        self._loop = (
+            ReaderLoop(bus).add(self._reader, self._on_replies).start(f"mcc-rq-{request_topic}")
+        )
 
     def _on_replies(self, replies: list[Any]) -> None:
         for reply in replies:
@@ -80,9 +90,9 @@ class Requester(Generic[Req, Rep]):
         request_id = f"{self.client_id}/{next(self._seq)}"
         setattr(request, self._request_id, request_id)
         if hasattr(request, "client_id"):
-            request.client_id = self.client_id  # type: ignore[attr-defined]
+            setattr(request, "client_id", self.client_id)  # noqa: B010
         if hasattr(request, "issue_ns"):
-            request.issue_ns = time.time_ns()  # type: ignore[attr-defined]
+            setattr(request, "issue_ns", time.time_ns())  # noqa: B010
         if not self._writer.wait_for_readers(1, timeout_s=timeout_s):
             raise RequestTimeoutError(
                 f"no replier on topic {self._writer.topic_name!r} within {timeout_s:g} s; "
@@ -120,8 +130,12 @@ class Requester(Generic[Req, Rep]):
     def __enter__(self) -> Requester[Req, Rep]:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
@@ -133,9 +147,16 @@ class Replier(Generic[Req, Rep]):
     fields); the replier keeps serving.
     """
 
-    def __init__(self, bus: Bus, handler: Callable[[Req], Rep], request_topic: str = "Command",
-                 reply_topic: str = "CommandReply", *, replier_id: str | None = None,
-                 profile: str | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        handler: Callable[[Req], Rep],
+        request_topic: str = "Command",
+        reply_topic: str = "CommandReply",
+        *,
+        replier_id: str | None = None,
+        profile: str | None = None,
+    ) -> None:
         self.bus = bus
         self.handler = handler
         self.replier_id = replier_id or default_client_id()
@@ -163,13 +184,22 @@ class Replier(Generic[Req, Rep]):
             if not isinstance(exc, MccError):
                 log.exception("handler failed on %s", request_id)
             reply = self._writer.type()
-            for name, value in (("ok", False), ("message", str(exc)), ("error", str(exc))):
-                if hasattr(reply, name):
-                    setattr(reply, name, value)
+            failure: tuple[tuple[str, object], ...] = (
+                ("ok", False),
+                ("message", str(exc)),
+                ("error", str(exc)),
+            )
+            for field_name, field_value in failure:
+                if hasattr(reply, field_name):
+                    setattr(reply, field_name, field_value)
         setattr(reply, self._reply_id, request_id)
-        for name, value in (("client_id", getattr(request, "client_id", "")),
-                            ("replier_id", self.replier_id), ("server_id", self.replier_id),
-                            ("reply_ns", time.time_ns())):
+        stamps: tuple[tuple[str, object], ...] = (
+            ("client_id", getattr(request, "client_id", "")),
+            ("replier_id", self.replier_id),
+            ("server_id", self.replier_id),
+            ("reply_ns", time.time_ns()),
+        )
+        for name, value in stamps:
             if hasattr(reply, name):
                 setattr(reply, name, value)
         return reply
@@ -188,6 +218,10 @@ class Replier(Generic[Req, Rep]):
     def __enter__(self) -> Replier[Req, Rep]:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -86,7 +86,8 @@ class Transport:
             port = _peer_port(f"peers[{i}]", peer)
             if self.kind == "tcp" and port is None:
                 _fail(
-                    f"peers[{i}]", peer,
+                    f"peers[{i}]",
+                    peer,
                     "a TCP peer needs the port it listens on (its tcp_port), e.g. 'node-b:7400'",
                 )
         if self.interface is not None and (
@@ -97,7 +98,8 @@ class Transport:
             not isinstance(self.discovery_tag, str) or not _TAG.fullmatch(self.discovery_tag)
         ):
             _fail(
-                "discovery_tag", self.discovery_tag,
+                "discovery_tag",
+                self.discovery_tag,
                 "use 1-200 characters from letters, digits and _.:@+/-, e.g. 'sam-toc-4711'",
             )
         index = self.max_participant_index
@@ -114,7 +116,8 @@ class Transport:
         if self.kind == "tcp":
             if self.multicast:
                 _fail(
-                    "multicast", True,
+                    "multicast",
+                    True,
                     "kind='tcp' has no multicast discovery; set multicast=False and list peers "
                     "(host:port) and/or tcp_port",
                 )
@@ -122,7 +125,8 @@ class Transport:
                 _fail("peers", (), "a TCP transport needs peers to connect to or a tcp_port")
         elif not self.multicast and not self.peers:
             _fail(
-                "peers", (),
+                "peers",
+                (),
                 "unicast discovery (multicast=False) needs peers, e.g. peers=('127.0.0.1',)",
             )
         if not isinstance(self.extra_xml, str):
@@ -137,8 +141,11 @@ class Transport:
         it anyway, Cyclone 0.10 (e.g. Debian's ddsperf) does not. Unicast works with both.
         """
         return cls(
-            multicast=False, peers=("127.0.0.1",), interface="lo",
-            discovery_tag=tag, max_participant_index=99,
+            multicast=False,
+            peers=("127.0.0.1",),
+            interface="lo",
+            discovery_tag=tag,
+            max_participant_index=99,
         )
 
     def to_xml(self) -> str:

@@ -45,9 +45,9 @@ class _Plan:
     ints: tuple[tuple[str, int, int], ...]
     enums: tuple[tuple[str, type[enum.Enum]], ...]
     float_arrays: tuple[tuple[str, int], ...]
-    packed: tuple[tuple[str, np.dtype[Any], int], ...]   # field, dtype, items per count
-    nested: tuple[str, ...]                                # struct-typed fields
-    nested_seqs: tuple[str, ...]                           # sequences of structs
+    packed: tuple[tuple[str, np.dtype[Any], int], ...]  # field, dtype, items per count
+    nested: tuple[str, ...]  # struct-typed fields
+    nested_seqs: tuple[str, ...]  # sequences of structs
 
 
 @cache
@@ -70,7 +70,8 @@ def _plan(cls: type) -> _Plan:
         elif isinstance(hint, type) and issubclass(hint, IdlStruct):
             nested.append(name)
         elif isinstance(meta, idl_types.array) and meta.subtype in (
-            idl_types.float64, idl_types.float32
+            idl_types.float64,
+            idl_types.float32,
         ):
             float_arrays.append((name, meta.length))
         elif isinstance(meta, idl_types.sequence):
@@ -82,8 +83,13 @@ def _plan(cls: type) -> _Plan:
         for name, (dtype, dims) in PACKED_ARRAYS.get(cls.__name__, {}).items()
     )
     return _Plan(
-        tuple(floats), tuple(ints), tuple(enums), tuple(float_arrays), packed,
-        tuple(nested), tuple(nested_seqs),
+        tuple(floats),
+        tuple(ints),
+        tuple(enums),
+        tuple(float_arrays),
+        packed,
+        tuple(nested),
+        tuple(nested_seqs),
     )
 
 
@@ -91,7 +97,7 @@ def validate_sample(sample: Any, *, path: str | None = None) -> None:
     """Raise ``SampleError`` naming the field, the value and the fix if ``sample`` is bad."""
     cls = type(sample)
     where = path or cls.__name__
-    plan = _plan(cls)
+    plan = _plan(cls)  # type: ignore[arg-type]
     for name in plan.floats:
         value = getattr(sample, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -133,7 +139,9 @@ def validate_sample(sample: Any, *, path: str | None = None) -> None:
             validate_sample(item, path=item_path)
 
 
-def _check_packed(sample: Any, where: str, packed: tuple[tuple[str, np.dtype[Any], int], ...]) -> None:
+def _check_packed(
+    sample: Any, where: str, packed: tuple[tuple[str, np.dtype[Any], int], ...]
+) -> None:
     count = sample.count
     for name, dtype, per_item in packed:
         data = getattr(sample, name)
@@ -150,14 +158,18 @@ def _check_packed(sample: Any, where: str, packed: tuple[tuple[str, np.dtype[Any
             )
         if dtype.kind == "f" and count and not np.isfinite(np.frombuffer(data, dtype)).all():
             bad = int(np.flatnonzero(~np.isfinite(np.frombuffer(data, dtype)))[0])
-            raise SampleError(f"{where}.{name}[{bad // per_item}]: NaN or inf; values must be finite")
+            raise SampleError(
+                f"{where}.{name}[{bad // per_item}]: NaN or inf; values must be finite"
+            )
 
 
 def _check_ndarray(msg: NDArray, where: str) -> None:
     try:
         dtype = np.dtype(msg.dtype)
     except TypeError:
-        raise SampleError(f"{where}.dtype = {msg.dtype!r}: not a numpy dtype (e.g. '<f8')") from None
+        raise SampleError(
+            f"{where}.dtype = {msg.dtype!r}: not a numpy dtype (e.g. '<f8')"
+        ) from None
     expected = math.prod(msg.shape) * dtype.itemsize
     if len(msg.data) != expected:
         raise SampleError(

@@ -13,7 +13,7 @@ from typing import Any
 import cyclonedds.idl.types as idl_types
 from cyclonedds.idl._xt_builder import XTBuilder
 
-_OCTET_SEQUENCE = idl_types.sequence[idl_types.byte].__metadata__[0]  # the `sequence` descriptor
+_OCTET_SEQUENCE = idl_types.sequence[idl_types.byte].__metadata__[0]  # type: ignore[misc]
 _original = XTBuilder._xt_type_identifier.__func__  # type: ignore[attr-defined]
 
 

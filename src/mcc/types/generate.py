@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,9 +54,9 @@ class IdlField:
     """One struct member as declared in the IDL."""
 
     name: str
-    type_name: str            # element type for sequences and arrays
-    kind: str                 # "plain" | "sequence" | "array"
-    length: int = 0           # array length
+    type_name: str  # element type for sequences and arrays
+    kind: str  # "plain" | "sequence" | "array"
+    length: int = 0  # array length
     key: bool = False
 
 
@@ -102,7 +103,9 @@ def parse_idl(text: str, *, source: str = "idl/mcc.idl") -> IdlModule:
         nonlocal pos
         tok = peek()
         if not tok or (expected is not None and tok != expected):
-            raise IdlError(f"{source}: expected {expected or 'a token'!r}, found {tok or 'end of file'!r}")
+            raise IdlError(
+                f"{source}: expected {expected or 'a token'!r}, found {tok or 'end of file'!r}"
+            )
         pos += 1
         return tok
 
@@ -126,7 +129,9 @@ def parse_idl(text: str, *, source: str = "idl/mcc.idl") -> IdlModule:
             module.enums[name] = IdlEnumDecl(name, literals)
         elif kind == "struct":
             name = take()
-            ext = next((a for a in annotations if a in ("final", "appendable", "mutable")), "appendable")
+            ext = next(
+                (a for a in annotations if a in ("final", "appendable", "mutable")), "appendable"
+            )
             decl = IdlStructDecl(name, ext)
             take("{")
             while peek() != "}":
@@ -134,7 +139,9 @@ def parse_idl(text: str, *, source: str = "idl/mcc.idl") -> IdlModule:
                 while peek().startswith("@"):
                     ann = take()
                     if ann != "@key":
-                        raise IdlError(f"{source}: struct {name}: unsupported member annotation {ann}")
+                        raise IdlError(
+                            f"{source}: struct {name}: unsupported member annotation {ann}"
+                        )
                     is_key = True
                 if peek() == "sequence":
                     take("sequence")
@@ -158,18 +165,24 @@ def parse_idl(text: str, *, source: str = "idl/mcc.idl") -> IdlModule:
             take(";")
             module.structs[name] = decl
         else:
-            raise IdlError(f"{source}: unsupported declaration {kind!r} (MCC's IDL uses enum and struct)")
+            raise IdlError(
+                f"{source}: unsupported declaration {kind!r} (MCC's IDL uses enum and struct)"
+            )
         module.order.append(name)
     take("}")
     for decl in module.structs.values():
         for f in decl.fields:
-            known = f.type_name in PRIMITIVES or f.type_name in module.enums or f.type_name in module.structs
+            known = (
+                f.type_name in PRIMITIVES
+                or f.type_name in module.enums
+                or f.type_name in module.structs
+            )
             if not known:
                 raise IdlError(f"{source}: {decl.name}.{f.name}: unknown type {f.type_name!r}")
     return module
 
 
-def _type_name(take, peek) -> str:  # type: ignore[no-untyped-def]
+def _type_name(take: Callable[..., str], peek: Callable[..., str]) -> str:
     words = [take()]
     while words[-1] in ("unsigned", "long") and peek() in ("long", "short"):
         words.append(take())
@@ -185,7 +198,10 @@ def _annotation(module: IdlModule, f: IdlField) -> tuple[str, str]:
     if f.kind == "array":
         elem = _element(module, f.type_name)
         default = PRIMITIVES[f.type_name][1] if f.type_name in PRIMITIVES else "None"
-        return f"types.array[{elem}, {f.length}]", f"field(default_factory=lambda: [{default}] * {f.length})"
+        return (
+            f"types.array[{elem}, {f.length}]",
+            f"field(default_factory=lambda: [{default}] * {f.length})",
+        )
     if f.type_name in PRIMITIVES:
         return PRIMITIVES[f.type_name]
     if f.type_name in module.enums:
@@ -248,8 +264,8 @@ def render_python(
         if name in module.enums:
             decl_e = module.enums[name]
             out.append(
-                f"class {name}(idl.IdlEnum, typename=\"{module.name}.{name}\", "
-                f"default_literal=\"{decl_e.literals[0]}\"):"
+                f'class {name}(idl.IdlEnum, typename="{module.name}.{name}", '
+                f'default_literal="{decl_e.literals[0]}"):'
             )
             out.extend(f"    {lit} = {i}" for i, lit in enumerate(decl_e.literals))
             out.append("")
@@ -257,13 +273,13 @@ def render_python(
         decl = module.structs[name]
         out.append("@dataclass")
         out.append(f"@annotate.{decl.extensibility}")
-        out.append("@annotate.autoid(\"sequential\")")
-        out.append(f"class {name}(idl.IdlStruct, typename=\"{module.name}.{name}\"):")
+        out.append('@annotate.autoid("sequential")')
+        out.append(f'class {name}(idl.IdlStruct, typename="{module.name}.{name}"):')
         for f in decl.fields:
             ann, default = _annotation(module, f)
             out.append(f"    {f.name}: {ann} = {default}")
             if f.key:
-                out.append(f"    annotate.key(\"{f.name}\")")
+                out.append(f'    annotate.key("{f.name}")')
         out.append("")
     out.append("")
     out.append("# Packed little-endian arrays: {struct: {field: (dtype, shape after count)}}.")
