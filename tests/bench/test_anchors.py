@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 from pathlib import Path
 from typing import NoReturn
@@ -20,18 +19,7 @@ from mcc.bench.anchors import (
 )
 from mcc.bench.stats import LatencyStats
 from mcc.errors import MccError
-
-
-def require_tool(name: str) -> str:
-    """Path of system tool `name`; a missing tool fails the test under CI=true, else skips it."""
-    path = shutil.which(name)
-    if path is None:
-        message = f"system tool {name!r} is not installed"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message} (required when CI=true)")
-        pytest.skip(message)
-    return path
-
+from tests.conftest import require_tool
 
 # Captured on the development VM: `ddsperf -Qminmatch:1 -Qinitwait:10 -D 4 -i 93 ping size 64`
 # against `ddsperf -i 93 pong` on loopback (cyclonedds-tools 0.10.2).
