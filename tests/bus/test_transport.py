@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 
 from mcc.bus.transport import ENV_VAR, Transport, tcp_supported
 from mcc.errors import TransportError
+from tests.conftest import require_tool
 
 # Unicast ports are 7400 + 250 * domain + 10 + 2 * index (index <= 99 on loopback).
 DOMAIN = 1 + os.getpid() % 200
@@ -433,20 +433,11 @@ def test_tcp_in_python_works_or_is_refused_clearly() -> None:
         assert "multicast=False and peers" in str(info.value)
 
 
-def _ddsperf() -> str:
-    path = shutil.which("ddsperf")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("ddsperf is not installed (apt-get install cyclonedds-tools)")
-        pytest.skip("ddsperf is not installed (apt-get install cyclonedds-tools)")
-    return path
-
-
 @pytest.mark.tool
 @pytest.mark.slow
 def test_tcp_between_two_ddsperf_processes() -> None:
     """The generated TCP XML works for a Cyclone build with TCP (ddsperf), tags included."""
-    ddsperf = _ddsperf()
+    ddsperf = require_tool("ddsperf")
     port = _free_tcp_port()
     tag = _tag("tcp")
     server = Transport(

@@ -185,14 +185,14 @@ class _Pinger:
         """Echoes drive the next ping from the receive thread; this thread watches for losses."""
         with self._lock:
             self.send_next()
-        while not self.done.wait(0.1):
+        while True:
             with self._lock:
                 seq = self.sample.seq
             if self.done.wait(0.1):
-                break
+                return
             with self._lock:
-                if self.sample.seq == seq:  # no echo for 100 ms: lost (best effort)
-                    self.lost += 1
+                if self.sample.seq == seq and not self.done.is_set():
+                    self.lost += 1  # no echo for 100 ms: lost (best effort)
                     self.send_next()
 
     def run_waitset(self, bus: Bus, reader: Reader[PerfSample]) -> None:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -42,7 +43,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from mcc.bus.codec import flat_codec
-from mcc.bus.qos import QosLibrary, default_library
+from mcc.bus.qos import QosLibrary, default_library, policy_name
 from mcc.bus.topics import topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport
@@ -53,34 +54,6 @@ T = TypeVar("T")
 log = logging.getLogger("mcc.bus")
 
 PROFILE_TAG = b"mcc.profile="
-
-# DDS QosPolicyId_t values (DDS 1.4 §2.3.3), as reported in incompatible-QoS statuses.
-POLICY_NAMES = {
-    1: "USER_DATA",
-    2: "DURABILITY",
-    3: "PRESENTATION",
-    4: "DEADLINE",
-    5: "LATENCY_BUDGET",
-    6: "OWNERSHIP",
-    7: "OWNERSHIP_STRENGTH",
-    8: "LIVELINESS",
-    9: "TIME_BASED_FILTER",
-    10: "PARTITION",
-    11: "RELIABILITY",
-    12: "DESTINATION_ORDER",
-    13: "HISTORY",
-    14: "RESOURCE_LIMITS",
-    15: "ENTITY_FACTORY",
-    16: "WRITER_DATA_LIFECYCLE",
-    17: "READER_DATA_LIFECYCLE",
-    18: "TOPIC_DATA",
-    19: "GROUP_DATA",
-    20: "TRANSPORT_PRIORITY",
-    21: "LIFESPAN",
-    22: "DURABILITY_SERVICE",
-    23: "DATA_REPRESENTATION",
-    24: "TYPE_CONSISTENCY_ENFORCEMENT",
-}
 
 _ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
 
@@ -402,7 +375,7 @@ class Bus:
                         topic,
                         profile,
                         remote,
-                        POLICY_NAMES.get(status.last_policy_id, str(status.last_policy_id)),
+                        policy_name(status.last_policy_id),
                         status.total_count,
                         time.time_ns(),
                     ),
@@ -502,9 +475,7 @@ def _participant_userdata(name: str) -> bytes:
 
 
 def _with_tag(transport: Transport | None, tag: str) -> Transport:
-    from dataclasses import replace
-
-    return replace(transport or Transport(), discovery_tag=tag)
+    return dataclasses.replace(transport or Transport(), discovery_tag=tag)
 
 
 _domains: dict[int, tuple[str, Domain]] = {}
