@@ -40,6 +40,8 @@ _SPECS = (
     TopicSpec("WorkItem", types.WorkItem, "bulk", "HPC task farm work"),
     TopicSpec("WorkResult", types.WorkResult, "bulk", "HPC task farm results"),
     TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
+    TopicSpec("NavSample", types.NavSample, "sensor_stream", "C2 loop: sensed aircraft state"),
+    TopicSpec("GuidanceCommand", types.GuidanceCommand, "sensor_stream", "C2 loop: guidance"),
     TopicSpec("PerfSample", types.PerfSample, "perf_reliable", "bus performance tests"),
 )
 

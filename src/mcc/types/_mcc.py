@@ -343,6 +343,35 @@ class Checkpoint(idl.IdlStruct, typename="mcc.Checkpoint"):
 
 
 @dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
+class NavSample(idl.IdlStruct, typename="mcc.NavSample"):
+    vehicle_id: str = ''
+    seq: types.uint64 = 0
+    origin_ns: types.int64 = 0
+    publish_ns: types.int64 = 0
+    x_m: types.float64 = 0.0
+    y_m: types.float64 = 0.0
+    z_m: types.float64 = 0.0
+    vx_mps: types.float64 = 0.0
+    vy_mps: types.float64 = 0.0
+    vz_mps: types.float64 = 0.0
+
+
+@dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
+class GuidanceCommand(idl.IdlStruct, typename="mcc.GuidanceCommand"):
+    vehicle_id: str = ''
+    seq: types.uint64 = 0
+    origin_ns: types.int64 = 0
+    publish_ns: types.int64 = 0
+    heading_rate_rps: types.float64 = 0.0
+    accel_mps2: types.float64 = 0.0
+    climb_rate_mps: types.float64 = 0.0
+
+
+@dataclass
 @annotate.final
 @annotate.autoid("sequential")
 class PerfSample(idl.IdlStruct, typename="mcc.PerfSample"):
@@ -384,4 +413,4 @@ PACKED_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     },
 }
 
-__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "PerfSample", "PACKED_ARRAYS"]
+__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS"]

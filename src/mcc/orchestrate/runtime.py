@@ -1,0 +1,182 @@
+"""The runtime of one system instance: identity, bus, heartbeats and a stop signal for an app.
+
+The supervisor (any backend) starts an ``app: module:function`` system as
+``python -m mcc.orchestrate.runtime module:function ARGS...`` with its identity in the
+environment. The runtime opens the bus, beats ``Heartbeat``s for the instance, turns
+SIGTERM/SIGINT into ``ctx.stop``, and calls ``function(ctx)``; the app only does its job:
+
+>>> def main(ctx: AppContext) -> int:
+...     writer = ctx.bus.writer("DetectionBatch")
+...     while not ctx.wait(0.1):       # True once a stop is asked for
+...         writer.write(scan())
+...         ctx.heartbeat.count_out()
+...     return 0
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcc.bus import Bus, HeartbeatPublisher
+from mcc.errors import MccError
+from mcc.types import SystemState
+
+ENV_MISSION = "MCC_MISSION"
+ENV_SYSTEM = "MCC_SYSTEM"
+ENV_INDEX = "MCC_INDEX"
+ENV_INSTANCE = "MCC_INSTANCE_ID"
+ENV_DOMAIN = "MCC_DOMAIN"
+ENV_RUN_DIR = "MCC_RUN_DIR"
+ENV_DEVICE = "MCC_DEVICE"
+ENV_PARTITIONS = "MCC_PARTITIONS"
+ENV_PHASE = "MCC_PHASE"
+ENV_HEARTBEAT_S = "MCC_HEARTBEAT_PERIOD_S"
+
+log = logging.getLogger("mcc.runtime")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """``mission/system/index``: stable across restarts, so a replacement finds its state."""
+
+    mission: str
+    system: str
+    index: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.mission}/{self.system}/{self.index}"
+
+    def __str__(self) -> str:
+        return self.id
+
+    @classmethod
+    def parse(cls, text: str) -> Identity:
+        parts = text.split("/")
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise MccError(f"instance id {text!r}: expected mission/system/index")
+        return cls(parts[0], parts[1], int(parts[2]))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Identity:
+        try:
+            return cls(env[ENV_MISSION], env[ENV_SYSTEM], int(env.get(ENV_INDEX, "0")))
+        except KeyError as exc:
+            raise MccError(
+                f"{exc.args[0]} is not set: an app runs under `mcc up` (or set "
+                f"{ENV_MISSION} and {ENV_SYSTEM} by hand to run one instance)"
+            ) from None
+
+
+@dataclass
+class AppContext:
+    """What an app gets: who it is, its arguments, an open bus, its heartbeat, a stop event."""
+
+    identity: Identity
+    args: list[str]
+    bus: Bus
+    heartbeat: HeartbeatPublisher
+    run_dir: Path
+    device: str = "cpu"
+    phase: str = ""
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def log(self) -> logging.Logger:
+        return logging.getLogger(f"mcc.app.{self.identity.system}")
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s``; True when the instance has been asked to stop."""
+        return self.stop.wait(timeout_s)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.is_set()
+
+
+AppFunction = Callable[[AppContext], "int | None"]
+
+
+def load_entry_point(spec: str) -> AppFunction:
+    """Import ``module:function``; the error says which half is wrong."""
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise MccError(f"app {spec!r}: expected 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise MccError(f"app {spec!r}: cannot import module {module_name!r} ({exc})") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise MccError(f"app {spec!r}: module {module_name!r} has no function {func_name!r}")
+    return func  # type: ignore[no-any-return]
+
+
+def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
+    """Run one instance of app ``spec`` until it returns or is stopped; the exit code."""
+    identity = Identity.from_env(env)
+    func = load_entry_point(spec)
+    partitions = [p for p in env.get(ENV_PARTITIONS, "").split(",") if p]
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with Bus(int(env.get(ENV_DOMAIN, "0")), partitions=partitions, name=identity.id) as bus:
+        heartbeat = HeartbeatPublisher(
+            bus,
+            identity.id,
+            period_s=float(env.get(ENV_HEARTBEAT_S, "1.0")),
+            device=env.get(ENV_DEVICE, "cpu"),
+        ).start()
+        ctx = AppContext(
+            identity=identity,
+            args=args,
+            bus=bus,
+            heartbeat=heartbeat,
+            run_dir=Path(env.get(ENV_RUN_DIR, ".")),
+            device=env.get(ENV_DEVICE, "cpu"),
+            phase=env.get(ENV_PHASE, ""),
+            stop=stop,
+        )
+        try:
+            code = func(ctx)
+        except Exception as exc:
+            heartbeat.message = f"{type(exc).__name__}: {exc}"[:200]
+            heartbeat.stop(final_state=SystemState.SYSTEM_FAILED)
+            traceback.print_exc()
+            return 1
+        heartbeat.stop(final_state=SystemState.SYSTEM_STOPPED)
+        return int(code or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print("usage: python -m mcc.orchestrate.runtime module:function [ARGS...]", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=os.environ.get("MCC_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return run(argv[0], argv[1:])
+    except MccError as exc:
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
