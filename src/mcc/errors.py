@@ -32,9 +32,29 @@ class TransportError(MccError):
     """A transport configuration is invalid."""
 
 
+class ManifestError(MccError, ValueError):
+    """A mission manifest is invalid; ``problems`` has one line per error (file:line: path: ...)."""
+
+    def __init__(self, message: str, *, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class OrchestratorError(MccError):
+    """The orchestrator cannot do what was asked (no capacity, unknown system, backend failure)."""
+
+
 class RequestTimeoutError(MccError, TimeoutError):
     """A request got no reply before its deadline."""
 
 
 class PeerLostError(MccError):
     """The peer that should answer is gone."""
+
+
+class ComputeError(MccError, ValueError):
+    """A numerical kernel got invalid input (shape, NaN, parameter out of range) or no backend."""
+
+
+class ScenarioError(MccError, ValueError):
+    """A scenario file is unreadable, not YAML, or breaks the schema (docs/scenario.md)."""

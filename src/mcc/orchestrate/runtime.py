@@ -42,6 +42,8 @@ ENV_PARTITIONS = "MCC_PARTITIONS"
 ENV_PHASE = "MCC_PHASE"
 ENV_HEARTBEAT_S = "MCC_HEARTBEAT_PERIOD_S"
 
+RUNTIME_ARGV = (sys.executable, "-m", "mcc.orchestrate.runtime")
+
 log = logging.getLogger("mcc.runtime")
 
 

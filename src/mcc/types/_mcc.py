@@ -51,6 +51,7 @@ class SystemState(idl.IdlEnum, typename="mcc.SystemState", default_literal="SYST
     SYSTEM_STOPPING = 3
     SYSTEM_STOPPED = 4
     SYSTEM_FAILED = 5
+    SYSTEM_PENDING = 6
 
 
 @dataclass
@@ -251,6 +252,10 @@ class SystemEntry(idl.IdlStruct, typename="mcc.SystemEntry"):
     restarts: types.uint32 = 0
     host: str = ''
     device: str = ''
+    node: str = ''
+    cpus: str = ''
+    reason: str = ''
+    since_ns: types.int64 = 0
 
 
 @dataclass
@@ -265,6 +270,8 @@ class MissionStatus(idl.IdlStruct, typename="mcc.MissionStatus"):
     run_dir: str = ''
     systems: types.sequence['SystemEntry'] = field(default_factory=list)
     time_ns: types.int64 = 0
+    backend: str = ''
+    clusters_json: str = ''
 
 
 @dataclass

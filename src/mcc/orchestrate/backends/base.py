@@ -1,0 +1,98 @@
+"""What a backend does for the supervisor: start, stop and watch system instances.
+
+The supervisor decides *what* runs (phases, clusters, restart policy, health); a backend
+decides *how* a planned instance becomes a running process: a forked local process
+(``local``) or a Ray actor (``ray``). A backend never restarts anything on its own
+initiative except where its engine does it natively (Ray actor restarts after a node loss),
+and it reports every exit as an ``ExitEvent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One instance to start: the argv, its environment and the resources it was given."""
+
+    instance_id: str  # mission/system/index
+    system: str
+    index: int
+    argv: tuple[str, ...]  # full command line; apps run `python -m mcc.orchestrate.runtime ...`
+    env: Mapping[str, str]  # complete environment of the instance
+    log_path: str
+    node: str = "local"
+    cpus: float = 1.0
+    cpu_set: tuple[int, ...] = ()  # cores to pin to; empty = not pinned
+    priority: str = "normal"  # normal | high | realtime
+    memory_mb: int | None = None
+    gpu: str = "none"  # none | shared | exclusive
+    gpu_ids: tuple[int, ...] = ()  # devices given to an exclusive instance
+    placement_group: str | None = None  # virtual cluster name, for backends that group
+    placement: str = "pack"  # pack | spread
+    labels: Mapping[str, float] = field(default_factory=dict)  # custom resources (Ray)
+
+
+@dataclass(frozen=True)
+class Running:
+    """Where an instance runs, as the backend knows it."""
+
+    instance_id: str
+    pid: int
+    host: str
+    node: str
+    started_ns: int
+
+
+@dataclass(frozen=True)
+class ExitEvent:
+    """An instance ended: its return code (negative = killed by that signal)."""
+
+    instance_id: str
+    pid: int
+    returncode: int
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class Warning_:
+    """Something the backend could not apply as asked (e.g. realtime priority not permitted)."""
+
+    instance_id: str
+    message: str
+
+
+class Backend(Protocol):
+    """The interface every backend implements (``local``, ``ray``)."""
+
+    name: str
+
+    def open(self) -> None:
+        """Acquire what the backend needs (fork server, Ray connection)."""
+
+    def capacity(self) -> Mapping[str, float]:
+        """CPUs per node the planner may place on, e.g. ``{"local": 2.0}``."""
+
+    def start(self, spec: LaunchSpec) -> Running:
+        """Start one instance; raise ``OrchestratorError`` if it cannot be started."""
+
+    def stop(self, instance_id: str, *, grace_s: float) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s``; returns without waiting for the exit event."""
+
+    def kill(self, instance_id: str) -> None:
+        """SIGKILL now (a stuck instance)."""
+
+    def poll(self) -> list[ExitEvent]:
+        """Exits since the last call."""
+
+    def where(self, instance_id: str) -> Running | None:
+        """Where the instance runs now (after a backend-side restart, the new place)."""
+
+    def warnings(self) -> list[Warning_]:
+        """Warnings since the last call."""
+
+    def close(self) -> None:
+        """Stop every instance still running and release the backend; no orphans."""

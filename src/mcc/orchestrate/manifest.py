@@ -1,0 +1,441 @@
+"""Mission manifests: the YAML a user writes, its pydantic model, and errors a user can act on.
+
+>>> mission = load_manifest("missions/sam-toc.yaml")
+>>> mission.systems["tracker"].resources.cpus
+1.0
+
+Every error names the file, the line, the YAML path of the field, the bad value and what is
+allowed (``ManifestError``); ``mcc validate FILE`` prints them and exits 2. The reference is
+docs/manifest.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from mcc.errors import ManifestError
+
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,47}$"
+_NAME_HELP = "lower-case letters, digits, '-' and '_', starting with a letter, at most 48"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Resources(_Model):
+    """What one instance needs: CPUs (fractions allowed), memory and GPU mode."""
+
+    cpus: Annotated[float, Field(gt=0, le=1024)] = 1.0
+    memory_mb: Annotated[int, Field(gt=0)] | None = None
+    gpu: Literal["none", "shared", "exclusive"] = "none"
+
+
+class Restart(_Model):
+    """When to restart an instance that exits, and how fast.
+
+    The first restart is immediate (``backoff_s`` = 0 would be every restart); the delay then
+    doubles up to ``backoff_max_s`` and resets once an instance has run for ``stable_s``.
+    """
+
+    policy: Literal["always", "on-failure", "never"] = "on-failure"
+    backoff_s: Annotated[float, Field(ge=0, le=3600)] = 0.5
+    backoff_max_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    max_restarts: Annotated[int, Field(ge=0)] = 10
+    stable_s: Annotated[float, Field(gt=0)] = 30.0
+
+
+class Health(_Model):
+    """How the supervisor tells a live instance from a silent or stuck one."""
+
+    heartbeat: bool | None = None  # default: True for apps, False for commands
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 3.0
+    startup_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
+
+
+class System(_Model):
+    """A system: an app or a command, how many replicas, its resources and policies."""
+
+    app: str | None = None
+    command: list[str] | None = None
+    args: list[str] = []
+    replicas: Annotated[int, Field(ge=0, le=4096)] = 1
+    resources: Resources = Resources()
+    priority: Literal["normal", "high", "realtime"] = "normal"
+    pin: bool = False
+    restart: Restart = Restart()
+    phases: list[str] | None = None
+    after: list[str] = []
+    env: dict[str, str] = {}
+    node: str | None = None
+    health: Health = Health()
+    description: str = ""
+
+    @field_validator("app")
+    @classmethod
+    def _app_entry_point(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
+            raise ValueError("expected a Python entry point 'package.module:function'")
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.split()
+        return value
+
+    @field_validator("restart", mode="before")
+    @classmethod
+    def _restart_shorthand(cls, value: Any) -> Any:
+        return {"policy": value} if isinstance(value, str) else value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_strings(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _app_xor_command(self) -> System:
+        if (self.app is None) == (self.command is None):
+            raise ValueError("give exactly one of 'app' (module:function) or 'command' (argv)")
+        if self.command is not None and not self.command:
+            raise ValueError("'command' is empty: give the executable and its arguments")
+        return self
+
+    @property
+    def uses_heartbeat(self) -> bool:
+        return self.health.heartbeat if self.health.heartbeat is not None else self.app is not None
+
+
+class Cluster(System):
+    """A virtual cluster: a system template run as ``size`` workers, scalable in [min, max]."""
+
+    size: Annotated[int, Field(ge=0, le=4096)] = 1
+    min: Annotated[int, Field(ge=0, le=4096)] = 0
+    max: Annotated[int, Field(ge=1, le=4096)] = 64
+    placement: Literal["pack", "spread"] = "pack"
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Cluster:
+        if not self.min <= self.size <= self.max:
+            raise ValueError(
+                f"size {self.size} must lie in [min, max] = [{self.min}, {self.max}]"
+            )
+        if "replicas" in self.model_fields_set:
+            raise ValueError("a cluster has 'size' (and min/max), not 'replicas'")
+        return self
+
+
+class Node(_Model):
+    """A place to run instances: this host (a core set) or a network namespace; Ray labels."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    cpus: list[int] | Annotated[float, Field(gt=0)] | None = None
+    gpus: list[int] | None = None
+    netns: str | None = None
+    labels: dict[str, float] = {}
+
+
+class Mission(_Model):
+    """A mission manifest (``missions/*.yaml``)."""
+
+    mission: Annotated[str, Field(pattern=NAME_PATTERN)]
+    domain: Annotated[int, Field(ge=0, le=232)] = 0
+    description: str = ""
+    phases: list[str] = ["default"]
+    nodes: list[Node] = []
+    systems: dict[str, System] = {}
+    clusters: dict[str, Cluster] = {}
+    env: dict[str, str] = {}
+    stop_grace_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+
+    @model_validator(mode="after")
+    def _references(self) -> Mission:
+        for where, names in (("systems", self.systems), ("clusters", self.clusters)):
+            for name in names:
+                if not re.fullmatch(NAME_PATTERN, name):
+                    raise _FieldError((where, name), name, f"a name is {_NAME_HELP}")
+        both = set(self.systems) & set(self.clusters)
+        if both:
+            name = sorted(both)[0]
+            raise _FieldError(("clusters", name), name, "a name is used by a system already")
+        if not self.phases:
+            raise _FieldError(("phases",), [], "list at least one phase")
+        if len(set(self.phases)) != len(self.phases):
+            raise _FieldError(("phases",), self.phases, "phase names must be unique")
+        nodes = [n.name for n in self.nodes]
+        if len(set(nodes)) != len(nodes):
+            raise _FieldError(("nodes",), nodes, "node names must be unique")
+        everything = self.all_systems()
+        for kind, name, system in self._each():
+            for i, phase in enumerate(system.phases or []):
+                if phase not in self.phases:
+                    raise _FieldError(
+                        (kind, name, "phases", i), phase, _one_of("a phase", phase, self.phases)
+                    )
+            for i, dep in enumerate(system.after):
+                if dep not in everything:
+                    raise _FieldError(
+                        (kind, name, "after", i), dep, _one_of("a system", dep, list(everything))
+                    )
+                if dep == name:
+                    raise _FieldError((kind, name, "after", i), dep, "a system cannot wait on itself")
+            if system.node is not None and system.node not in nodes:
+                raise _FieldError(
+                    (kind, name, "node"), system.node, _one_of("a node", system.node, nodes)
+                )
+        cycle = _find_cycle({n: s.after for n, s in everything.items()})
+        if cycle:
+            name = cycle[0]
+            kind = "systems" if name in self.systems else "clusters"
+            raise _FieldError(
+                (kind, name, "after"), everything[name].after, f"start order loops: {' -> '.join(cycle)}"
+            )
+        return self
+
+    def _each(self) -> Iterator[tuple[str, str, System]]:
+        for name, system in self.systems.items():
+            yield "systems", name, system
+        for name, cluster in self.clusters.items():
+            yield "clusters", name, cluster
+
+    def all_systems(self) -> dict[str, System]:
+        """Systems and clusters by name (names are unique across both)."""
+        return {**self.systems, **self.clusters}
+
+    def start_order(self) -> list[str]:
+        """System and cluster names, dependencies (``after``) first, then manifest order."""
+        everything = self.all_systems()
+        done: list[str] = []
+
+        def visit(name: str) -> None:
+            if name in done:
+                return
+            for dep in everything[name].after:
+                visit(dep)
+            done.append(name)
+
+        for name in everything:
+            visit(name)
+        return done
+
+    def runs_in(self, name: str, phase: str) -> bool:
+        phases = self.all_systems()[name].phases
+        return phases is None or phase in phases
+
+
+class _FieldError(ValueError):
+    """A cross-field error that knows the YAML path it belongs to."""
+
+    def __init__(self, path: tuple[str | int, ...], value: Any, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.value = value
+        self.message = message
+
+
+def _one_of(what: str, value: Any, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(str(value), allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"not {what} of this mission; known: {', '.join(allowed) or 'none'}{hint}"
+
+
+def _find_cycle(graph: dict[str, list[str]]) -> list[str]:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in graph:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+# -- loading and error messages ----------------------------------------------------------
+
+
+def load_manifest(path: str | Path) -> Mission:
+    """Read and validate a manifest; ``ManifestError`` lists every problem found."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror})") from None
+    return parse_manifest(text, source=str(path))
+
+
+def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
+    """Validate manifest text; ``source`` names it in messages."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ManifestError(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(
+            f"{source}: a manifest is a YAML mapping with at least 'mission:' and 'systems:'"
+        )
+    lines = _line_index(node)
+    try:
+        return Mission.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err, data, lines, source) for err in exc.errors()]
+        raise ManifestError("\n".join(problems), problems=problems) from None
+
+
+def _describe(err: Any, data: Any, lines: dict[tuple[Any, ...], int], source: str) -> str:
+    cause = err.get("ctx", {}).get("error")
+    if isinstance(cause, _FieldError):
+        loc: tuple[Any, ...] = cause.path
+        value, message = cause.value, cause.message
+    else:
+        loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+        value, message = err.get("input"), _message(err, loc)
+    if err["type"] == "extra_forbidden":
+        parent = _lookup(data, loc[:-1])
+        allowed = _allowed_fields(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        message = f"unknown field; allowed here: {', '.join(allowed)}{hint}"
+        value = parent.get(loc[-1]) if isinstance(parent, dict) else value
+    path = _yaml_path(loc) or "(top level)"
+    line = _nearest_line(lines, loc)
+    where = f"{source}:{line}" if line else source
+    shown = "" if err["type"] == "missing" else f" (got {_short(value)})"
+    return f"{where}: {path}: {message}{shown}"
+
+
+def _is_union_tag(part: Any) -> bool:
+    return isinstance(part, str) and (
+        part.startswith(("list[", "dict[", "function-", "constrained-"))
+        or part in {"float", "int", "str", "bool", "none"}
+    )
+
+
+def _message(err: Any, loc: tuple[Any, ...]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx", {})
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '')}"
+    if kind == "string_pattern_mismatch":
+        return f"a name is {_NAME_HELP}"
+    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
+        ops = {
+            "greater_than": ">",
+            "greater_than_equal": ">=",
+            "less_than": "<",
+            "less_than_equal": "<=",
+        }
+        bound = next(iter(ctx.values()))
+        return f"must be {ops[kind]} {bound}"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    msg = str(err["msg"])
+    return msg[0].lower() + msg[1:]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _yaml_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = Mission
+    annotations = {"systems": System, "clusters": Cluster, "nodes": Node}
+    fields = {"resources": Resources, "restart": Restart, "health": Health}
+    depth = 0
+    while depth < len(loc):
+        part = loc[depth]
+        if depth == 0 and part in annotations:
+            model = annotations[part]
+            depth += 2  # skip the name or index
+            continue
+        if part in fields:
+            model = fields[part]
+        depth += 1
+    return list(model.model_fields)
+
+
+def _line_index(node: Any) -> dict[tuple[Any, ...], int]:
+    """YAML path → 1-based line, from the composed node tree."""
+    index: dict[tuple[Any, ...], int] = {}
+
+    def walk(n: Any, path: tuple[Any, ...]) -> None:
+        index[path] = n.start_mark.line + 1
+        if isinstance(n, yaml.MappingNode):
+            for key, value in n.value:
+                index[(*path, key.value)] = key.start_mark.line + 1
+                walk_children(value, (*path, key.value))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, (*path, i))
+
+    def walk_children(n: Any, path: tuple[Any, ...]) -> None:
+        line = index[path]
+        walk(n, path)
+        index[path] = line  # a key's own line beats its value's
+
+    if node is not None:
+        walk(node, ())
+    return index
+
+
+def _nearest_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+    for end in range(len(loc), -1, -1):
+        line = lines.get(tuple(loc[:end]))
+        if line is not None:
+            return line
+    return None

@@ -1,0 +1,711 @@
+"""The supervisor: keeps a mission's instances running as the manifest and the operator ask.
+
+It owns the desired state (phase, cluster sizes, systems stopped by hand) and reconciles the
+running instances to it every tick: places and starts what is missing (or queues it when the
+pool is full), stops what is no longer wanted, restarts by policy what exited, and kills what
+went silent (no ``Heartbeat`` within the health timeout). It publishes ``MissionStatus``
+(transient-local) and answers ``Command``s, so ``mcc status|scale|phase|stop|start|logs|down``
+work from any terminal on the same domain. The backend (local processes or Ray) only
+starts, stops and watches processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcc.bus import Bus, Reader, Replier
+from mcc.errors import MccError, OrchestratorError
+from mcc.orchestrate import registry
+from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec
+from mcc.orchestrate.manifest import Cluster, Mission, System
+from mcc.orchestrate.planner import Planner
+from mcc.orchestrate.runtime import (
+    ENV_DEVICE,
+    ENV_DOMAIN,
+    ENV_HEARTBEAT_S,
+    ENV_INDEX,
+    ENV_INSTANCE,
+    ENV_MISSION,
+    ENV_PHASE,
+    ENV_RUN_DIR,
+    ENV_SYSTEM,
+    RUNTIME_ARGV,
+)
+from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
+
+log = logging.getLogger("mcc.orchestrate")
+S = SystemState
+LIVE = (S.SYSTEM_STARTING, S.SYSTEM_RUNNING, S.SYSTEM_DEGRADED)
+
+
+@dataclass
+class Instance:
+    """What the supervisor knows of one instance (``mission/system/index``)."""
+
+    id: str
+    system: str
+    index: int
+    queued_mono: float
+    state: SystemState = S.SYSTEM_PENDING
+    pid: int = 0
+    host: str = ""
+    node: str = ""
+    cpu_set: tuple[int, ...] = ()
+    device: str = "cpu"
+    restarts: int = 0
+    failures_in_row: int = 0
+    reason: str = ""
+    since_ns: int = field(default_factory=time.time_ns)
+    started_mono: float = 0.0
+    last_beat_mono: float | None = None
+    next_start_mono: float = 0.0
+    killing: bool = False
+    restart_requested: bool = False
+
+    def set_state(self, state: SystemState, reason: str | None = None) -> None:
+        if state != self.state:
+            self.state = state
+            self.since_ns = time.time_ns()
+        if reason is not None:
+            self.reason = reason
+
+
+class Supervisor:
+    """Run ``mission`` on ``backend`` until ``down()`` (or the end of ``run``'s duration)."""
+
+    def __init__(
+        self,
+        mission: Mission,
+        *,
+        backend: Backend,
+        run_dir: Path,
+        phase: str | None = None,
+        bus: Bus | None = None,
+        tick_s: float = 0.05,
+        status_period_s: float = 1.0,
+    ) -> None:
+        if phase is not None and phase not in mission.phases:
+            raise OrchestratorError(
+                f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
+                f"its phases are: {', '.join(mission.phases)}"
+            )
+        self.mission = mission
+        self.backend = backend
+        self.run_dir = Path(run_dir)
+        self.phase = phase or mission.phases[0]
+        self.tick_s = tick_s
+        self.status_period_s = status_period_s
+        self.systems = mission.all_systems()
+        self.order = mission.start_order()
+        self.sizes = {
+            name: (s.size if isinstance(s, Cluster) else s.replicas)
+            for name, s in self.systems.items()
+        }
+        self.disabled: set[str] = set()
+        self.instances: dict[str, Instance] = {}
+        self.events: list[tuple[int, str, str]] = []  # (time_ns, instance id, what)
+        self.state = S.SYSTEM_STARTING
+        self._going_down = False
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._done = threading.Event()
+        self._own_bus = bus is None
+        self._bus = bus
+        self._planner: Planner | None = None
+        self._thread: threading.Thread | None = None
+        self._last_status = 0.0
+        self._status_dirty = True
+        self._readers: list[Reader[Any]] = []
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Supervisor:
+        """Open the backend and the bus, then reconcile in a background thread."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "logs").mkdir(exist_ok=True)
+        if self._bus is None:
+            self._bus = Bus(self.mission.domain, name=f"mcc supervisor {self.mission.mission}")
+        bus = self._bus
+        self._status_writer = bus.writer("MissionStatus")
+        self._readers.append(bus.reader("Heartbeat", on_data=self._on_heartbeats))
+        self.backend.open()
+        self._planner = Planner(
+            self.backend.capacity(),
+            cores=getattr(self.backend, "cores", lambda: {})(),
+            gpus=getattr(self.backend, "gpus", lambda: {})(),
+        )
+        if hasattr(self.backend, "on_event"):
+            self.backend.on_event = self._wake.set
+        self._replier = Replier[Command, CommandReply](
+            bus, self._handle, replier_id=f"supervisor:{self.mission.mission}"
+        ).start()
+        registry.register(self)
+        self._thread = threading.Thread(target=self._loop, name="mcc-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def run(self, *, duration_s: float | None = None, stop: threading.Event | None = None) -> None:
+        """Block until ``down`` is asked for, ``stop`` is set or ``duration_s`` has passed."""
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        while not self._done.is_set():
+            if stop is not None and stop.is_set():
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            self._done.wait(0.1)
+        self.close()
+
+    def close(self) -> None:
+        """Stop every instance gracefully, publish the final status, release everything."""
+        with self._lock:
+            self._going_down = True
+            self.state = S.SYSTEM_STOPPING
+        self._wake.set()
+        deadline = time.monotonic() + self.mission.stop_grace_s + 3.0
+        while time.monotonic() < deadline and self._any(lambda i: i.pid and i.state != S.SYSTEM_STOPPED):
+            time.sleep(0.05)
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self.backend.close()
+        with self._lock:
+            for inst in self.instances.values():
+                if inst.state not in (S.SYSTEM_FAILED,):
+                    inst.set_state(S.SYSTEM_STOPPED)
+            self.state = S.SYSTEM_STOPPED
+        self._publish_status()
+        self._write_summary()
+        registry.unregister(self)
+        self._replier.stop()
+        if self._own_bus and self._bus is not None:
+            self._bus.close()
+
+    def __enter__(self) -> Supervisor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._done.is_set():
+            self.close()
+
+    @property
+    def bus(self) -> Bus:
+        assert self._bus is not None, "start() the supervisor first"
+        return self._bus
+
+    # -- operator actions (also reachable as Commands) ----------------------------------
+
+    def scale(self, cluster: str, size: int) -> None:
+        spec = self.mission.clusters.get(cluster)
+        if spec is None:
+            raise OrchestratorError(
+                f"{cluster!r} is not a virtual cluster of {self.mission.mission!r}; "
+                f"clusters: {', '.join(self.mission.clusters) or 'none'}"
+            )
+        if not spec.min <= size <= spec.max:
+            raise OrchestratorError(
+                f"cluster {cluster!r}: size {size} is outside [min, max] = "
+                f"[{spec.min}, {spec.max}] (change min/max in the manifest)"
+            )
+        with self._lock:
+            self.sizes[cluster] = size
+            self._event(cluster, f"scale {size}")
+        self._wake.set()
+
+    def set_phase(self, phase: str) -> None:
+        if phase not in self.mission.phases:
+            raise OrchestratorError(
+                f"phase {phase!r} is not a phase of {self.mission.mission!r}; "
+                f"phases: {', '.join(self.mission.phases)}"
+            )
+        with self._lock:
+            self.phase = phase
+            self._event("", f"phase {phase}")
+        self._wake.set()
+
+    def stop_system(self, name: str) -> None:
+        self._check_system(name)
+        with self._lock:
+            self.disabled.add(name)
+        self._wake.set()
+
+    def start_system(self, name: str) -> None:
+        self._check_system(name)
+        with self._lock:
+            self.disabled.discard(name)
+            for inst in list(self.instances.values()):  # a failed system gets a fresh start
+                if inst.system == name and inst.state in (S.SYSTEM_FAILED, S.SYSTEM_STOPPED):
+                    self._forget(inst)
+        self._wake.set()
+
+    def restart(self, target: str) -> list[str]:
+        """Restart an instance (``system/index`` or its full id) or every instance of a system."""
+        with self._lock:
+            chosen = [
+                i
+                for i in self.instances.values()
+                if target in (i.id, i.system, f"{i.system}/{i.index}") and i.state in LIVE
+            ]
+            if not chosen:
+                raise OrchestratorError(f"no running instance matches {target!r}")
+            for inst in chosen:
+                inst.restart_requested = True
+                self.backend.stop(inst.id, grace_s=self.mission.stop_grace_s)
+            return [i.id for i in chosen]
+
+    def down(self) -> None:
+        with self._lock:
+            self._going_down = True
+            self.state = S.SYSTEM_STOPPING
+        self._wake.set()
+
+    def log_path(self, target: str) -> Path:
+        system, _, index = target.partition("/")
+        self._check_system(system)
+        return self.run_dir / "logs" / f"{system}-{int(index or 0)}.log"
+
+    # -- reconciliation ----------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            try:
+                self._reconcile()
+            except Exception:  # the supervisor must outlive a bug in one step
+                log.exception("reconcile step failed")
+            if self._going_down and not self._any(lambda i: i.pid and i.state != S.SYSTEM_STOPPED):
+                if not self._done.is_set():
+                    self._publish_status()
+                self._done.set()
+                return
+            self._wake.wait(self.tick_s)
+            self._wake.clear()
+
+    def _reconcile(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for event in self.backend.poll():
+                self._on_exit(event, now)
+            for warning in self.backend.warnings():
+                log.warning("%s: %s", warning.instance_id, warning.message)
+                inst = self.instances.get(warning.instance_id)
+                if inst is not None:
+                    inst.reason = warning.message
+                    self._status_dirty = True
+            desired = self._desired()
+            for inst in list(self.instances.values()):
+                if inst.id not in desired:
+                    self._retire(inst)
+            for instance_id, (name, index) in desired.items():
+                if instance_id not in self.instances:
+                    self.instances[instance_id] = Instance(instance_id, name, index, now)
+                    self._status_dirty = True
+            self._check_health(now)
+            self._start_pending(now)
+            self._refresh_locations()
+        if self._status_dirty or now - self._last_status >= self.status_period_s:
+            self._publish_status()
+
+    def _desired(self) -> dict[str, tuple[str, int]]:
+        if self._going_down:
+            return {}
+        wanted: dict[str, tuple[str, int]] = {}
+        for name in self.order:
+            if name in self.disabled or not self.mission.runs_in(name, self.phase):
+                continue
+            for index in range(self.sizes[name]):
+                wanted[f"{self.mission.mission}/{name}/{index}"] = (name, index)
+        return wanted
+
+    def _retire(self, inst: Instance) -> None:
+        """An instance no longer wanted: stop it, or forget it if it has no process."""
+        if inst.state in LIVE and inst.pid:
+            self.backend.stop(inst.id, grace_s=self.mission.stop_grace_s)
+            inst.set_state(S.SYSTEM_STOPPING, "not wanted in this phase/size")
+            self._status_dirty = True
+        elif inst.state != S.SYSTEM_STOPPING:
+            self._forget(inst)
+
+    def _forget(self, inst: Instance) -> None:
+        assert self._planner is not None
+        self._planner.release(inst.id)
+        self.instances.pop(inst.id, None)
+        self._status_dirty = True
+
+    def _on_exit(self, event: ExitEvent, now: float) -> None:
+        inst = self.instances.get(event.instance_id)
+        if inst is None or inst.pid != event.pid:
+            return
+        self._status_dirty = True
+        self._event(inst.id, f"exit {event.returncode}")
+        inst.pid = 0
+        how = _describe_exit(event.returncode)
+        if inst.state == S.SYSTEM_STOPPING or inst.id not in self._desired():
+            inst.set_state(S.SYSTEM_STOPPED, f"stopped ({how})")
+            self._forget(inst)
+            return
+        system = self.systems[inst.system]
+        policy = system.restart
+        failed = event.returncode != 0 or inst.killing
+        if inst.restart_requested:
+            inst.restart_requested = False
+            inst.restarts += 1
+            inst.set_state(S.SYSTEM_PENDING, f"restart requested ({how})")
+            inst.next_start_mono = now
+            return
+        if policy.policy == "never" or (policy.policy == "on-failure" and not failed):
+            state = S.SYSTEM_FAILED if failed else S.SYSTEM_STOPPED
+            inst.set_state(state, f"{how}; restart policy {policy.policy}")
+            assert self._planner is not None
+            self._planner.release(inst.id)
+            return
+        if inst.restarts >= policy.max_restarts:
+            inst.set_state(
+                S.SYSTEM_FAILED,
+                f"{how}; gave up after {inst.restarts} restarts (restart.max_restarts)",
+            )
+            assert self._planner is not None
+            self._planner.release(inst.id)
+            return
+        ran_s = now - inst.started_mono
+        inst.failures_in_row = 1 if ran_s >= policy.stable_s else inst.failures_in_row + 1
+        delay = (
+            0.0
+            if inst.failures_in_row == 1
+            else min(policy.backoff_s * 2 ** (inst.failures_in_row - 2), policy.backoff_max_s)
+        )
+        inst.restarts += 1
+        inst.next_start_mono = now + delay
+        inst.set_state(S.SYSTEM_PENDING, f"{how}; restart {inst.restarts} in {delay:.2f} s")
+        log.warning("%s %s; restarting in %.2f s", inst.id, how, delay)
+
+    def _check_health(self, now: float) -> None:
+        for inst in self.instances.values():
+            system = self.systems[inst.system]
+            if inst.state not in LIVE or not inst.pid or inst.killing or not system.uses_heartbeat:
+                continue
+            if inst.last_beat_mono is None:
+                if now - inst.started_mono > system.health.startup_s:
+                    self._kill(inst, f"no heartbeat within {system.health.startup_s:g} s of start")
+            elif now - inst.last_beat_mono > system.health.timeout_s:
+                silent = now - inst.last_beat_mono
+                self._kill(inst, f"silent for {silent:.1f} s (health.timeout_s)")
+
+    def _kill(self, inst: Instance, reason: str) -> None:
+        log.warning("%s: %s; killing it", inst.id, reason)
+        inst.killing = True
+        inst.reason = reason
+        self._event(inst.id, f"kill: {reason}")
+        self.backend.kill(inst.id)
+
+    def _start_pending(self, now: float) -> None:
+        assert self._planner is not None
+        queue = sorted(
+            (i for i in self.instances.values() if i.state == S.SYSTEM_PENDING),
+            key=lambda i: (i.queued_mono, self.order.index(i.system), i.index),
+        )
+        blocked = False
+        for position, inst in enumerate(queue):
+            system = self.systems[inst.system]
+            if inst.next_start_mono > now:
+                continue
+            waiting = [d for d in system.after if not self._ready(d)]
+            if waiting:
+                inst.reason = f"waiting for {', '.join(waiting)} to run"
+                continue
+            placement = self._planner.placement(inst.id)
+            if placement is None and not blocked:
+                impossible = self._planner.impossible(system)
+                if impossible:
+                    inst.set_state(S.SYSTEM_FAILED, f"cannot be placed: {impossible}")
+                    self._status_dirty = True
+                    continue
+                group = inst.system if isinstance(system, Cluster) else None
+                placement = self._planner.place(inst.id, system, group=group)
+            if placement is None:
+                blocked = True  # strict FIFO: later requests wait behind this one
+                free = {n.name: round(n.free, 3) for n in self._planner.nodes.values()}
+                reason = f"queued ({position + 1}): needs {system.resources.cpus:g} CPU; free {free}"
+                if inst.reason != reason:
+                    inst.reason = reason
+                    self._status_dirty = True
+                continue
+            self._launch(inst, system, placement.node, placement.cpu_set, placement.gpu_ids)
+
+    def _launch(
+        self,
+        inst: Instance,
+        system: System,
+        node: str,
+        cpu_set: tuple[int, ...],
+        gpu_ids: tuple[int, ...],
+    ) -> None:
+        spec = self._launch_spec(inst, system, node, cpu_set, gpu_ids)
+        try:
+            running = self.backend.start(spec)
+        except (OrchestratorError, OSError, TimeoutError) as exc:
+            inst.set_state(S.SYSTEM_FAILED, f"backend could not start it: {exc}")
+            self._status_dirty = True
+            return
+        inst.pid, inst.host, inst.node = running.pid, running.host, running.node
+        inst.cpu_set, inst.device = cpu_set, spec.env[ENV_DEVICE]
+        inst.started_mono = time.monotonic()
+        inst.last_beat_mono = None
+        inst.killing = False
+        running_now = not system.uses_heartbeat
+        inst.set_state(S.SYSTEM_RUNNING if running_now else S.SYSTEM_STARTING, "")
+        self._event(inst.id, "start")
+        self._status_dirty = True
+
+    def _launch_spec(
+        self,
+        inst: Instance,
+        system: System,
+        node: str,
+        cpu_set: tuple[int, ...],
+        gpu_ids: tuple[int, ...],
+    ) -> LaunchSpec:
+        mission = self.mission
+        device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
+        env = {**os.environ, **mission.env, **system.env}
+        env.update(
+            {
+                ENV_MISSION: mission.mission,
+                ENV_SYSTEM: inst.system,
+                ENV_INDEX: str(inst.index),
+                ENV_INSTANCE: inst.id,
+                ENV_DOMAIN: str(mission.domain),
+                ENV_RUN_DIR: str(self.run_dir.resolve()),
+                ENV_PHASE: self.phase,
+                ENV_DEVICE: device[system.resources.gpu],
+                ENV_HEARTBEAT_S: f"{min(1.0, system.health.timeout_s / 3):g}",
+                "MCC_RAY_MAX_RESTARTS": str(
+                    0 if system.restart.policy == "never" else system.restart.max_restarts
+                ),
+            }
+        )
+        if isinstance(system, Cluster):
+            env["MCC_CLUSTER"] = inst.system
+        if gpu_ids:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
+        if system.app is not None:
+            argv = (*RUNTIME_ARGV, system.app, *system.args)
+        else:
+            assert system.command is not None
+            argv = (*system.command, *system.args)
+        labels = {}
+        for manifest_node in mission.nodes:
+            if manifest_node.name == node:
+                labels = dict(manifest_node.labels)
+        return LaunchSpec(
+            instance_id=inst.id,
+            system=inst.system,
+            index=inst.index,
+            argv=tuple(argv),
+            env=env,
+            log_path=str(self.run_dir / "logs" / f"{inst.system}-{inst.index}.log"),
+            node=node,
+            cpus=system.resources.cpus,
+            cpu_set=cpu_set,
+            priority=system.priority,
+            memory_mb=system.resources.memory_mb,
+            gpu=system.resources.gpu,
+            gpu_ids=gpu_ids,
+            placement_group=inst.system if isinstance(system, Cluster) else None,
+            placement=system.placement if isinstance(system, Cluster) else "pack",
+            labels=labels,
+        )
+
+    def _ready(self, name: str) -> bool:
+        """A dependency is ready when every wanted instance of it runs (and beats)."""
+        instances = [i for i in self.instances.values() if i.system == name]
+        return all(i.state == S.SYSTEM_RUNNING for i in instances)
+
+    def _refresh_locations(self) -> None:
+        for inst in self.instances.values():
+            if inst.state in LIVE:
+                running = self.backend.where(inst.id)
+                if running is not None and (running.node, running.pid) != (inst.node, inst.pid):
+                    self._event(inst.id, f"moved to {running.node}")
+                    inst.node, inst.host, inst.pid = running.node, running.host, running.pid
+                    inst.last_beat_mono = None
+                    inst.started_mono = time.monotonic()
+                    self._status_dirty = True
+
+    # -- bus: heartbeats, status, commands -------------------------------------------------
+
+    def _on_heartbeats(self, reader: Reader[Heartbeat]) -> None:
+        now = time.monotonic()
+        beats = reader.take()
+        with self._lock:
+            for hb in beats:
+                inst = self.instances.get(hb.system_id)
+                if inst is None or inst.state not in LIVE or (hb.pid and hb.pid != inst.pid):
+                    continue
+                if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
+                    continue  # a last word before exiting: the exit event says the rest
+                inst.last_beat_mono = now
+                if inst.state == S.SYSTEM_STARTING:
+                    inst.set_state(S.SYSTEM_RUNNING)
+                    self._event(inst.id, "first heartbeat")
+                    self._status_dirty = True
+                    self._wake.set()
+                if hb.device:
+                    inst.device = hb.device
+
+    def status(self) -> dict[str, Any]:
+        """The mission's state as a plain dict (what ``mcc status --json`` prints)."""
+        with self._lock:
+            return {
+                "mission": self.mission.mission,
+                "phase": self.phase,
+                "state": self._mission_state().name.removeprefix("SYSTEM_").lower(),
+                "backend": self.backend.name,
+                "domain": self.mission.domain,
+                "run_dir": str(self.run_dir),
+                "clusters": self._clusters(),
+                "instances": [
+                    {
+                        "id": i.id,
+                        "state": i.state.name.removeprefix("SYSTEM_").lower(),
+                        "pid": i.pid,
+                        "host": i.host,
+                        "node": i.node,
+                        "cpus": _cpu_list(i.cpu_set),
+                        "device": i.device,
+                        "restarts": i.restarts,
+                        "reason": i.reason,
+                    }
+                    for i in self._sorted_instances()
+                ],
+            }
+
+    def _clusters(self) -> dict[str, dict[str, Any]]:
+        return {
+            name: {"size": self.sizes[name], "min": c.min, "max": c.max, "placement": c.placement}
+            for name, c in self.mission.clusters.items()
+        }
+
+    def _sorted_instances(self) -> Iterator[Instance]:
+        return iter(
+            sorted(self.instances.values(), key=lambda i: (self.order.index(i.system), i.index))
+        )
+
+    def _mission_state(self) -> SystemState:
+        if self.state in (S.SYSTEM_STOPPING, S.SYSTEM_STOPPED):
+            return self.state
+        states = {i.state for i in self.instances.values()}
+        if S.SYSTEM_FAILED in states:
+            return S.SYSTEM_DEGRADED
+        if states & {S.SYSTEM_PENDING, S.SYSTEM_STARTING}:
+            return S.SYSTEM_STARTING
+        return S.SYSTEM_RUNNING
+
+    def _publish_status(self) -> None:
+        with self._lock:
+            entries = [
+                SystemEntry(
+                    system_id=i.id,
+                    state=i.state,
+                    pid=i.pid,
+                    restarts=i.restarts,
+                    host=i.host,
+                    device=i.device,
+                    node=i.node,
+                    cpus=_cpu_list(i.cpu_set),
+                    reason=i.reason[:200],
+                    since_ns=i.since_ns,
+                )
+                for i in self._sorted_instances()
+            ]
+            status = MissionStatus(
+                mission=self.mission.mission,
+                phase=self.phase,
+                state=self._mission_state(),
+                domain_id=self.mission.domain,
+                run_dir=str(self.run_dir),
+                systems=entries,
+                time_ns=time.time_ns(),
+                backend=self.backend.name,
+                clusters_json=json.dumps(self._clusters()),
+            )
+            self._status_dirty = False
+            self._last_status = time.monotonic()
+        self._status_writer.write(status)
+
+    def _handle(self, command: Command) -> CommandReply:
+        if command.mission and command.mission != self.mission.mission:
+            raise MccError(
+                f"this domain runs mission {self.mission.mission!r}, not {command.mission!r}"
+            )
+        args = json.loads(command.args_json or "{}")
+        verb, target = command.verb, command.target
+        result: Any = None
+        if verb == "status":
+            result = self.status()
+        elif verb == "scale":
+            self.scale(target, int(args["size"]))
+        elif verb == "phase":
+            self.set_phase(target or args["phase"])
+        elif verb == "stop":
+            self.stop_system(target)
+        elif verb == "start":
+            self.start_system(target)
+        elif verb == "restart":
+            result = self.restart(target)
+        elif verb == "logs":
+            path = self.log_path(target)
+            lines = int(args.get("lines", 50))
+            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
+            result = {"path": str(path), "lines": text}
+        elif verb == "down":
+            self.down()
+        else:
+            raise MccError(
+                f"unknown verb {verb!r}; verbs: status, scale, phase, stop, start, restart, logs, down"
+            )
+        return CommandReply(ok=True, message=f"{verb} {target}".strip(), result_json=json.dumps(result))
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _check_system(self, name: str) -> None:
+        if name not in self.systems:
+            raise OrchestratorError(
+                f"{name!r} is not a system of {self.mission.mission!r}; "
+                f"systems: {', '.join(self.systems)}"
+            )
+
+    def _any(self, predicate: Any) -> bool:
+        with self._lock:
+            return any(predicate(i) for i in self.instances.values())
+
+    def _event(self, instance_id: str, what: str) -> None:
+        self.events.append((time.time_ns(), instance_id, what))
+        self._status_dirty = True
+
+    def _write_summary(self) -> None:
+        summary = {
+            **self.status(),
+            "events": [{"time_ns": t, "instance": i, "event": e} for t, i, e in self.events],
+        }
+        (self.run_dir / "supervisor.json").write_text(json.dumps(summary, indent=2))
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited {returncode}"
+
+
+def _cpu_list(cores: tuple[int, ...]) -> str:
+    return ",".join(map(str, cores))

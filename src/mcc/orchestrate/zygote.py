@@ -1,0 +1,208 @@
+"""A fork server for the local backend: instances start in milliseconds, not in 0.7 s.
+
+Starting Python and importing numpy and cyclonedds costs about 0.7 s of CPU per process; on a
+2-core node, 32 workers would take 10 s and a replacement after a crash would be slower than
+the failover target. The zygote imports the runtime once, then forks a child per instance.
+It creates no DDS entity and no thread before forking, so the child starts clean.
+
+Protocol: one JSON object per line. Requests on stdin: ``{"op": "spawn", ...}``. Events on
+stdout: ``{"ready": pid}``, ``{"spawned": id, "pid": pid}``, ``{"exit": id, "pid": pid,
+"returncode": rc}``, ``{"warning": id, "message": text}``, ``{"error": id, "message": text}``.
+The zygote dies with its supervisor (PR_SET_PDEATHSIG) and kills its children when its stdin
+closes, so nothing outlives the supervisor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import resource
+import selectors
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import mcc.orchestrate.runtime as runtime  # the point: imported once, before forking
+
+_PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+NICE = {"normal": 0, "high": -10, "realtime": -10}
+RT_PRIORITY = 50
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _emit(fd: int, event: dict[str, Any]) -> None:
+    os.write(fd, (json.dumps(event) + "\n").encode())
+
+
+def apply_limits(request: dict[str, Any], report: int) -> None:
+    """In the child: CPU affinity, priority, memory limit, network namespace."""
+    instance_id = request["id"]
+
+    def warn(message: str) -> None:
+        _emit(report, {"warning": instance_id, "message": message})
+        print(f"mcc: warning: {message}", file=sys.stderr, flush=True)
+
+    cpu_set = request.get("cpu_set") or []
+    if cpu_set:
+        try:
+            os.sched_setaffinity(0, cpu_set)
+        except OSError as exc:
+            warn(f"cannot pin to cores {cpu_set}: {exc.strerror}; running unpinned")
+    priority = request.get("priority", "normal")
+    if priority == "realtime":
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+        except OSError as exc:
+            warn(
+                f"realtime priority (SCHED_FIFO {RT_PRIORITY}) not permitted ({exc.strerror}); "
+                "running at nice -10 instead: grant CAP_SYS_NICE or an rtprio limit "
+                "(ulimit -r) to the user running mcc"
+            )
+            priority = "high"
+    if priority == "high":
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, NICE["high"])
+        except OSError as exc:
+            warn(f"high priority (nice -10) not permitted ({exc.strerror}); running at nice 0")
+    memory_mb = request.get("memory_mb")
+    if memory_mb:
+        cgroup = request.get("cgroup")
+        if cgroup:
+            try:
+                Path(cgroup).mkdir(parents=True, exist_ok=True)
+                (Path(cgroup) / "memory.max").write_text(f"{memory_mb * 2**20}\n")
+                (Path(cgroup) / "cgroup.procs").write_text(f"{os.getpid()}\n")
+                memory_mb = None
+            except OSError as exc:
+                warn(f"cgroup {cgroup} not usable ({exc.strerror}); limiting with RLIMIT_DATA")
+        if memory_mb:
+            limit = memory_mb * 2**20
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    netns = request.get("netns")
+    if netns:
+        path = f"/var/run/netns/{netns}"
+        fd = os.open(path, os.O_RDONLY)
+        if _libc.setns(fd, _CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns({path}) failed: {os.strerror(err)}")
+        os.close(fd)
+
+
+def _child(request: dict[str, Any], report: int, inherited: list[int]) -> int:
+    """Runs in the forked child; never returns to the zygote loop."""
+    os.setsid()
+    die_with_parent()
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    for fd in (log, devnull, *inherited):
+        os.close(fd)
+    try:
+        apply_limits(request, report)
+    except OSError as exc:
+        _emit(report, {"error": request["id"], "message": f"cannot apply limits: {exc}"})
+        return 126
+    finally:
+        os.close(report)
+    env = request["env"]
+    if request.get("app"):
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = ["mcc.orchestrate.runtime", request["app"], *request.get("args", [])]
+        code = runtime.main([request["app"], *request.get("args", [])])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return code
+    argv = request["argv"]
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        print(f"mcc: cannot run {argv[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
+    return 127
+
+
+def serve() -> int:
+    """The zygote's loop: spawn on request, report exits, stop on EOF."""
+    die_with_parent()
+    out = os.dup(1)
+    os.dup2(2, 1)  # stray prints must not corrupt the protocol
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides
+    children: dict[int, str] = {}
+    stdin = sys.stdin.buffer
+    selector = selectors.DefaultSelector()
+    selector.register(stdin, selectors.EVENT_READ, "request")
+    selector.register(wake_r, selectors.EVENT_READ, "signal")
+    _emit(out, {"ready": os.getpid()})
+    pending = b""
+    running = True
+    while running:
+        for key, _ in selector.select():
+            if key.data == "signal":
+                os.read(wake_r, 512)
+                _reap(children, out)
+                continue
+            chunk = os.read(stdin.fileno(), 65536)
+            if not chunk:
+                running = False
+                break
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        code = _child(request, out, [stdin.fileno(), wake_r, wake_w])
+                    finally:
+                        os._exit(code)
+                children[pid] = request["id"]
+                _emit(out, {"spawned": request["id"], "pid": pid})
+        _reap(children, out)
+    for pid in list(children):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    while children:
+        _reap(children, out, block=True)
+    return 0
+
+
+def _reap(children: dict[int, str], out: int, *, block: bool = False) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        instance_id = children.pop(pid, None)
+        if instance_id is not None:
+            code = os.waitstatus_to_exitcode(status)
+            _emit(out, {"exit": instance_id, "pid": pid, "returncode": code})
+        if block:
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
