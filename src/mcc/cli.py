@@ -215,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     _bus_options(hz)
     hz.set_defaults(func=_cmd_topic_hz)
 
+    from mcc.orchestrate.commands import add_parsers as add_orchestrate_parsers
+
+    add_orchestrate_parsers(sub)
+
     bench = sub.add_parser(
         "bench",
         help="measure the bus against its anchors (ddsperf, sockperf)",

@@ -364,7 +364,9 @@ def _message(err: Any, loc: tuple[Any, ...]) -> str:
             "less_than_equal": "<=",
         }
         bound = next(iter(ctx.values()))
-        return f"must be {ops[kind]} {bound}"
+        return f"must be {ops[kind]} {bound:g}" if isinstance(bound, float) else (
+            f"must be {ops[kind]} {bound}"
+        )
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
     msg = str(err["msg"])

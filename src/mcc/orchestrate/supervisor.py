@@ -330,7 +330,9 @@ class Supervisor:
             self.backend.stop(inst.id, grace_s=self.mission.stop_grace_s)
             inst.set_state(S.SYSTEM_STOPPING, "not wanted in this phase/size")
             self._status_dirty = True
-        elif inst.state != S.SYSTEM_STOPPING:
+        elif inst.state == S.SYSTEM_STOPPING:
+            pass  # its exit event will come
+        elif not (self._going_down and inst.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED)):
             self._forget(inst)
 
     def _forget(self, inst: Instance) -> None:
@@ -349,7 +351,11 @@ class Supervisor:
         how = _describe_exit(event.returncode)
         if inst.state == S.SYSTEM_STOPPING or inst.id not in self._desired():
             inst.set_state(S.SYSTEM_STOPPED, f"stopped ({how})")
-            self._forget(inst)
+            if self._going_down:  # keep it for the final status and summary
+                assert self._planner is not None
+                self._planner.release(inst.id)
+            else:
+                self._forget(inst)
             return
         system = self.systems[inst.system]
         policy = system.restart

@@ -1,0 +1,112 @@
+"""A control-plane client: the bus side of `mcc status|scale|phase|stop|start|logs|down`.
+
+>>> with open_client(mission="sam-toc") as client:
+...     client.scale("mc", 8)
+...     print(client.status()["phase"])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from mcc.bus import Bus, Requester
+from mcc.errors import OrchestratorError
+from mcc.orchestrate import registry
+from mcc.types import Command, CommandReply, MissionStatus
+
+
+class ControlClient:
+    """Send operator commands to a mission's supervisor over the bus."""
+
+    def __init__(self, bus: Bus, mission: str | None, *, timeout_s: float = 5.0) -> None:
+        self.bus = bus
+        self.mission = mission
+        self.timeout_s = timeout_s
+        self._requester = Requester[Command, CommandReply](bus)
+        self._status_reader = bus.reader("MissionStatus")
+
+    def call(self, verb: str, target: str = "", **args: Any) -> Any:
+        """One command; its result, or ``OrchestratorError`` with the supervisor's message."""
+        reply = self._requester.request(
+            Command(
+                mission=self.mission or "",
+                verb=verb,
+                target=target,
+                args_json=json.dumps(args),
+            ),
+            timeout_s=self.timeout_s,
+        )
+        if not reply.ok:
+            raise OrchestratorError(reply.message)
+        return json.loads(reply.result_json) if reply.result_json else None
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.call("status"))
+
+    def scale(self, cluster: str, size: int) -> None:
+        self.call("scale", cluster, size=size)
+
+    def phase(self, phase: str) -> None:
+        self.call("phase", phase)
+
+    def stop(self, system: str) -> None:
+        self.call("stop", system)
+
+    def start(self, system: str) -> None:
+        self.call("start", system)
+
+    def restart(self, target: str) -> list[str]:
+        return list(self.call("restart", target))
+
+    def logs(self, target: str, *, lines: int = 50) -> dict[str, Any]:
+        return dict(self.call("logs", target, lines=lines))
+
+    def down(self, *, wait_s: float | None = None) -> bool:
+        """Ask the mission to stop; with ``wait_s``, wait for its final ``STOPPED`` status."""
+        self.call("down")
+        if wait_s is None:
+            return True
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            for status in self._status_reader.take_wait(16, timeout_s=0.2):
+                if self._mine(status) and status.state.name == "SYSTEM_STOPPED":
+                    return True
+        return False
+
+    def mission_status(self, *, timeout_s: float = 2.0) -> MissionStatus | None:
+        """The latest ``MissionStatus`` sample (transient-local: a late joiner gets it at once)."""
+        latest = None
+        for status in self._status_reader.take_wait(64, timeout_s=timeout_s):
+            if self._mine(status):
+                latest = status
+        return latest
+
+    def _mine(self, status: MissionStatus) -> bool:
+        return self.mission is None or status.mission == self.mission
+
+    def close(self) -> None:
+        self._requester.close()
+
+
+@contextmanager
+def open_client(
+    *, mission: str | None = None, domain: int | None = None, timeout_s: float = 5.0
+) -> Iterator[ControlClient]:
+    """A client for ``mission``: its domain (and discovery tag) come from the registry of
+    missions running here, unless ``domain`` is given."""
+    if domain is None:
+        record = registry.find(mission)
+        mission, domain = record.mission, record.domain
+        for key, value in record.env.items():
+            os.environ.setdefault(key, value)
+    with Bus(domain, name="mcc client") as bus:
+        client = ControlClient(bus, mission, timeout_s=timeout_s)
+        try:
+            yield client
+        finally:
+            client.close()
