@@ -245,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--record", action="store_true", help="append the table to benchmarks/README.md"
     )
     lat.set_defaults(func=_cmd_bench)
+
+    from mcc.bench.deploy import add_parser as add_deploy_parser
+
+    add_deploy_parser(bsub)
     return parser
 
 

@@ -107,7 +107,12 @@ class HeartbeatPublisher:
         while not self._stop.wait(self.period_s):
             self.beat()
 
-    def start(self) -> HeartbeatPublisher:
+    def start(self, *, wait_for_reader_s: float = 0.0) -> HeartbeatPublisher:
+        """Beat now and every period; first wait up to ``wait_for_reader_s`` for a reader to
+        match, so the first beat of a new process is not lost to discovery (the supervisor
+        marks an instance running on its first beat)."""
+        if wait_for_reader_s > 0:
+            self._writer.wait_for_readers(1, timeout_s=wait_for_reader_s)
         self.beat()
         self._thread = threading.Thread(target=self._run, name="mcc-heartbeat", daemon=True)
         self._thread.start()

@@ -137,12 +137,11 @@ def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     with Bus(int(env.get(ENV_DOMAIN, "0")), partitions=partitions, name=identity.id) as bus:
+        period_s = float(env.get(ENV_HEARTBEAT_S, "1.0"))
         heartbeat = HeartbeatPublisher(
-            bus,
-            identity.id,
-            period_s=float(env.get(ENV_HEARTBEAT_S, "1.0")),
-            device=env.get(ENV_DEVICE, "cpu"),
-        ).start()
+            bus, identity.id, period_s=period_s, device=env.get(ENV_DEVICE, "cpu")
+        ).start(wait_for_reader_s=period_s)
+        log.info("%s started: %s %s (pid %d)", identity.id, spec, " ".join(args), os.getpid())
         ctx = AppContext(
             identity=identity,
             args=args,

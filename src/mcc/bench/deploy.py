@@ -1,0 +1,303 @@
+"""``mcc bench deploy``: how fast a virtual cluster comes up, scales, and recovers from a crash.
+
+For each backend and cluster size the bench runs the real ``mcc up`` in its own process and
+watches the supervisor's ``MissionStatus`` on the bus. Times come from the supervisor's own
+state-change stamps (an instance is *running* at its first heartbeat):
+
+- ``deploy_s``: ``mcc up`` started → every worker has sent its first heartbeat;
+- ``scale_s``: ``scale 0 → N`` asked → every new worker has sent its first heartbeat;
+- ``failover_*_s``: ``kill -9`` of a worker → its replacement's first heartbeat.
+
+The anchor ``exec`` starts each worker as a fresh ``python -m mcc.orchestrate.runtime``
+(what a supervisor without a fork server does) and restarts a killed one the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcc.bench import report
+from mcc.bus import Bus, Transport
+from mcc.errors import MccError
+from mcc.orchestrate.client import ControlClient
+from mcc.orchestrate.runtime import RUNTIME_ARGV
+from mcc.types import Heartbeat, MissionStatus, SystemState
+
+COLUMNS = (
+    "impl",
+    "backend",
+    "workers",
+    "deploy_s",
+    "scale_s",
+    "failover_p50_s",
+    "failover_max_s",
+    "failovers",
+)
+PROBE = "mcc.orchestrate.probe:idle"
+MANIFEST = """\
+mission: deploy{workers}
+domain: {domain}
+clusters:
+  w:
+    app: {probe}
+    size: {workers}
+    max: {max}
+    resources: {{cpus: 0.05}}
+    restart: {{policy: always, max_restarts: 1000, stable_s: 0.2}}  # no crash-loop backoff
+"""
+
+
+def add_parser(bench_subparsers: Any) -> None:
+    parser = bench_subparsers.add_parser(
+        "deploy",
+        help="virtual-cluster deploy, scale and failover times (local, ray, exec anchor)",
+        description="Time from `mcc up` (and `mcc scale`) until every worker of a virtual "
+        "cluster has sent its first heartbeat, and from kill -9 of a worker until its "
+        "replacement's first heartbeat.",
+    )
+    parser.add_argument("--quick", action="store_true", help="1, 8 and 32 workers, local only")
+    parser.add_argument("--workers", help="comma-separated sizes (default 1,2,4,8,16,32)")
+    parser.add_argument(
+        "--backends", default="local,ray", help="backends to run (default %(default)s)"
+    )
+    parser.add_argument("--failovers", type=int, help="kills per row (default 10, quick 3)")
+    parser.add_argument("--no-anchor", action="store_true", help="skip the exec anchor")
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
+    parser.set_defaults(func=cmd_deploy)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    workers = (
+        [int(w) for w in args.workers.split(",")]
+        if args.workers
+        else ([1, 8, 32] if args.quick else [1, 2, 4, 8, 16, 32])
+    )
+    backends = ["local"] if args.quick and args.backends == "local,ray" else args.backends.split(",")
+    unknown = sorted(set(backends) - {"local", "ray"})
+    if unknown:
+        raise MccError(f"--backends: unknown {unknown}; choose from local, ray")
+    failovers = args.failovers if args.failovers is not None else (3 if args.quick else 10)
+    rows = run_deploy(
+        workers=workers, backends=backends, failovers=failovers, anchor=not args.no_anchor
+    )
+    command = "mcc bench deploy " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else ""
+    doc = report.document("deploy", rows, command=command.strip() or "mcc bench deploy")
+    report.print_table("virtual cluster deploy / failover (s)", rows, COLUMNS)
+    if args.json:
+        print(f"wrote {report.write_json(doc, args.json)}")
+    if args.record:
+        report.record(doc, COLUMNS, notes=NOTES)
+    return 0
+
+
+NOTES = (
+    "deploy_s: `mcc up` → every worker's first heartbeat (supervisor, fork server and bus "
+    "start included); scale_s: `mcc scale w N` from 0; failover: kill -9 of a worker → its "
+    "replacement's first heartbeat (median and max). `exec` starts every worker as a fresh "
+    "Python process. For scale: the virtual clusters of the reference TOC papers took "
+    "minutes per node (PCI attach ~90 s + VM boot ~90 s, as reported there, not measured here)."
+)
+
+
+def run_deploy(
+    *, workers: list[int], backends: list[str], failovers: int, anchor: bool = True
+) -> list[dict[str, Any]]:
+    base = 150 + os.getpid() % 40
+    tag = f"bench-deploy-{os.getpid()}"
+    env = Transport.loopback(tag).apply_to_env(dict(os.environ))
+    env["MCC_DISCOVERY_TAG"] = tag
+    saved = {k: os.environ.get(k) for k in ("MCC_DISCOVERY_TAG", "MCC_TRANSPORT")}
+    os.environ.update({k: env[k] for k in saved if k in env})
+    rows: list[dict[str, Any]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="mcc-bench-deploy-") as tmp:
+            for backend in backends:
+                for n in workers:
+                    domain = base + len(rows)
+                    rows.append(_mcc_row(Path(tmp), backend, n, domain, failovers, env))
+            if anchor:
+                for n in workers:
+                    rows.append(_exec_row(Path(tmp), n, base + len(rows), failovers, env))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return rows
+
+
+class _StatusWatch:
+    """The latest ``MissionStatus`` of one mission, fed by a listener."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.latest: MissionStatus | None = None
+        self._reader = bus.reader("MissionStatus", on_data=self._on_data)
+
+    def _on_data(self, reader: Any) -> None:
+        for status in reader.take():
+            self.latest = status
+
+    def running(self) -> dict[str, Any]:
+        status = self.latest
+        if status is None:
+            return {}
+        return {e.system_id: e for e in status.systems if e.state == SystemState.SYSTEM_RUNNING}
+
+
+def _wait(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise MccError(f"bench deploy: timed out after {timeout_s:g} s waiting for {what}")
+
+
+def _mcc_row(
+    tmp: Path, backend: str, n: int, domain: int, failovers: int, env: dict[str, str]
+) -> dict[str, Any]:
+    manifest = tmp / f"deploy-{backend}-{n}.yaml"
+    manifest.write_text(MANIFEST.format(workers=n, domain=domain, probe=PROBE, max=max(n, 1)))
+    mission = f"deploy{n}"
+    run_env = {**env, "MCC_HOME": str(tmp / f"home-{backend}-{n}")}
+    with Bus(domain, name="mcc bench deploy") as bus:
+        watch = _StatusWatch(bus)
+        client = ControlClient(bus, mission, timeout_s=10.0)
+        start_ns = time.time_ns()
+        log = (tmp / f"up-{backend}-{n}.log").open("w")
+        up = subprocess.Popen(
+            [sys.executable, "-m", "mcc.cli", "up", str(manifest), "--backend", backend, "--quiet"],
+            env=run_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            timeout_s = 60.0 + 2.0 * n + (60.0 if backend == "ray" else 0.0)
+            running = _wait(
+                lambda: (r := watch.running()) and len(r) == n and r, timeout_s, f"{n} workers"
+            )
+            deploy_s = (max(e.since_ns for e in running.values()) - start_ns) / 1e9
+            client.scale("w", 0)
+            _wait(lambda: watch.latest is not None and not watch.latest.systems, 60, "scale to 0")
+            scale_ns = time.time_ns()
+            client.scale("w", n)
+            running = _wait(
+                lambda: (r := watch.running()) and len(r) == n and r, timeout_s, "scale up"
+            )
+            scale_s = (max(e.since_ns for e in running.values()) - scale_ns) / 1e9
+            times = [_failover(watch, f"{mission}/w/{k % n}") for k in range(failovers)]
+            client.down(wait_s=30.0)
+            up.wait(30)
+        finally:
+            if up.poll() is None:
+                up.send_signal(signal.SIGINT)
+                try:
+                    up.wait(20)
+                except subprocess.TimeoutExpired:
+                    up.kill()
+                    up.wait()
+            log.close()
+            client.close()
+    return {
+        "impl": "mcc",
+        "backend": backend,
+        "workers": n,
+        "deploy_s": round(deploy_s, 3),
+        "scale_s": round(scale_s, 3),
+        "failover_p50_s": round(statistics.median(times), 3) if times else None,
+        "failover_max_s": round(max(times), 3) if times else None,
+        "failovers": len(times),
+    }
+
+
+def _failover(watch: _StatusWatch, instance_id: str) -> float:
+    entry = _wait(lambda: watch.running().get(instance_id), 30, f"{instance_id} running")
+    time.sleep(0.25)  # past restart.stable_s: each kill measures a first restart, not a backoff
+    kill_ns = time.time_ns()
+    os.kill(entry.pid, signal.SIGKILL)
+    replaced = _wait(
+        lambda: (e := watch.running().get(instance_id)) and e.pid != entry.pid and e,
+        30,
+        f"{instance_id} replaced",
+    )
+    return float((replaced.since_ns - kill_ns) / 1e9)
+
+
+def _exec_row(
+    tmp: Path, n: int, domain: int, failovers: int, env: dict[str, str]
+) -> dict[str, Any]:
+    """Anchor: a fresh Python process per worker, restarted by exec after a kill."""
+    first_beat: dict[tuple[str, int], int] = {}
+
+    def on_data(reader: Any) -> None:
+        now = time.time_ns()
+        for hb in reader.take():
+            first_beat.setdefault((hb.system_id, hb.pid), now)
+
+    def spawn(index: int) -> subprocess.Popen[bytes]:
+        worker_env = {
+            **env,
+            "MCC_MISSION": "exec",
+            "MCC_SYSTEM": "w",
+            "MCC_INDEX": str(index),
+            "MCC_DOMAIN": str(domain),
+            "MCC_RUN_DIR": str(tmp),
+        }
+        return subprocess.Popen(
+            [*RUNTIME_ARGV, PROBE],
+            env=worker_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    procs: list[subprocess.Popen[bytes]] = []
+    with Bus(domain, name="mcc bench deploy exec") as bus:
+        reader = bus.reader("Heartbeat", type=Heartbeat, on_data=on_data)
+        try:
+            start_ns = time.time_ns()
+            procs = [spawn(i) for i in range(n)]
+            _wait(lambda: len(first_beat) >= n, 60.0 + 2.0 * n, f"{n} exec workers")
+            deploy_s = (max(first_beat.values()) - start_ns) / 1e9
+            times = []
+            for _ in range(failovers):
+                victim = procs[0]
+                kill_ns = time.time_ns()
+                victim.kill()
+                victim.wait()
+                procs[0] = spawn(0)
+                key = ("exec/w/0", procs[0].pid)
+                _wait(lambda k=key: k in first_beat, 30, "exec replacement")  # type: ignore[misc]
+                times.append((first_beat[key] - kill_ns) / 1e9)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            del reader
+    return {
+        "impl": "exec",
+        "backend": "-",
+        "workers": n,
+        "deploy_s": round(deploy_s, 3),
+        "scale_s": None,
+        "failover_p50_s": round(statistics.median(times), 3) if times else None,
+        "failover_max_s": round(max(times), 3) if times else None,
+        "failovers": len(times),
+    }

@@ -1,0 +1,128 @@
+"""`mcc up` in its own process, driven from another one by the bus clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+APP = "mcc.orchestrate.probe:idle"
+MANIFEST = """\
+mission: cli
+domain: {domain}
+phases: [surveillance, engagement]
+systems:
+  radar: {{app: "{app}", resources: {{cpus: 0.1}}}}
+  launcher: {{app: "{app}", phases: [engagement], resources: {{cpus: 0.1}}}}
+clusters:
+  mc: {{app: "{app}", size: 1, max: 4, resources: {{cpus: 0.1}}}}
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path, bus_env: dict[str, str]) -> dict[str, str]:
+    return {**bus_env, "MCC_HOME": str(tmp_path / "home")}
+
+
+@pytest.fixture
+def mission_file(tmp_path: Path, domain_id: int) -> Path:
+    path = tmp_path / "cli.yaml"
+    path.write_text(MANIFEST.format(domain=domain_id, app=APP))
+    return path
+
+
+@pytest.fixture
+def up(mission_file: Path, env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    log = (tmp_path / "up.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcc.cli", "up", str(mission_file), "--quiet"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log.close()
+
+
+def status(env: dict[str, str]) -> dict[str, Any]:
+    return dict(json.loads(run_cli(["status", "--json"], env=env).stdout))
+
+
+def wait_status(env: dict[str, str], predicate: Any, timeout_s: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        proc = run_cli(["status", "--json"], env=env, check=False)
+        if proc.returncode == 0:
+            last = json.loads(proc.stdout)
+            if predicate(last):
+                return last
+        time.sleep(0.2)
+    pytest.fail(f"status never matched; last: {json.dumps(last, indent=1)}")
+
+
+def running(st: dict[str, Any]) -> set[str]:
+    return {i["id"] for i in st["instances"] if i["state"] == "running"}
+
+
+@pytest.mark.slow
+def test_operators_drive_a_mission_from_another_terminal(
+    up: subprocess.Popen[str], env: dict[str, str], tmp_path: Path
+) -> None:
+    wait_status(env, lambda s: running(s) == {"cli/radar/0", "cli/mc/0"})
+    table = run_cli(["status"], env=env).stdout
+    assert "mission cli · phase surveillance" in table and "radar/0" in table
+    assert "cluster 'mc' → 3 workers" in run_cli(["scale", "mc", "3"], env=env).stdout
+    run_cli(["phase", "engagement"], env=env)
+    st = wait_status(env, lambda s: len(running(s)) == 5 and s["phase"] == "engagement")
+    assert st["clusters"]["mc"]["size"] == 3
+    bad = run_cli(["scale", "mc", "9"], env=env, check=False)
+    assert bad.returncode == 2
+    assert "cluster 'mc': size 9 is outside [min, max] = [0, 4]" in bad.stderr
+    unknown = run_cli(["stop", "radr"], env=env, check=False)
+    assert unknown.returncode == 2 and "'radr' is not a system of 'cli'" in unknown.stderr
+    run_cli(["stop", "radar"], env=env)
+    wait_status(env, lambda s: "cli/radar/0" not in {i["id"] for i in s["instances"]})
+    run_cli(["start", "radar"], env=env)
+    wait_status(env, lambda s: "cli/radar/0" in running(s))
+    logs = run_cli(["logs", "radar"], env=env).stdout
+    assert logs.count("cli/radar/0 started: mcc.orchestrate.probe:idle") == 2  # one per start
+    assert run_cli(["down"], env=env).stdout.strip() == "mcc down: stopped"
+    assert up.wait(20) == 0
+    none = run_cli(["status"], env=env, check=False)
+    assert none.returncode == 2 and "no mission is running here" in none.stderr
+
+
+@pytest.mark.slow
+def test_kill_9_of_mcc_up_leaves_no_orphans(up: subprocess.Popen[str], env: dict[str, str]) -> None:
+    st = wait_status(env, lambda s: running(s) == {"cli/radar/0", "cli/mc/0"})
+    pids = [i["pid"] for i in st["instances"]]
+    zygote = psutil.Process(pids[0]).ppid()
+    assert psutil.Process(zygote).ppid() == up.pid
+    os.kill(up.pid, signal.SIGKILL)
+    up.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in [*pids, zygote]):
+        time.sleep(0.05)
+    alive = [p for p in [*pids, zygote] if psutil.pid_exists(p)]
+    assert not alive, f"orphans: {alive}"
