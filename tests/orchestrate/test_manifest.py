@@ -130,7 +130,10 @@ BAD = [
         "<m>:1: mission: required field is missing",
     ),
     ("systems: [radar", "<m>:1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
-    ("- just\n- a list\n", "<m>: a manifest is a YAML mapping with at least 'mission:' and 'systems:'"),
+    (
+        "- just\n- a list\n",
+        "<m>: a manifest is a YAML mapping with at least 'mission:' and 'systems:'",
+    ),
 ]
 
 

@@ -55,9 +55,7 @@ def run_supervisor(
 
 def instances(supervisor: Supervisor, state: str | None = None) -> dict[str, dict[str, Any]]:
     return {
-        i["id"]: i
-        for i in supervisor.status()["instances"]
-        if state is None or i["state"] == state
+        i["id"]: i for i in supervisor.status()["instances"] if state is None or i["state"] == state
     }
 
 

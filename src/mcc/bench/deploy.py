@@ -83,7 +83,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         if args.workers
         else ([1, 8, 32] if args.quick else [1, 2, 4, 8, 16, 32])
     )
-    backends = ["local"] if args.quick and args.backends == "local,ray" else args.backends.split(",")
+    backends = (
+        ["local"] if args.quick and args.backends == "local,ray" else args.backends.split(",")
+    )
     unknown = sorted(set(backends) - {"local", "ray"})
     if unknown:
         raise MccError(f"--backends: unknown {unknown}; choose from local, ray")

@@ -47,7 +47,9 @@ def add_parsers(sub: Any) -> None:
     up.set_defaults(func=cmd_up)
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name, help=help_text, description=help_text
+        )
         parser.add_argument("--mission", help="mission name (default: the one running here)")
         parser.add_argument(
             "--domain",
@@ -116,7 +118,7 @@ def make_backend(mission: Mission, name: str, *, address: str | None = None) -> 
         return LocalBackend(mission.nodes, mission=mission.mission)
     from mcc.orchestrate.backends.ray import RayBackend
 
-    return RayBackend(address=address, namespace=f"mcc-{mission.mission}")  # type: ignore[return-value]
+    return RayBackend(address=address, namespace=f"mcc-{mission.mission}")
 
 
 def default_run_dir(mission: Mission) -> Path:
@@ -254,7 +256,17 @@ def _status_table_text(status: dict[str, Any]) -> str:
         f"backend {status['backend']} · domain {status['domain']}",
         title_justify="left",
     )
-    for column in ("instance", "state", "node", "host", "pid", "cpus", "device", "restarts", "note"):
+    for column in (
+        "instance",
+        "state",
+        "node",
+        "host",
+        "pid",
+        "cpus",
+        "device",
+        "restarts",
+        "note",
+    ):
         table.add_column(column)
     for inst in status["instances"]:
         table.add_row(

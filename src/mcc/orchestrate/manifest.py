@@ -135,9 +135,7 @@ class Cluster(System):
     @model_validator(mode="after")
     def _bounds(self) -> Cluster:
         if not self.min <= self.size <= self.max:
-            raise ValueError(
-                f"size {self.size} must lie in [min, max] = [{self.min}, {self.max}]"
-            )
+            raise ValueError(f"size {self.size} must lie in [min, max] = [{self.min}, {self.max}]")
         if "replicas" in self.model_fields_set:
             raise ValueError("a cluster has 'size' (and min/max), not 'replicas'")
         return self
@@ -196,7 +194,9 @@ class Mission(_Model):
                         (kind, name, "after", i), dep, _one_of("a system", dep, list(everything))
                     )
                 if dep == name:
-                    raise _FieldError((kind, name, "after", i), dep, "a system cannot wait on itself")
+                    raise _FieldError(
+                        (kind, name, "after", i), dep, "a system cannot wait on itself"
+                    )
             if system.node is not None and system.node not in nodes:
                 raise _FieldError(
                     (kind, name, "node"), system.node, _one_of("a node", system.node, nodes)
@@ -206,7 +206,9 @@ class Mission(_Model):
             name = cycle[0]
             kind = "systems" if name in self.systems else "clusters"
             raise _FieldError(
-                (kind, name, "after"), everything[name].after, f"start order loops: {' -> '.join(cycle)}"
+                (kind, name, "after"),
+                everything[name].after,
+                f"start order loops: {' -> '.join(cycle)}",
             )
         return self
 
@@ -364,8 +366,10 @@ def _message(err: Any, loc: tuple[Any, ...]) -> str:
             "less_than_equal": "<=",
         }
         bound = next(iter(ctx.values()))
-        return f"must be {ops[kind]} {bound:g}" if isinstance(bound, float) else (
-            f"must be {ops[kind]} {bound}"
+        return (
+            f"must be {ops[kind]} {bound:g}"
+            if isinstance(bound, float)
+            else (f"must be {ops[kind]} {bound}")
         )
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
@@ -396,8 +400,16 @@ def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
 
 def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
     model: type[BaseModel] = Mission
-    annotations = {"systems": System, "clusters": Cluster, "nodes": Node}
-    fields = {"resources": Resources, "restart": Restart, "health": Health}
+    annotations: dict[str, type[BaseModel]] = {
+        "systems": System,
+        "clusters": Cluster,
+        "nodes": Node,
+    }
+    fields: dict[str, type[BaseModel]] = {
+        "resources": Resources,
+        "restart": Restart,
+        "health": Health,
+    }
     depth = 0
     while depth < len(loc):
         part = loc[depth]

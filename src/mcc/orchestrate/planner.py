@@ -80,7 +80,9 @@ class Planner:
             return "needs an exclusive GPU; no node of this pool has one (use gpu: shared)"
         return None
 
-    def place(self, instance_id: str, system: System, *, group: str | None = None) -> Placement | None:
+    def place(
+        self, instance_id: str, system: System, *, group: str | None = None
+    ) -> Placement | None:
         """Reserve resources for one instance; None when they are not free now."""
         need = system.resources.cpus
         fits = [

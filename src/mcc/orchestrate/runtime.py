@@ -121,7 +121,7 @@ def load_entry_point(spec: str) -> AppFunction:
     func = getattr(module, func_name, None)
     if not callable(func):
         raise MccError(f"app {spec!r}: module {module_name!r} has no function {func_name!r}")
-    return func  # type: ignore[no-any-return]
+    return func
 
 
 def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:

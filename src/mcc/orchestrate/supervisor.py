@@ -171,7 +171,9 @@ class Supervisor:
             self.state = S.SYSTEM_STOPPING
         self._wake.set()
         deadline = time.monotonic() + self.mission.stop_grace_s + 3.0
-        while time.monotonic() < deadline and self._any(lambda i: i.pid and i.state != S.SYSTEM_STOPPED):
+        while time.monotonic() < deadline and self._any(
+            lambda i: i.pid and i.state != S.SYSTEM_STOPPED
+        ):
             time.sleep(0.05)
         self._done.set()
         if self._thread is not None:
@@ -438,7 +440,9 @@ class Supervisor:
             if placement is None:
                 blocked = True  # strict FIFO: later requests wait behind this one
                 free = {n.name: round(n.free, 3) for n in self._planner.nodes.values()}
-                reason = f"queued ({position + 1}): needs {system.resources.cpus:g} CPU; free {free}"
+                reason = (
+                    f"queued ({position + 1}): needs {system.resources.cpus:g} CPU; free {free}"
+                )
                 if inst.reason != reason:
                     inst.reason = reason
                     self._status_dirty = True
@@ -674,10 +678,11 @@ class Supervisor:
         elif verb == "down":
             self.down()
         else:
-            raise MccError(
-                f"unknown verb {verb!r}; verbs: status, scale, phase, stop, start, restart, logs, down"
-            )
-        return CommandReply(ok=True, message=f"{verb} {target}".strip(), result_json=json.dumps(result))
+            verbs = "status, scale, phase, stop, start, restart, logs, down"
+            raise MccError(f"unknown verb {verb!r}; verbs: {verbs}")
+        return CommandReply(
+            ok=True, message=f"{verb} {target}".strip(), result_json=json.dumps(result)
+        )
 
     # -- helpers ------------------------------------------------------------------------
 

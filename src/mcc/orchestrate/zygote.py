@@ -14,6 +14,7 @@ closes, so nothing outlives the supervisor.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -178,10 +179,8 @@ def serve() -> int:
                 _emit(out, {"spawned": request["id"], "pid": pid})
         _reap(children, out)
     for pid in list(children):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     while children:
         _reap(children, out, block=True)
     return 0

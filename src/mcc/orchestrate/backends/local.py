@@ -251,8 +251,8 @@ class LocalBackend:
                     self._running[spec.instance_id] = running  # before any exit event of it
                     future.set_result(running)
                 elif "exit" in event:
-                    running = self._running.get(event["exit"])
-                    if running is not None and running.pid == event["pid"]:
+                    known = self._running.get(event["exit"])
+                    if known is not None and known.pid == event["pid"]:
                         del self._running[event["exit"]]
                     timer = self._kill_timers.pop(event["exit"], None)
                     if timer is not None:
