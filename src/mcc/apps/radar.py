@@ -1,0 +1,339 @@
+"""Simulation apps: ``truth`` (the one simulation authority) and ``radar`` (one per sensor).
+
+``truth`` propagates a scenario on wall time from an epoch and publishes ``Truth`` at a fixed
+rate; it takes kills from the bus (``EngagementOrder`` with status ``ORDER_KILL``: the target
+nearest the order's track) and logs impacts. ``radar`` turns the newest ``Truth`` into one
+``DetectionBatch`` per scan, paced on wall time, ``origin_ns`` = the scan time. So every radar
+sees the same targets, and a killed target vanishes from all of them, without the radars
+talking to each other (docs/scenario.md).
+
+    python -m mcc.orchestrate.runtime mcc.apps.radar:truth --scenario scenarios/sam-toc.yaml
+    python -m mcc.orchestrate.runtime mcc.apps.radar:radar --scenario scenarios/sam-toc.yaml \
+        --radar search
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
+from mcc.errors import MccError
+from mcc.orchestrate.runtime import AppContext
+from mcc.types import EngagementOrder, OrderStatus, Track, Truth
+
+__all__ = ["default_epoch_ns", "radar", "truth"]
+
+DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
+_REPO = Path(__file__).resolve().parents[3]
+
+
+def default_epoch_ns(now_ns: int | None = None) -> int:
+    """The default scenario start: now, rounded down to the whole second (Unix ns)."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    return now_ns - now_ns % 1_000_000_000
+
+
+# -- truth ---------------------------------------------------------------------------------
+
+
+def truth(ctx: AppContext) -> int:
+    """Publish the scenario's ``Truth`` at ``--rate-hz`` until stopped; apply kills from the bus.
+
+    Args (``ctx.args``): ``--scenario FILE``, ``--epoch-ns NS`` (scenario time 0; default: now
+    rounded down to the second), ``--rate-hz`` (10), ``--kill-gate-m`` (1000: how far the
+    killed track may be from the target it names), ``--summary FILE`` (kills and impacts as
+    JSON at exit; default ``<run_dir>/truth-summary.json``), ``--exit-at-end``.
+    """
+    parser = _parser("truth", "publish the scenario's ground truth")
+    parser.add_argument("--rate-hz", type=_positive, default=10.0, help="Truth samples per second")
+    parser.add_argument("--kill-gate-m", type=_positive, default=1000.0)
+    parser.add_argument("--summary", type=Path, default=None, help="kills and impacts (JSON)")
+    parser.add_argument("--exit-at-end", action="store_true", help="return at duration_s")
+    opts = parser.parse_args(ctx.args)
+    try:
+        scenario = _load(opts.scenario)
+    except MccError as exc:
+        return _fail(exc)
+    epoch_ns = opts.epoch_ns if opts.epoch_ns is not None else default_epoch_ns()
+    summary_path = opts.summary or ctx.run_dir / "truth-summary.json"
+    writer = ctx.bus.writer("Truth")
+    desk = _KillDesk(ctx, scenario, gate_m=opts.kill_gate_m)
+    ctx.log.info(
+        "scenario %s: %d targets, %d radars, epoch %d ns, %.1f Hz",
+        scenario.id,
+        scenario.n_targets,
+        len(scenario.radars),
+        epoch_ns,
+        opts.rate_hz,
+    )
+    reported = 0
+    t_s = 0.0
+    for tick_ns in _ticks(ctx, 1.0 / opts.rate_hz, start_ns=epoch_ns):
+        t_s = (tick_ns - epoch_ns) * 1e-9
+        desk.poll(t_s, tick_ns)
+        writer.write(scenario.truth_at(t_s).to_msg(scenario_id=scenario.id, time_ns=tick_ns))
+        ctx.heartbeat.count_out()
+        impacts = scenario.impacts(t_s)
+        for hit in impacts[reported:]:
+            ctx.log.warning(
+                "impact: target %d reached %s at t=%.1f s", hit.target_id, hit.asset_id, hit.time_s
+            )
+        reported = len(impacts)
+        if opts.exit_at_end and t_s >= scenario.duration_s:
+            break
+    _write_summary(summary_path, scenario, epoch_ns, t_s, desk)
+    return 0
+
+
+@dataclass
+class _KillDesk:
+    """Turns ``ORDER_KILL`` orders into kills of the target nearest the order's track."""
+
+    ctx: AppContext
+    scenario: Scenario
+    gate_m: float
+    wait_s: float = 5.0  # how long an order may wait for its track to be heard of
+    tracks: dict[int, Track] = field(default_factory=dict)
+    pending: dict[int, tuple[EngagementOrder, float]] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+    records: list[dict[str, object]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._tracks = self.ctx.bus.reader("Track")
+        self._orders = self.ctx.bus.reader("EngagementOrder")
+
+    def poll(self, t_s: float, now_ns: int) -> None:
+        for track in self._tracks.take(4096):
+            self.tracks[track.track_id] = track
+        for order in self._orders.take(1024):
+            self.ctx.heartbeat.count_in()
+            if order.status == OrderStatus.ORDER_KILL and order.order_id not in self.done:
+                self.pending.setdefault(order.order_id, (order, t_s))
+        for order_id, (order, since_s) in list(self.pending.items()):
+            track = self.tracks.get(order.track_id)
+            if track is None and t_s - since_s < self.wait_s:
+                continue  # the track may not have reached us yet
+            del self.pending[order_id]
+            self.done.add(order_id)
+            self._kill(order, track, t_s, now_ns)
+
+    def _kill(self, order: EngagementOrder, track: Track | None, t_s: float, now_ns: int) -> None:
+        if track is None:
+            self.ctx.log.warning(
+                "kill order %d: track %d unknown (no Track sample); nothing killed",
+                order.order_id,
+                order.track_id,
+            )
+            return
+        age_s = (now_ns - track.update_ns) * 1e-9 if track.update_ns else 0.0
+        guess = np.array([track.x_m, track.y_m, track.z_m]) + age_s * np.array(
+            [track.vx_mps, track.vy_mps, track.vz_mps]
+        )
+        live = self.scenario.truth_at(t_s).live()
+        if live.count == 0:
+            return
+        dist = np.linalg.norm(live.positions_m - guess, axis=1)
+        best = int(np.argmin(dist))
+        if dist[best] > self.gate_m:
+            self.ctx.log.warning(
+                "kill order %d: no target within %.0f m of track %d (nearest %.0f m)",
+                order.order_id,
+                self.gate_m,
+                order.track_id,
+                dist[best],
+            )
+            return
+        target_id = int(live.ids[best])
+        self.scenario.kill(target_id, t_s)
+        self.records.append(
+            {
+                "target_id": target_id,
+                "time_s": round(t_s, 6),
+                "order_id": order.order_id,
+                "track_id": order.track_id,
+                "weapon_id": order.weapon_id,
+                "miss_distance_m": float(dist[best]),
+            }
+        )
+        self.ctx.log.info(
+            "kill: target %d (track %d, order %d, weapon %s) at t=%.1f s",
+            target_id,
+            order.track_id,
+            order.order_id,
+            order.weapon_id,
+            t_s,
+        )
+
+
+def _write_summary(
+    path: Path, scenario: Scenario, epoch_ns: int, end_s: float, desk: _KillDesk
+) -> None:
+    impacts = scenario.impacts(end_s)
+    summary = {
+        "scenario": scenario.id,
+        "epoch_ns": epoch_ns,
+        "end_s": round(end_s, 6),
+        "targets": scenario.n_targets,
+        "kills": desk.records,
+        "impacts": [{**vars(hit), "time_s": round(hit.time_s, 6)} for hit in impacts],
+        "leakers": len(impacts),
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        print(f"mcc: warning: cannot write {path} ({exc.strerror})", file=sys.stderr)
+
+
+# -- radar ---------------------------------------------------------------------------------
+
+
+def radar(ctx: AppContext) -> int:
+    """Publish one ``DetectionBatch`` per scan of one scenario radar until stopped.
+
+    Args (``ctx.args``): ``--scenario FILE``, ``--radar ID`` (default: the scenario's radar
+    number ``index`` of this instance), ``--truth-source bus|scenario`` (bus: the newest
+    ``Truth`` sample, the default; scenario: propagate the file itself from ``--epoch-ns``, with
+    no kills — a radar without a simulation process), ``--max-truth-age-s`` (2: older truth is
+    ignored and the radar sees clutter only), ``--epoch-ns`` (default: now rounded down to the
+    second): scans fall at ``epoch + k * scan_period_s``.
+    """
+    parser = _parser("radar", "publish the detections of one scenario radar")
+    parser.add_argument("--radar", default=None, help="radar id (default: by instance index)")
+    parser.add_argument("--truth-source", choices=("bus", "scenario"), default="bus")
+    parser.add_argument("--max-truth-age-s", type=_positive, default=2.0)
+    opts = parser.parse_args(ctx.args)
+    try:
+        scenario = _load(opts.scenario)
+        model, number = _pick_radar(scenario, opts.radar, ctx.identity.index)
+    except MccError as exc:
+        return _fail(exc)
+    epoch_ns = opts.epoch_ns if opts.epoch_ns is not None else default_epoch_ns()
+    # A stream of its own per radar, fixed by the scenario's seed.
+    rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, number]))
+    writer = ctx.bus.writer("DetectionBatch")
+    source = _BusTruth(ctx, max_age_s=opts.max_truth_age_s) if opts.truth_source == "bus" else None
+    ctx.log.info(
+        "radar %s of %s: scan %.2f s, truth from %s",
+        model.id,
+        scenario.id,
+        model.scan_period_s,
+        opts.truth_source,
+    )
+    # Scans fall at epoch + k * scan_period_s: radars started apart still scan in step.
+    for scan_id, tick_ns in enumerate(_ticks(ctx, model.scan_period_s, start_ns=epoch_ns)):
+        if source is not None:
+            state, t_s = source.latest(tick_ns), tick_ns * 1e-9
+        else:
+            t_s = (tick_ns - epoch_ns) * 1e-9
+            state = scenario.truth_at(t_s)
+        dets = model.scan(state, t_s, rng)
+        writer.write(
+            dets.to_msg(
+                sensor_id=model.id,
+                scan_id=scan_id,
+                origin_ns=tick_ns,
+                publish_ns=time.time_ns(),
+                sensor_position_m=model.position_m,
+            )
+        )
+        ctx.heartbeat.count_out()
+    return 0
+
+
+class _BusTruth:
+    """The newest ``Truth`` sample from the bus, as a ``TruthState`` in Unix seconds."""
+
+    def __init__(self, ctx: AppContext, *, max_age_s: float) -> None:
+        self.ctx = ctx
+        self.max_age_ns = int(max_age_s * 1e9)
+        self.reader = ctx.bus.reader("Truth")
+        self.newest: Truth | None = None
+        self.warned = False
+
+    def latest(self, now_ns: int) -> TruthState:
+        for sample in self.reader.take(256):
+            self.ctx.heartbeat.count_in()
+            if self.newest is None or sample.time_ns >= self.newest.time_ns:
+                self.newest = sample
+        if self.newest is None or abs(now_ns - self.newest.time_ns) > self.max_age_ns:
+            if not self.warned:
+                self.ctx.log.warning("no recent Truth on the bus: the radar sees clutter only")
+                self.warned = True
+            return TruthState.empty(now_ns * 1e-9)
+        self.warned = False
+        return TruthState.from_msg(self.newest)
+
+
+def _pick_radar(scenario: Scenario, radar_id: str | None, index: int) -> tuple[RadarModel, int]:
+    if not scenario.radars:
+        raise MccError(f"scenario {scenario.id!r} has no radars; add one under 'radars:'")
+    if radar_id is None:
+        number = index % len(scenario.radars)
+        return scenario.radars[number], number
+    model = scenario.radar(radar_id)
+    return model, scenario.radars.index(model)
+
+
+# -- shared --------------------------------------------------------------------------------
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"mcc.apps.radar:{prog}", description=description)
+    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, help="scenario YAML file")
+    parser.add_argument(
+        "--epoch-ns", type=int, default=None, help="scenario start, Unix ns (default: now, s)"
+    )
+    return parser
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+def _load(name: str) -> Scenario:
+    """Load ``name``: as given, else relative to the repository (the shipped scenarios)."""
+    path = Path(name)
+    if not path.exists() and not path.is_absolute() and (_REPO / path).exists():
+        path = _REPO / path
+    return load_scenario(path)
+
+
+def _fail(exc: MccError) -> int:
+    # A user's mistake (a bad scenario, an unknown radar): the message, not a traceback.
+    print(f"mcc: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _ticks(ctx: AppContext, period_s: float, *, start_ns: int) -> Iterator[int]:
+    """Wall-clock instants ``start_ns + k·period_s`` (Unix ns) as they come, until stopped.
+
+    Ticks already past when due (a start after ``start_ns``, a stall) are skipped, not bunched.
+    """
+    period_ns = int(round(period_s * 1e9))
+    k = max(0, -(-(time.time_ns() - start_ns) // period_ns))
+    while not ctx.stopping:
+        tick_ns = start_ns + k * period_ns
+        delay_s = (tick_ns - time.time_ns()) * 1e-9
+        if delay_s > 0 and ctx.wait(delay_s):
+            return
+        late_ns = time.time_ns() - tick_ns
+        if late_ns > period_ns:
+            k += late_ns // period_ns
+            continue
+        yield tick_ns
+        k += 1

@@ -1,0 +1,268 @@
+"""The truth and radar apps as real processes on the bus: rates, payloads, kills, clean stops."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcc.apps.radar import default_epoch_ns, radar, truth
+from mcc.apps.scenario import Detections, TruthState, load_scenario
+from mcc.bus import Bus, HeartbeatPublisher
+from mcc.orchestrate.runtime import AppContext, Identity
+from mcc.types import EngagementOrder, OrderStatus, Track
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+SMALL = "scenarios/small.yaml"
+
+
+@contextmanager
+def app(
+    entry: str, *args: str, env: dict[str, str], system: str, logs: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``mcc.apps.radar:ENTRY ARGS`` as instance ``test/SYSTEM/0``; SIGTERM it after."""
+    out = (logs / f"{system}.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcc.orchestrate.runtime", f"mcc.apps.radar:{entry}", *args],
+        cwd=REPO,
+        env={
+            **env,
+            "MCC_MISSION": "test",
+            "MCC_SYSTEM": system,
+            "MCC_INDEX": "0",
+            "MCC_RUN_DIR": str(logs),
+        },
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        out.close()
+
+
+def stop(proc: subprocess.Popen[bytes], logs: Path, system: str) -> None:
+    """SIGTERM ``proc``; it must exit 0 within 5 s."""
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{system} ignored SIGTERM for 5 s:\n{(logs / f'{system}.log').read_text()}")
+    assert code == 0, (logs / f"{system}.log").read_text()
+    assert time.monotonic() - start < 5
+
+
+def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_path: Path) -> None:
+    scenario = load_scenario(REPO / SMALL)
+    model = scenario.radars[0]
+    with Bus(domain_id) as bus:
+        truths = bus.reader("Truth")
+        batches = bus.reader("DetectionBatch")
+        with (
+            app(
+                "truth",
+                "--scenario",
+                SMALL,
+                "--rate-hz",
+                "20",
+                env=bus_env,
+                system="sim",
+                logs=tmp_path,
+            ) as sim,
+            app("radar", "--scenario", SMALL, env=bus_env, system="radar", logs=tmp_path) as rad,
+        ):
+            got: list[tuple[float, object]] = []
+            truth_msgs = []
+            deadline = time.monotonic() + 25
+            while len(got) < 6 and time.monotonic() < deadline:
+                for batch in batches.take_wait(16, timeout_s=0.5):
+                    got.append((time.monotonic(), batch))
+                truth_msgs.extend(truths.take(256))
+                # Count only scans made once the simulation was publishing.
+                if not truth_msgs:
+                    got.clear()
+            assert len(got) >= 6, (tmp_path / "radar.log").read_text()
+            truth_msgs.extend(truths.take(256))
+
+            # Kill target 1: a track at its position and a kill order naming that track.
+            state = TruthState.from_msg(truth_msgs[-1])
+            i = int(np.flatnonzero(state.ids == 1)[0])
+            (x, y, z), (vx, vy, vz) = state.positions_m[i], state.velocities_mps[i]
+            tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
+            tracks.write(
+                Track(
+                    track_id=42,
+                    x_m=x,
+                    y_m=y,
+                    z_m=z,
+                    vx_mps=vx,
+                    vy_mps=vy,
+                    vz_mps=vz,
+                    update_ns=truth_msgs[-1].time_ns,
+                )
+            )
+            orders.write(
+                EngagementOrder(
+                    order_id=7,
+                    weapon_id="sam-1",
+                    track_id=42,
+                    pk=0.9,
+                    rounds=1,
+                    status=OrderStatus.ORDER_KILL,
+                )
+            )
+            after = None
+            deadline = time.monotonic() + 10
+            while after is None and time.monotonic() < deadline:
+                for msg in truths.take_wait(64, timeout_s=0.5):
+                    if msg.count == 2:
+                        after = msg
+            assert after is not None, (tmp_path / "sim.log").read_text()
+            assert 1 not in TruthState.from_msg(after).ids.tolist()
+
+            stop(rad, tmp_path, "radar")
+            stop(sim, tmp_path, "sim")
+
+    # Truth: the scenario's three targets, 20 per second.
+    assert {m.scenario_id for m in truth_msgs} == {"small"}
+    assert {m.count for m in truth_msgs} == {3}
+    steps = np.diff(sorted(m.time_ns for m in truth_msgs))
+    assert np.median(steps) == 50_000_000
+
+    # Radar: one batch per 0.5 s scan, on time, with its sensor's id and position.
+    msgs = [b for _, b in got]
+    assert {b.sensor_id for b in msgs} == {model.id}
+    assert (msgs[0].sensor_x_m, msgs[0].sensor_y_m, msgs[0].sensor_z_m) == model.position_m
+    assert np.all(np.diff([b.scan_id for b in msgs]) == 1)
+    assert np.all(np.diff([b.origin_ns for b in msgs]) == 500_000_000)
+    assert all(0 <= b.publish_ns - b.origin_ns < 200_000_000 for b in msgs)
+    received = [t for t, _ in got]
+    assert (received[-1] - received[0]) / (len(received) - 1) == pytest.approx(0.5, abs=0.1)
+
+    # Detections: consistent arrays, and each target seen near where the truth says it is.
+    by_time = sorted(truth_msgs, key=lambda m: m.time_ns)
+    matched = trials = 0
+    for batch in msgs:
+        dets = Detections.from_msg(batch)
+        assert dets.count == batch.count and dets.positions_m.shape == (batch.count, 3)
+        ground = dets.range_m * np.cos(dets.elevation_rad)
+        np.testing.assert_allclose(dets.x_m, batch.sensor_x_m + ground * np.sin(dets.azimuth_rad))
+        np.testing.assert_allclose(
+            dets.z_m, batch.sensor_z_m + dets.range_m * np.sin(dets.elevation_rad)
+        )
+        truth = _truth_at(by_time, batch.origin_ns)
+        for p in truth.positions_m:
+            trials += 1
+            if dets.count and np.min(np.linalg.norm(dets.positions_m - p, axis=1)) < 400:
+                matched += 1
+    assert matched >= 0.8 * trials, (matched, trials)
+
+    summary = json.loads((tmp_path / "truth-summary.json").read_text())
+    assert summary["scenario"] == "small" and summary["targets"] == 3
+    assert [(k["target_id"], k["order_id"], k["track_id"]) for k in summary["kills"]] == [
+        (1, 7, 42)
+    ]
+    assert summary["leakers"] == 0
+
+
+def _truth_at(samples: list, time_ns: int) -> TruthState:
+    """The truth sample nearest ``time_ns``, moved to ``time_ns`` with its velocities."""
+    nearest = min(samples, key=lambda m: abs(m.time_ns - time_ns))
+    state = TruthState.from_msg(nearest)
+    dt = (time_ns - nearest.time_ns) * 1e-9
+    return TruthState(
+        time_ns * 1e-9,
+        state.ids,
+        state.classes,
+        state.positions_m + state.velocities_mps * dt,
+        state.velocities_mps,
+        state.alive,
+    )
+
+
+def _context(bus: Bus, run_dir: Path, *args: str) -> AppContext:
+    return AppContext(
+        identity=Identity("test", "radar", 0),
+        args=list(args),
+        bus=bus,
+        heartbeat=HeartbeatPublisher(bus, "test/radar/0"),
+        run_dir=run_dir,
+    )
+
+
+BAD_FILE = "{bad}:2: duration_s: must be > 0.0 (got -5)"
+
+
+@pytest.mark.parametrize(
+    ("entry", "args", "expected"),
+    [
+        (radar, ["--scenario", "{bad}"], BAD_FILE),
+        (truth, ["--scenario", "{bad}"], BAD_FILE),
+        (
+            radar,
+            ["--scenario", SMALL, "--radar", "nope"],
+            "scenario 'small' has no radar 'nope'; radars: radar-1",
+        ),
+    ],
+    ids=["radar-bad-file", "truth-bad-file", "unknown-radar"],
+)
+def test_a_user_mistake_is_a_message_and_status_2(
+    domain_id: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    entry: Callable[[AppContext], int],
+    args: list[str],
+    expected: str,
+) -> None:
+    # The app returns 2 rather than raising, so the runtime prints no traceback either.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 1\nduration_s: -5\n")
+    args = [a.format(bad=bad) for a in args]
+    with Bus(domain_id) as bus:
+        assert entry(_context(bus, tmp_path, *args)) == 2
+    err = capsys.readouterr().err
+    assert err == "mcc: error: " + expected.format(bad=bad) + "\n"
+
+
+def test_radar_without_simulation_propagates_the_scenario(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    epoch_ns = default_epoch_ns()
+    scenario = load_scenario(REPO / SMALL)
+    with Bus(domain_id) as bus:
+        reader = bus.reader("DetectionBatch")
+        args = ["--scenario", SMALL, "--truth-source", "scenario", "--epoch-ns", str(epoch_ns)]
+        ctx = _context(bus, tmp_path, *args)
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(radar(ctx)))
+        thread.start()
+        try:
+            msgs = reader.take_until(3, timeout_s=10)
+        finally:
+            ctx.stop.set()
+            thread.join(5)
+    assert codes == [0] and len(msgs) >= 3
+    for batch in msgs:
+        dets = Detections.from_msg(batch)
+        truth = scenario.truth_at((batch.origin_ns - epoch_ns) * 1e-9).live()
+        near = [np.min(np.linalg.norm(dets.positions_m - p, axis=1)) for p in truth.positions_m]
+        assert sum(d < 400 for d in near) >= 2
