@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ import numpy as np
 
 from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
-from mcc.orchestrate.runtime import AppContext
+from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
 from mcc.types import EngagementOrder, OrderStatus, Track, Truth
 
 __all__ = ["default_epoch_ns", "radar", "truth"]
@@ -37,7 +38,11 @@ _REPO = Path(__file__).resolve().parents[3]
 
 
 def default_epoch_ns(now_ns: int | None = None) -> int:
-    """The default scenario start: now, rounded down to the whole second (Unix ns)."""
+    """The default scenario start (Unix ns): the mission's epoch (``MCC_EPOCH_NS``, set by the
+    supervisor, so a replaced instance resumes the scenario where it was), else now rounded
+    down to the whole second."""
+    if now_ns is None and os.environ.get(ENV_EPOCH):
+        return int(os.environ[ENV_EPOCH])
     now_ns = time.time_ns() if now_ns is None else now_ns
     return now_ns - now_ns % 1_000_000_000
 

@@ -41,6 +41,7 @@ ENV_DEVICE = "MCC_DEVICE"
 ENV_PARTITIONS = "MCC_PARTITIONS"
 ENV_PHASE = "MCC_PHASE"
 ENV_HEARTBEAT_S = "MCC_HEARTBEAT_PERIOD_S"
+ENV_EPOCH = "MCC_EPOCH_NS"  # mission start (Unix ns): scenario time 0 for every instance
 
 RUNTIME_ARGV = (sys.executable, "-m", "mcc.orchestrate.runtime")
 

@@ -31,6 +31,7 @@ from mcc.orchestrate.planner import Planner
 from mcc.orchestrate.runtime import (
     ENV_DEVICE,
     ENV_DOMAIN,
+    ENV_EPOCH,
     ENV_HEARTBEAT_S,
     ENV_INDEX,
     ENV_INSTANCE,
@@ -114,6 +115,7 @@ class Supervisor:
         self.instances: dict[str, Instance] = {}
         self.events: list[tuple[int, str, str]] = []  # (time_ns, instance id, what)
         self.state = S.SYSTEM_STARTING
+        self.epoch_ns = time.time_ns() - time.time_ns() % 1_000_000_000 + 1_000_000_000
         self._going_down = False
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -494,6 +496,7 @@ class Supervisor:
                 ENV_DOMAIN: str(mission.domain),
                 ENV_RUN_DIR: str(self.run_dir.resolve()),
                 ENV_PHASE: self.phase,
+                ENV_EPOCH: str(self.epoch_ns),
                 ENV_DEVICE: device[system.resources.gpu],
                 ENV_HEARTBEAT_S: f"{min(1.0, system.health.timeout_s / 3):g}",
                 "MCC_RAY_MAX_RESTARTS": str(
