@@ -130,9 +130,13 @@ def _cmd_topic_hz(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from mcc.demo import run_demo
+    from mcc.demo import DEFAULT_MISSION, run_demo
 
-    return run_demo(duration_s=args.duration, domain_id=args.domain)
+    return run_demo(
+        duration_s=args.duration,
+        mission_file=args.mission or DEFAULT_MISSION,
+        domain_id=args.domain,
+    )
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -153,17 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="run a small live exchange on the bus and print it",
-        description="Start a simulated radar in its own process and show the "
-        "scans it publishes, with their end-to-end latency.",
+        help="run the SAM TOC mission for a minute and print its summary",
+        description="Run missions/sam-toc.yaml on the local backend: a raid against two "
+        "defended assets, two radars, a tracker, TEWA and three launchers, with live "
+        "progress and a summary table (tracks, GOSPA, kills, leakers, latencies).",
     )
-    demo.add_argument("--duration", type=float, default=5.0, help="seconds (default %(default)s)")
-    demo.add_argument(
-        "--domain",
-        type=int,
-        default=int(os.environ.get("MCC_DOMAIN", "42")),
-        help="DDS domain id (default %(default)s)",
-    )
+    demo.add_argument("--duration", type=float, default=60.0, help="seconds (default %(default)s)")
+    demo.add_argument("--mission", help="mission manifest (default missions/sam-toc.yaml)")
+    demo.add_argument("--domain", type=int, help="DDS domain id (default: the manifest's)")
     demo.set_defaults(func=_cmd_demo)
 
     topic = sub.add_parser(

@@ -82,6 +82,7 @@ def truth(ctx: AppContext) -> int:
     )
     reported = 0
     t_s = 0.0
+    last_summary_ns = 0
     for tick_ns in _ticks(ctx, 1.0 / opts.rate_hz, start_ns=epoch_ns):
         t_s = (tick_ns - epoch_ns) * 1e-9
         desk.poll(t_s, tick_ns)
@@ -93,6 +94,9 @@ def truth(ctx: AppContext) -> int:
                 "impact: target %d reached %s at t=%.1f s", hit.target_id, hit.asset_id, hit.time_s
             )
         reported = len(impacts)
+        if tick_ns - last_summary_ns >= 1_000_000_000:  # live figures for consoles
+            last_summary_ns = tick_ns
+            _write_summary(summary_path, scenario, epoch_ns, t_s, desk)
         if opts.exit_at_end and t_s >= scenario.duration_s:
             break
     _write_summary(summary_path, scenario, epoch_ns, t_s, desk)
