@@ -506,6 +506,7 @@ class Supervisor:
         )
         if isinstance(system, Cluster):
             env["MCC_CLUSTER"] = inst.system
+            env["MCC_CLUSTER_SIZE"] = str(self.sizes[inst.system])
         if gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         if system.app is not None:
@@ -513,10 +514,11 @@ class Supervisor:
         else:
             assert system.command is not None
             argv = (*system.command, *system.args)
-        labels = {}
-        for manifest_node in mission.nodes:
-            if manifest_node.name == node:
-                labels = dict(manifest_node.labels)
+        labels: dict[str, float] = {}  # only a system tied to a node is tied to its labels:
+        if system.node is not None:  # the others may move when their node is lost (Ray)
+            for manifest_node in mission.nodes:
+                if manifest_node.name == system.node:
+                    labels = dict(manifest_node.labels)
         return LaunchSpec(
             instance_id=inst.id,
             system=inst.system,

@@ -1,0 +1,942 @@
+"""The Ray backend: the same manifest and commands as ``local``, on the nodes of a Ray cluster.
+
+Every instance is a Ray actor named after its instance id (``mission/system/index``) in the
+backend's namespace. The actor runs the instance as its child process (the same argv and
+environment as the local backend) and reports the exit code through ``wait()``; the
+supervisor restarts an instance that *exits*, exactly as with ``local``. A *node loss* is
+Ray's to repair: the actor has ``max_restarts`` (``MCC_RAY_MAX_RESTARTS`` in the instance
+environment, infinite when absent) and Ray re-creates it on a surviving node, where its
+constructor starts the process again with the same identity. Calls in flight (``wait``,
+``watch``, ``terminate``) carry ``max_task_retries=-1``, so they follow the actor to its new
+node instead of failing; only an actor that is dead for good shows up as an exit (-9), as
+does one whose node died and that Ray cannot re-place (its label is on no other node) or
+did not within ``start_timeout_s``.
+
+No orphans: the child gets ``PR_SET_PDEATHSIG = SIGKILL`` from the thread that spawned it
+and its own session, so when the actor's worker dies (node loss, ``ray.kill``, the cluster
+stops), the child dies with it. Actors are owned by the supervisor's driver, so they die with
+it too.
+
+Placement: ``cpus`` → ``num_cpus``, ``gpu: exclusive`` → ``num_gpus=1`` (Ray's device goes in
+``CUDA_VISIBLE_DEVICES``), ``labels`` → custom resources declared on the nodes
+(``ray start --resources '{"node:radar-1": 1}'``), of which an instance asks ``LABEL_SHARE``
+so a labelled node takes any number of instances, ``memory_mb`` → Ray's ``memory``. Ray
+places; the planner's ``LaunchSpec.node`` is advisory (``where()`` tells the truth).
+Virtual clusters become placement groups (``pack`` → PACK, ``spread`` → SPREAD, both soft so a
+bundle on a lost node is re-placed): the first start of a cluster reserves
+``MCC_CLUSTER_SIZE`` bundles (1 when absent) of one instance each; a scale-up beyond the free
+bundles reserves another group with the same strategy, sized to the shortfall; an exit frees
+its bundle for the next start, and a group is removed once none of its bundles is used.
+docs/deploy.md tells how to run a mission on a Ray cluster, KubeRay or Slurm.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import ctypes.util
+import ipaddress
+import logging
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcc.errors import OrchestratorError
+from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Running, Warning_
+
+log = logging.getLogger("mcc.orchestrate.ray")
+
+ENV_MAX_RESTARTS = "MCC_RAY_MAX_RESTARTS"  # actor restarts after a node loss; -1 = forever
+ENV_CLUSTER_SIZE = "MCC_CLUSTER_SIZE"  # a virtual cluster's target size, for its bundles
+TAIL_LINES = 200
+LABEL_SHARE = 0.001  # what an instance asks of each node label: a label places, it does not count
+NODE_CHECK_S = 0.5  # how often the backend looks for lost nodes
+NICE_HIGH = -10  # as the local backend: high = nice -10, realtime = SCHED_FIFO 50
+RT_PRIORITY = 50
+KILLED = -signal.SIGKILL  # the return code of an instance whose actor is dead for good
+_PR_SET_PDEATHSIG = 1
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise OrchestratorError(
+            "the ray backend needs Ray: pip install 'mcc[ray]' (or choose --backend local)"
+        ) from None
+    return ray
+
+
+# -- the actor: runs on a Ray worker, one per instance --------------------------------------
+
+
+def _child_setup(
+    libc: Any, parent: int, cores: Sequence[int], priority: str, memory_mb: int | None
+) -> None:
+    """In the child, between fork and exec: die with the parent, pin, prioritise, limit."""
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(137)
+    # A Ray worker thread may block or ignore signals; exec keeps both, so reset them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_DFL)
+    # Failures here are not fatal; the parent checks the outcome and warns (see _verify).
+    if cores:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cores)
+    if priority == "realtime":
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+        except OSError:
+            priority = "high"
+    if priority == "high":
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, NICE_HIGH)
+    if memory_mb:
+        limit = memory_mb * 2**20
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+class InstanceActor:
+    """One instance on a Ray worker: its process, its exit code and the tail of its output.
+
+    Wrapped with ``ray.remote`` by the backend (this module imports without Ray). The
+    constructor starts the process, so a restarted actor restarts the instance.
+    """
+
+    def __init__(
+        self,
+        instance_id: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log_path: str,
+        cpu_set: Sequence[int],
+        priority: str,
+        memory_mb: int | None,
+        gpu_exclusive: bool,
+    ) -> None:
+        ray = _import_ray()
+        context = ray.get_runtime_context()
+        self._id = instance_id
+        self._node_id: str = context.get_node_id()
+        self._node_ip: str = ray.util.get_node_ip_address()
+        self._host = socket.gethostname()
+        self._restarted = bool(context.was_current_actor_reconstructed)
+        self._started_ns = time.time_ns()
+        self._incarnation = f"{self._node_id}:{os.getpid()}:{self._started_ns}"
+        self._raylet_pid = os.getppid()  # Ray workers are the raylet's children
+        self._warnings: list[str] = []
+        self._error = ""
+        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._exited = threading.Event()
+        self._returncode = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._released = threading.Event()
+        env = dict(env)
+        if gpu_exclusive:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in ray.get_gpu_ids())
+        cores = self._cores(cpu_set)
+        spawned = threading.Event()
+        keeper = threading.Thread(
+            target=self._keep,
+            args=(list(argv), env, log_path, cores, priority, memory_mb, spawned),
+            name=f"mcc-instance-{instance_id}",
+            daemon=True,
+        )
+        keeper.start()
+        spawned.wait()
+
+    def _cores(self, cpu_set: Sequence[int]) -> list[int]:
+        if not cpu_set:
+            return []
+        here = sorted(os.sched_getaffinity(0))
+        cores = [c for c in cpu_set if c in here]
+        missing = [c for c in cpu_set if c not in here]
+        if missing:
+            what = f"pinned to {cores}" if cores else "running unpinned"
+            self._warnings.append(
+                f"cores {missing} are not on Ray node {self._node_ip} (it has {here}); {what}"
+            )
+        return cores
+
+    def _keep(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: str,
+        cores: list[int],
+        priority: str,
+        memory_mb: int | None,
+        spawned: threading.Event,
+    ) -> None:
+        # This thread spawns the child and lives until it exits: PR_SET_PDEATHSIG fires when
+        # the *thread* that forked the child ends, so it must not be a pool thread of Ray's.
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        sink = self._open_log(log_path)
+        parent = os.getpid()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: _child_setup(libc, parent, cores, priority, memory_mb),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._error = f"cannot run {argv[0]!r}: {exc}"
+            self._returncode = 127
+            self._exited.set()
+            spawned.set()
+            if sink is not None:
+                sink.close()
+            return
+        self._proc = proc
+        self._verify(proc.pid, cores, priority)
+        spawned.set()
+        reader = threading.Thread(
+            target=self._copy_output, args=(proc, sink), name="mcc-output", daemon=True
+        )
+        reader.start()
+        code = proc.wait()
+        # what the instance left in its process group goes with it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if os.getppid() != self._raylet_pid:
+            # The raylet died (node loss) and this worker, on its way out, killed its children
+            # (Ray's kill_child_processes_on_worker_exit). Reporting that exit would read as the
+            # instance's own; instead wait() stays blocked and is retried on the actor Ray
+            # restarts elsewhere.
+            return
+        self._returncode = code
+        self._exited.set()
+
+    def _open_log(self, log_path: str) -> Any:
+        try:
+            os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+            return open(log_path, "ab", buffering=0)  # noqa: SIM115 (closed by the reader)
+        except OSError as exc:
+            self._warnings.append(
+                f"cannot write the log {log_path} on {self._host} ({exc.strerror}); "
+                "only the last lines are kept (RayBackend.tail)"
+            )
+            return None
+
+    def _copy_output(self, proc: subprocess.Popen[bytes], sink: Any) -> None:
+        assert proc.stdout is not None
+        with proc.stdout:
+            for line in proc.stdout:
+                self._tail.append(line.decode(errors="replace").rstrip("\n"))
+                if sink is not None:
+                    try:
+                        sink.write(line)
+                    except OSError:
+                        sink.close()
+                        sink = None
+        if sink is not None:
+            sink.close()
+
+    def _verify(self, pid: int, cores: list[int], priority: str) -> None:
+        """Warn about what the child could not apply (it cannot report it itself)."""
+        try:
+            if cores and sorted(os.sched_getaffinity(pid)) != sorted(cores):
+                self._warnings.append(f"cannot pin to cores {cores}; running unpinned")
+            if priority == "realtime" and os.sched_getscheduler(pid) != os.SCHED_FIFO:
+                self._warnings.append(
+                    f"realtime priority (SCHED_FIFO {RT_PRIORITY}) not permitted on "
+                    f"{self._host}; running at nice {NICE_HIGH} instead: grant CAP_SYS_NICE "
+                    "or an rtprio limit (ulimit -r) to the user running the Ray worker"
+                )
+                priority = "high"
+            if priority == "high" and os.getpriority(os.PRIO_PROCESS, pid) != NICE_HIGH:
+                self._warnings.append(
+                    f"high priority (nice {NICE_HIGH}) not permitted on {self._host}; "
+                    "running at nice 0"
+                )
+        except ProcessLookupError:
+            pass  # already gone: wait() tells
+
+    # -- remote methods --------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        proc = self._proc
+        return {
+            "pid": proc.pid if proc is not None else 0,
+            "host": self._host,
+            "node_id": self._node_id,
+            "node_ip": self._node_ip,
+            "started_ns": self._started_ns,
+            "incarnation": self._incarnation,
+            "restarted": self._restarted,
+            "warnings": list(self._warnings),
+            "error": self._error,
+        }
+
+    def watch(self, incarnation: str) -> dict[str, Any]:
+        """``info()`` once this actor is not ``incarnation``: returns after a restart.
+
+        A call waiting here when the actor dies is retried on the restarted actor, where it
+        returns at once with the new place.
+        """
+        if incarnation == self._incarnation:
+            self._released.wait()
+        return self.info()
+
+    def release(self) -> None:
+        """Let a waiting ``watch`` return, before the backend kills this actor on purpose."""
+        self._released.set()
+
+    def wait(self) -> int:
+        """Block until the process exits; its return code (negative: killed by a signal)."""
+        self._exited.wait()
+        return self._returncode
+
+    def terminate(self, grace_s: float) -> None:
+        """SIGTERM to the process group, SIGKILL after ``grace_s``."""
+        if self._signal(signal.SIGTERM) and not self._exited.wait(grace_s):
+            self._signal(signal.SIGKILL)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def tail(self, lines: int) -> list[str]:
+        return list(self._tail)[-lines:]
+
+    def _signal(self, sig: int) -> bool:
+        proc = self._proc
+        if proc is None or self._exited.is_set():
+            return False
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            proc.send_signal(sig)
+        return True
+
+
+# -- the driver side: the supervisor's process ----------------------------------------------
+
+
+@dataclass
+class _Group:
+    """One Ray placement group of a virtual cluster: bundles of one instance each."""
+
+    cluster: str
+    shape: tuple[tuple[str, float], ...]
+    pg: Any
+    size: int
+    used: set[int] = field(default_factory=set)
+
+    def free_bundle(self) -> int | None:
+        return next((i for i in range(self.size) if i not in self.used), None)
+
+
+@dataclass
+class _Instance:
+    spec: LaunchSpec
+    actor: Any
+    wait_ref: Any
+    watch_ref: Any  # None once the actor is dead for good
+    running: Running
+    incarnation: str
+    node_id: str
+    demand: Mapping[str, float]
+    group: _Group | None = None
+    bundle: int = -1
+    lost_since: float | None = None  # monotonic time its node was found dead
+
+
+class RayBackend:
+    """Instances as Ray actors on a Ray cluster (``address="auto"``) or a local Ray instance.
+
+    ``address``: None starts a private local Ray (``num_cpus``, ``system_config``); "auto"
+    or "HOST:PORT" joins a running cluster. ``namespace``: the actors' namespace, one per
+    mission (``mcc-<mission>``). ``start_timeout_s``: how long ``start`` waits for Ray to
+    place an instance before giving up.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        namespace: str,
+        num_cpus: int | None = None,
+        system_config: Mapping[str, Any] | None = None,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self.address = address
+        self.namespace = namespace
+        self.num_cpus = num_cpus
+        self.system_config = dict(system_config or {})
+        self.start_timeout_s = start_timeout_s
+        self.on_event: Callable[[], None] | None = None  # called (no args) on every exit
+        self._ray: Any = None
+        self._actor_class: Any = None
+        self._connected = False  # we called ray.init, so we call ray.shutdown
+        self._lock = threading.RLock()
+        self._instances: dict[str, _Instance] = {}
+        self._starting: set[str] = set()
+        self._groups: list[_Group] = []
+        self._group_serial: collections.Counter[str] = collections.Counter()
+        self._exits: list[ExitEvent] = []
+        self._warnings: list[Warning_] = []
+        self._node_names: dict[str, str] = {}
+        self._monitor: threading.Thread | None = None
+        self._closing = threading.Event()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Connect to (or start) Ray and start watching instances."""
+        ray = _import_ray()
+        self._ray = ray
+        if not ray.is_initialized():
+            options: dict[str, Any] = {
+                "namespace": self.namespace,
+                "log_to_driver": False,
+                "logging_level": logging.WARNING,
+            }
+            if self.address is None:  # "local": a new instance, even if one runs on this host
+                options.update(include_dashboard=False, num_cpus=self.num_cpus)
+                if self.system_config:
+                    options["_system_config"] = self.system_config
+            try:
+                ray.init(address=self.address or "local", **options)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                where = self.address or "a local Ray instance"
+                raise OrchestratorError(
+                    f"cannot connect to Ray at {where}: {exc}; start a cluster with "
+                    "`ray start --head` (or leave the address out to start one here)"
+                ) from None
+            self._connected = True
+        # Ship the actor class by value: by reference, every new Ray worker (every start and
+        # every restart after a node loss) would import mcc.orchestrate, the bus and
+        # cyclonedds first, about 2 s on a small node. By value it needs only mcc.errors.
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        self._actor_class = ray.remote(InstanceActor)
+        self._closing.clear()
+        self._monitor = threading.Thread(target=self._watch_loop, name="mcc-ray", daemon=True)
+        self._monitor.start()
+
+    def close(self, *, grace_s: float = 5.0) -> None:
+        """Stop every instance (SIGTERM, SIGKILL after ``grace_s``), kill its actor, leave Ray."""
+        if self._ray is None:
+            return
+        ray = self._ray
+        with self._lock:
+            instances = list(self._instances.values())
+        for inst in instances:
+            inst.actor.terminate.remote(grace_s)
+        refs = [inst.wait_ref for inst in instances]
+        ready: list[Any] = []
+        if refs:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=grace_s + 2.0)
+        self._closing.set()
+        if self._monitor is not None:
+            self._monitor.join(5.0)
+            self._monitor = None
+        with self._lock:
+            self._collect(ready)
+            for inst in list(self._instances.values()):  # stuck: killing the actor kills it
+                self._forget(inst)
+            for group in self._groups:
+                self._remove_group(group)
+            self._groups.clear()
+        if self._connected:
+            ray.shutdown()
+            self._connected = False
+        self._ray = None
+
+    def __enter__(self) -> RayBackend:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- Backend protocol -------------------------------------------------------------
+
+    def capacity(self) -> Mapping[str, float]:
+        """CPUs per alive Ray node, keyed by its human name (see ``node_name``).
+
+        Nodes that share a label (the pods of one KubeRay worker group) are one node here:
+        an instance placed by that label may run on any of them.
+        """
+        cpus: dict[str, float] = {}
+        for node in self._alive_nodes():
+            name = self._name_of(node)
+            cpus[name] = cpus.get(name, 0.0) + float(node["Resources"].get("CPU", 0.0))
+        return cpus
+
+    def start(self, spec: LaunchSpec) -> Running:
+        ray = self._require_open()
+        with self._lock:
+            if spec.instance_id in self._instances or spec.instance_id in self._starting:
+                raise OrchestratorError(
+                    f"{spec.instance_id} is already running on the ray backend; stop it first"
+                )
+            self._starting.add(spec.instance_id)
+        try:
+            return self._start(ray, spec)
+        finally:
+            with self._lock:
+                self._starting.discard(spec.instance_id)
+
+    def stop(self, instance_id: str, *, grace_s: float) -> None:
+        inst = self._instances.get(instance_id)
+        if inst is not None:
+            inst.actor.terminate.remote(grace_s)
+
+    def kill(self, instance_id: str) -> None:
+        inst = self._instances.get(instance_id)
+        if inst is not None:
+            inst.actor.kill.remote()
+
+    def poll(self) -> list[ExitEvent]:
+        if self._ray is not None:
+            with self._lock:
+                refs = self._refs()
+            if refs:
+                ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
+                with self._lock:
+                    exited = self._collect(ready)
+                if exited and self.on_event is not None:
+                    self.on_event()
+        with self._lock:
+            exits, self._exits = self._exits, []
+        return exits
+
+    def where(self, instance_id: str) -> Running | None:
+        inst = self._instances.get(instance_id)
+        return inst.running if inst is not None else None
+
+    def warnings(self) -> list[Warning_]:
+        with self._lock:
+            warnings, self._warnings = self._warnings, []
+        return warnings
+
+    # -- beyond the protocol ------------------------------------------------------------
+
+    def tail(
+        self, instance_id: str, lines: int = TAIL_LINES, *, timeout_s: float = 5.0
+    ) -> list[str]:
+        """The last output lines of an instance, wherever it runs (its log is on its node)."""
+        ray = self._require_open()
+        inst = self._instances.get(instance_id)
+        if inst is None:
+            raise OrchestratorError(f"{instance_id} is not running on the ray backend")
+        try:
+            lines_out: list[str] = ray.get(inst.actor.tail.remote(lines), timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise OrchestratorError(
+                f"{instance_id}: no answer within {timeout_s:g} s (restarting?)"
+            ) from None
+        return lines_out
+
+    def node_name(self, node_id: str) -> str:
+        """The human name of a Ray node: its ``node:NAME`` label, else ``IP/short id``."""
+        with self._lock:
+            name = self._node_names.get(node_id)
+        if name is None:
+            for node in self._ray.nodes():
+                self._name_of(node)
+            name = self._node_names.get(node_id, node_id[:8])
+        return name
+
+    # -- internals --------------------------------------------------------------------
+
+    def _require_open(self) -> Any:
+        if self._ray is None:
+            raise OrchestratorError("the ray backend is not open (call open() first)")
+        return self._ray
+
+    def _alive_nodes(self) -> list[dict[str, Any]]:
+        ray = self._require_open()
+        return [node for node in ray.nodes() if node.get("Alive")]
+
+    def _name_of(self, node: Mapping[str, Any]) -> str:
+        node_id = str(node["NodeID"])
+        labels = sorted(
+            key[len("node:") :]
+            for key in node.get("Resources", {})
+            if key.startswith("node:") and not _ray_node_resource(key[len("node:") :])
+        )
+        name = labels[0] if labels else f"{node.get('NodeManagerAddress', '?')}/{node_id[:8]}"
+        with self._lock:
+            self._node_names[node_id] = name
+        return name
+
+    def _demand(self, spec: LaunchSpec) -> dict[str, float]:
+        demand: dict[str, float] = {"CPU": spec.cpus}
+        if spec.gpu == "exclusive":
+            demand["GPU"] = 1.0
+        if spec.memory_mb:
+            demand["memory"] = float(spec.memory_mb * 2**20)
+        # Labels are what a node declares (`--resources '{"node:radar-1": 1}'`), so an instance
+        # asks for a sliver of each, as Ray's own node:<ip> resources are used: any number of
+        # instances share a labelled node.
+        demand.update({str(k): LABEL_SHARE for k in spec.labels})
+        return demand
+
+    def _check_feasible(self, spec: LaunchSpec, demand: Mapping[str, float]) -> None:
+        nodes = self._alive_nodes()
+        if _fits_somewhere(nodes, demand):
+            return
+        offered = "; ".join(
+            f"{self._name_of(n)}: CPU {n['Resources'].get('CPU', 0):g}"
+            + "".join(
+                f", {k} {v:g}"
+                for k, v in sorted(n["Resources"].items())
+                if k in demand and k != "CPU"
+            )
+            for n in nodes
+        )
+        raise OrchestratorError(
+            f"{spec.instance_id}: no Ray node offers {_show(demand)} (nodes: {offered or 'none'}); "
+            "declare the labels on a node (ray start --resources '{\"NAME\": 1}') or ask for less"
+        )
+
+    def _start(self, ray: Any, spec: LaunchSpec) -> Running:
+        demand = self._demand(spec)
+        self._check_feasible(spec, demand)
+        max_restarts = _int_env(spec, ENV_MAX_RESTARTS, -1)
+        options: dict[str, Any] = {
+            "name": spec.instance_id,
+            "namespace": self.namespace,
+            "num_cpus": spec.cpus,
+            "num_gpus": 1 if spec.gpu == "exclusive" else 0,
+            "resources": {k: v for k, v in demand.items() if k not in ("CPU", "GPU", "memory")},
+            "max_restarts": max_restarts,
+            "max_task_retries": -1 if max_restarts != 0 else 0,
+            "max_concurrency": 8,  # wait, watch, terminate, kill, tail, info at once
+        }
+        if spec.memory_mb:
+            options["memory"] = spec.memory_mb * 2**20
+        group: _Group | None = None
+        bundle = -1
+        if spec.placement_group:
+            group, bundle = self._take_bundle(ray, spec, demand)
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=group.pg,
+                placement_group_bundle_index=bundle,
+                placement_group_capture_child_tasks=False,
+            )
+        try:
+            actor = self._actor_class.options(**options).remote(
+                spec.instance_id,
+                list(spec.argv),
+                dict(spec.env),
+                spec.log_path,
+                list(spec.cpu_set),
+                spec.priority,
+                spec.memory_mb,
+                spec.gpu == "exclusive",
+            )
+        except ValueError as exc:  # the name is still taken
+            self._release(group, bundle)
+            raise OrchestratorError(f"{spec.instance_id}: Ray refused the actor: {exc}") from None
+        try:
+            info: dict[str, Any] = ray.get(actor.info.remote(), timeout=self.start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(actor, no_restart=True)
+            self._release(group, bundle)
+            raise OrchestratorError(
+                f"{spec.instance_id}: Ray did not place it within {self.start_timeout_s:g} s "
+                f"(needs {_show(demand)}); free resources or add nodes"
+            ) from None
+        except ray.exceptions.RayError as exc:
+            ray.kill(actor, no_restart=True)
+            self._release(group, bundle)
+            raise OrchestratorError(f"{spec.instance_id}: the Ray actor failed: {exc}") from None
+        if info["error"]:
+            ray.kill(actor, no_restart=True)
+            self._release(group, bundle)
+            raise OrchestratorError(f"{spec.instance_id}: {info['error']}")
+        running = self._running(spec.instance_id, info)
+        inst = _Instance(
+            spec=spec,
+            actor=actor,
+            wait_ref=actor.wait.remote(),
+            watch_ref=actor.watch.remote(info["incarnation"]),
+            running=running,
+            incarnation=info["incarnation"],
+            node_id=str(info["node_id"]),
+            demand=demand,
+            group=group,
+            bundle=bundle,
+        )
+        with self._lock:
+            self._instances[spec.instance_id] = inst
+            self._add_warnings(spec.instance_id, info)
+        return running
+
+    def _running(self, instance_id: str, info: Mapping[str, Any]) -> Running:
+        return Running(
+            instance_id,
+            int(info["pid"]),
+            str(info["host"]),
+            self.node_name(str(info["node_id"])),
+            int(info["started_ns"]),
+        )
+
+    def _add_warnings(self, instance_id: str, info: Mapping[str, Any]) -> None:
+        for message in info["warnings"]:
+            self._warnings.append(Warning_(instance_id, message))
+            log.warning("%s: %s", instance_id, message)
+
+    def _take_bundle(
+        self, ray: Any, spec: LaunchSpec, demand: Mapping[str, float]
+    ) -> tuple[_Group, int]:
+        cluster = spec.placement_group
+        assert cluster is not None
+        shape = tuple(sorted(demand.items()))
+        with self._lock:
+            for group in self._groups:
+                if group.cluster == cluster and group.shape == shape:
+                    free = group.free_bundle()
+                    if free is not None:
+                        group.used.add(free)
+                        return group, free
+            members = sum(
+                1 for inst in self._instances.values() if inst.spec.placement_group == cluster
+            )
+            serial = self._group_serial[cluster]
+            self._group_serial[cluster] += 1
+        size = max(1, _int_env(spec, ENV_CLUSTER_SIZE, 1) - members)
+        strategy = "SPREAD" if spec.placement == "spread" else "PACK"
+        pg = ray.util.placement_group(
+            [dict(demand) for _ in range(size)],
+            strategy=strategy,
+            name=f"{self.namespace}/{cluster}/{serial}",
+        )
+        try:
+            ray.get(pg.ready(), timeout=self.start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.util.remove_placement_group(pg)
+            raise OrchestratorError(
+                f"{spec.instance_id}: Ray could not reserve {size} x {_show(demand)} for "
+                f"cluster {cluster!r} ({strategy}) within {self.start_timeout_s:g} s; "
+                "free resources or add nodes"
+            ) from None
+        group = _Group(cluster, shape, pg, size, {0})
+        with self._lock:
+            self._groups.append(group)
+        return group, 0
+
+    def _release(self, group: _Group | None, bundle: int) -> None:
+        if group is None:
+            return
+        with self._lock:
+            group.used.discard(bundle)
+            if not group.used and group in self._groups:
+                self._groups.remove(group)
+                self._remove_group(group)
+
+    def _remove_group(self, group: _Group) -> None:
+        try:
+            self._ray.util.remove_placement_group(group.pg)
+        except Exception as exc:  # the cluster may be gone already
+            log.debug("removing placement group %s: %s", group.cluster, exc)
+
+    def _refs(self) -> list[Any]:
+        refs = []
+        for inst in self._instances.values():
+            refs.append(inst.wait_ref)
+            if inst.watch_ref is not None:
+                refs.append(inst.watch_ref)
+        return refs
+
+    def _collect(self, ready: Sequence[Any]) -> bool:
+        """Turn finished ``wait``/``watch`` calls into exits and new places (lock held).
+
+        True when there were exits: the caller calls ``on_event`` once it let go of the lock.
+        """
+        if not ready:
+            return False
+        ray = self._ray
+        done = set(ready)
+        exited = False
+        for inst in list(self._instances.values()):
+            if inst.wait_ref in done:
+                try:
+                    code = int(ray.get(inst.wait_ref))
+                except ray.exceptions.RayError as exc:
+                    code = KILLED
+                    self._warnings.append(
+                        Warning_(inst.spec.instance_id, f"its Ray actor died: {_first(exc)}")
+                    )
+                self._exits.append(
+                    ExitEvent(inst.spec.instance_id, inst.running.pid, code, time.time_ns())
+                )
+                self._forget(inst)
+                exited = True
+            elif inst.watch_ref in done:
+                try:
+                    info = ray.get(inst.watch_ref)
+                except ray.exceptions.RayError:
+                    inst.watch_ref = None  # dead for good: its wait_ref reports it
+                    continue
+                self._moved(inst, info)
+        return exited
+
+    def _moved(self, inst: _Instance, info: Mapping[str, Any]) -> None:
+        """The actor was restarted by Ray (node loss): same identity, new place."""
+        inst.incarnation = str(info["incarnation"])
+        inst.node_id = str(info["node_id"])
+        inst.lost_since = None
+        inst.watch_ref = inst.actor.watch.remote(inst.incarnation)
+        if info["error"]:
+            self._warnings.append(
+                Warning_(inst.spec.instance_id, f"not restarted after a node loss: {info['error']}")
+            )
+        old = inst.running
+        inst.running = self._running(inst.spec.instance_id, info)
+        self._add_warnings(inst.spec.instance_id, info)
+        log.warning(
+            "%s moved by Ray from %s (pid %d) to %s (pid %d) after a node loss",
+            inst.spec.instance_id,
+            old.node,
+            old.pid,
+            inst.running.node,
+            inst.running.pid,
+        )
+
+    def _forget(self, inst: _Instance) -> None:
+        self._instances.pop(inst.spec.instance_id, None)
+        ray = self._ray
+        try:
+            if inst.watch_ref is not None:
+                # Killed with a call in flight, Ray would log that it retries the call.
+                refs = [inst.actor.release.remote(), inst.watch_ref]
+                ray.wait(refs, num_returns=2, timeout=2.0)
+            ray.kill(inst.actor, no_restart=True)
+        except Exception as exc:  # already dead
+            log.debug("killing the actor of %s: %s", inst.spec.instance_id, exc)
+        self._release(inst.group, inst.bundle)
+
+    def _watch_loop(self) -> None:
+        """Report exits and moves as they happen, so ``on_event`` fires without polling."""
+        ray = self._ray
+        next_check = time.monotonic() + NODE_CHECK_S
+        while not self._closing.is_set():
+            with self._lock:
+                refs = self._refs()
+            if not refs:
+                self._closing.wait(0.1)
+                continue
+            try:
+                ready, _ = ray.wait(refs, num_returns=1, timeout=0.2)
+                exited = False
+                if ready and not self._closing.is_set():
+                    with self._lock:
+                        exited = self._collect(ready)
+                if time.monotonic() >= next_check and not self._closing.is_set():
+                    next_check = time.monotonic() + NODE_CHECK_S
+                    exited = self._check_lost(ray.nodes()) or exited
+            except Exception as exc:  # Ray is shutting down under us
+                log.debug("watching instances: %s", exc)
+                return
+            if exited and self.on_event is not None:
+                self.on_event()
+
+    def _check_lost(self, nodes: list[dict[str, Any]]) -> bool:
+        """Give up on instances whose node died and that Ray cannot (or did not) re-place.
+
+        Ray would keep such an actor pending for ever (its label is on no other node); the
+        supervisor hears an exit (-9) instead, and its restart policy decides.
+        """
+        alive = [node for node in nodes if node.get("Alive")]
+        alive_ids = {str(node["NodeID"]) for node in alive}
+        now = time.monotonic()
+        exited = False
+        with self._lock:
+            for inst in list(self._instances.values()):
+                if inst.node_id in alive_ids:
+                    continue
+                if inst.lost_since is None:
+                    inst.lost_since = now
+                    if _fits_somewhere(alive, inst.demand):
+                        log.warning(
+                            "%s: node %s lost; Ray is restarting it elsewhere",
+                            inst.spec.instance_id,
+                            inst.running.node,
+                        )
+                        continue
+                    why = f"no other node offers {_show(inst.demand)}"
+                elif now - inst.lost_since > self.start_timeout_s:
+                    why = f"Ray did not restart it within {self.start_timeout_s:g} s"
+                else:
+                    continue
+                self._warnings.append(
+                    Warning_(inst.spec.instance_id, f"node {inst.running.node} lost and {why}")
+                )
+                self._exits.append(
+                    ExitEvent(inst.spec.instance_id, inst.running.pid, KILLED, time.time_ns())
+                )
+                inst.watch_ref = None  # the actor cannot answer a release
+                self._forget(inst)
+                exited = True
+        return exited
+
+
+def _fits_somewhere(nodes: Sequence[Mapping[str, Any]], demand: Mapping[str, float]) -> bool:
+    """Some node of ``nodes`` has (in total) every resource of ``demand``."""
+    for node in nodes:
+        have = node.get("Resources", {})
+        if all(have.get(key, 0.0) + 1e-9 >= value for key, value in demand.items()):
+            return True
+    return False
+
+
+def _ray_node_resource(name: str) -> bool:
+    """Resources Ray puts on every node itself: ``node:<ip>`` and the head marker."""
+    if name.startswith("__"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _int_env(spec: LaunchSpec, key: str, default: int) -> int:
+    value = spec.env.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise OrchestratorError(f"{spec.instance_id}: {key}={value!r} is not an integer") from None
+
+
+def _show(demand: Mapping[str, float]) -> str:
+    parts = []
+    for key, value in demand.items():
+        if key == "memory":
+            parts.append(f"memory {value / 2**20:g} MiB")
+        else:
+            parts.append(f"{key} {value:g}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

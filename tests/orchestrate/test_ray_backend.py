@@ -1,0 +1,376 @@
+"""The Ray backend on a simulated 3-node Ray cluster (``ray.cluster_utils.Cluster``).
+
+Nodes ``a`` (head), ``b`` and ``c`` carry the custom resources ``node:a``/``node:b``/``node:c``
+(their human names) and ``b``, ``c`` also ``pool``; the GCS health check is tuned so a dead
+node is noticed in about a second. Instances are a small Python script that records its pid,
+host and identity (one JSON line per start) and sleeps until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from mcc.errors import OrchestratorError
+from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec
+from mcc.orchestrate.backends.ray import ENV_CLUSTER_SIZE, RayBackend
+from tests.conftest import IN_CI
+
+try:
+    import ray
+    from ray.cluster_utils import Cluster
+except ImportError:  # the 'ray' extra; CI installs it (dev), so there it fails
+    if IN_CI:
+        raise
+    pytest.skip("Ray is not installed: pip install 'mcc[ray]'", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+HEALTH_CHECK = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 300,
+    "health_check_timeout_ms": 500,
+    "health_check_failure_threshold": 3,
+}
+
+SCRIPT = """\
+import json, os, signal, socket, sys, time
+
+def on_term(signum, frame):
+    with open(sys.argv[1] + ".term", "a") as f:
+        f.write(os.environ["MCC_INSTANCE_ID"] + "\\n")
+    sys.exit(int(os.environ.get("TERM_CODE", "0")))
+
+if os.environ.get("IGNORE_TERM"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, on_term)
+record = {
+    "pid": os.getpid(),
+    "host": socket.gethostname(),
+    "identity": os.environ["MCC_INSTANCE_ID"],
+    "index": os.environ["MCC_INDEX"],
+    "cpus": sorted(os.sched_getaffinity(0)),
+    "nice": os.getpriority(os.PRIO_PROCESS, 0),
+}
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps(record) + "\\n")
+print("started", record["identity"], flush=True)
+if "EXIT_CODE" in os.environ:
+    sys.exit(int(os.environ["EXIT_CODE"]))
+while True:
+    time.sleep(0.1)
+"""
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def gone(pid: int) -> bool:
+    """The process is dead (a zombie waiting for a reaper counts as dead)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def contains(path: Path, text: str) -> bool:
+    return path.exists() and text in path.read_text()
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    started = time.monotonic()
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "resources": {"node:a": 1},
+            "include_dashboard": False,
+            "_system_config": HEALTH_CHECK,
+        },
+    )
+    cluster.add_node(num_cpus=2, resources={"node:b": 1, "pool": 1})
+    cluster.add_node(num_cpus=2, resources={"node:c": 1, "pool": 1})
+    cluster.wait_for_nodes()
+    print(f"\nray cluster of 3 nodes up in {time.monotonic() - started:.1f} s")
+    yield cluster
+    cluster.shutdown()
+
+
+class Launcher:
+    """Builds specs for the test script and remembers every pid that ran."""
+
+    def __init__(self, backend: RayBackend, tmp_path: Path) -> None:
+        self.backend = backend
+        self.tmp_path = tmp_path
+        self.script = tmp_path / "instance.py"
+        self.script.write_text(SCRIPT)
+        self.pids: list[int] = []  # every process that ran, checked after close()
+
+    def spec(self, system: str, index: int = 0, **overrides: Any) -> LaunchSpec:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "MCC_MISSION": "test",
+            "MCC_SYSTEM": system,
+            "MCC_INDEX": str(index),
+            "MCC_INSTANCE_ID": f"test/{system}/{index}",
+            **overrides.pop("env", {}),
+        }
+        out = self.tmp_path / f"{system}-{index}.jsonl"
+        fields: dict[str, Any] = {
+            "instance_id": f"test/{system}/{index}",
+            "system": system,
+            "index": index,
+            "argv": (sys.executable, str(self.script), str(out)),
+            "env": env,
+            "log_path": str(self.tmp_path / "logs" / f"{system}-{index}.log"),
+            "cpus": 0.5,
+        }
+        fields.update(overrides)
+        return LaunchSpec(**fields)
+
+    def out(self, spec: LaunchSpec) -> Path:
+        return Path(spec.argv[2])
+
+    def start(self, spec: LaunchSpec) -> dict[str, Any]:
+        """Start and wait for the instance's own record; check it agrees with ``where``.
+
+        (An instance that exits at once may be gone from ``where`` already.)
+        """
+        running = self.backend.start(spec)
+        self.pids.append(running.pid)
+        record = wait_for(
+            f"{spec.instance_id} to record its start",
+            lambda: next((r for r in records(self.out(spec)) if r["pid"] == running.pid), None),
+        )
+        assert record["identity"] == spec.instance_id
+        where = self.backend.where(spec.instance_id)
+        if "EXIT_CODE" not in spec.env:
+            assert where is not None and where.pid == running.pid
+        return {**record, "node": running.node}
+
+
+@pytest.fixture
+def launcher(cluster: Cluster, tmp_path: Path) -> Iterator[Launcher]:
+    """An open backend on the cluster; after the test, close() must leave no process behind."""
+    started = time.monotonic()
+    backend = RayBackend(address=cluster.address, namespace="mcc-test", start_timeout_s=20.0)
+    backend.open()
+    print(f"\nray backend connected in {time.monotonic() - started:.1f} s")
+    launcher = Launcher(backend, tmp_path)
+    yield launcher
+    backend.close(grace_s=2.0)
+    assert not ray.is_initialized()
+    survivors = [pid for pid in launcher.pids if not gone(pid)]
+    assert not survivors, f"instance processes left behind by close(): {survivors}"
+
+
+@pytest.fixture
+def backend(launcher: Launcher) -> RayBackend:
+    return launcher.backend
+
+
+def test_without_an_address_it_starts_its_own_ray(tmp_path: Path) -> None:
+    """The default of `mcc up --backend ray`: a private Ray instance, gone after close()."""
+    started = time.monotonic()
+    backend = RayBackend(namespace="mcc-local", num_cpus=2, system_config=HEALTH_CHECK)
+    backend.open()
+    print(f"\nlocal ray instance up in {time.monotonic() - started:.1f} s")
+    try:
+        (name,) = backend.capacity()  # one node, named by its address
+        launcher = Launcher(backend, tmp_path)
+        record = launcher.start(launcher.spec("radar"))
+        assert record["node"] == name
+        backend.stop("test/radar/0", grace_s=5.0)
+        assert exit_of(backend, "test/radar/0").returncode == 0
+    finally:
+        backend.close()
+    assert not ray.is_initialized()
+    assert gone(record["pid"])
+
+
+def exit_of(backend: RayBackend, instance_id: str, timeout_s: float = 20.0) -> ExitEvent:
+    seen: list[ExitEvent] = []
+
+    def check() -> ExitEvent | None:
+        seen.extend(backend.poll())
+        return next((e for e in seen if e.instance_id == instance_id), None)
+
+    event: ExitEvent = wait_for(f"the exit of {instance_id}", check, timeout_s)
+    return event
+
+
+def test_instances_run_with_their_identity_on_their_labelled_nodes(
+    backend: RayBackend, launcher: Launcher
+) -> None:
+    assert backend.capacity() == {"a": 2.0, "b": 2.0, "c": 2.0}
+    for index, node in enumerate("abca"):  # a label places, it does not count: two on a
+        spec = launcher.spec("radar", index, labels={f"node:{node}": 1})
+        record = launcher.start(spec)
+        assert record["node"] == node
+        assert record["index"] == str(index)
+        wait_for("the log line", partial(contains, Path(spec.log_path), "started"))
+        assert backend.tail(spec.instance_id) == [f"started {spec.instance_id}"]
+    with pytest.raises(OrchestratorError, match="no Ray node offers"):
+        backend.start(launcher.spec("sonar", labels={"node:nowhere": 1}))
+    with pytest.raises(OrchestratorError, match="already running"):
+        backend.start(launcher.spec("radar", 0, labels={"node:a": 1}))
+    with pytest.raises(OrchestratorError, match="cannot run"):
+        backend.start(launcher.spec("broken", argv=("/nonexistent/program",)))
+    assert backend.warnings() == []
+
+
+def test_exit_is_reported_with_its_code_and_the_identity_restarts(
+    backend: RayBackend, launcher: Launcher
+) -> None:
+    spec = launcher.spec("tewa", env={"EXIT_CODE": "3"})
+    first = launcher.start(spec)
+    event = exit_of(backend, spec.instance_id)
+    assert (event.pid, event.returncode) == (first["pid"], 3)
+    assert backend.where(spec.instance_id) is None
+    # the supervisor restarts it with the same spec: same name, a new actor
+    again = launcher.start(launcher.spec("tewa", env={"EXIT_CODE": "0"}))
+    assert again["identity"] == spec.instance_id and again["pid"] != first["pid"]
+    assert exit_of(backend, spec.instance_id).returncode == 0
+
+
+def test_stop_is_graceful_and_kill_is_not(backend: RayBackend, launcher: Launcher) -> None:
+    core = min(os.sched_getaffinity(0))
+    gentle = launcher.spec("tracker", env={"TERM_CODE": "0"}, priority="high", cpu_set=(core,))
+    stubborn = launcher.spec("launcher", env={"IGNORE_TERM": "1"})
+    record = launcher.start(gentle)
+    assert record["cpus"] == [core]
+    refused = [w.message for w in backend.warnings()]  # nice -10 needs CAP_SYS_NICE
+    if record["nice"] != -10:
+        assert record["nice"] == 0 and "high priority (nice -10) not permitted" in refused[0]
+    launcher.start(stubborn)
+    backend.stop(gentle.instance_id, grace_s=5.0)
+    assert exit_of(backend, gentle.instance_id).returncode == 0
+    term_file = Path(str(launcher.out(gentle)) + ".term")
+    assert term_file.read_text().split() == [gentle.instance_id]
+    started = time.monotonic()
+    backend.stop(stubborn.instance_id, grace_s=0.5)  # ignores SIGTERM: SIGKILL after 0.5 s
+    assert exit_of(backend, stubborn.instance_id).returncode == -9
+    assert time.monotonic() - started >= 0.5
+    killed = launcher.start(launcher.spec("launcher", 1))
+    backend.kill("test/launcher/1")
+    assert exit_of(backend, "test/launcher/1").returncode == -9
+    assert gone(killed["pid"])
+    # cores this node lacks are reported, not fatal
+    launcher.start(launcher.spec("pinned", cpu_set=(0, 4096)))
+    warnings = wait_for("a pinning warning", backend.warnings)
+    assert "cores [4096] are not on Ray node" in warnings[0].message
+
+
+def test_virtual_clusters_are_placement_groups(backend: RayBackend, launcher: Launcher) -> None:
+    from ray.util import placement_group_table
+
+    def cluster_spec(name: str, index: int, placement: str) -> LaunchSpec:
+        return launcher.spec(
+            name,
+            index,
+            placement_group=name,
+            placement=placement,
+            cpus=1.0,
+            env={ENV_CLUSTER_SIZE: "2"},
+        )
+
+    spread = [launcher.start(cluster_spec("workers", i, "spread")) for i in range(2)]
+    assert spread[0]["node"] != spread[1]["node"]
+    packed = [launcher.start(cluster_spec("montecarlo", i, "pack")) for i in range(2)]
+    assert packed[0]["node"] == packed[1]["node"]
+    # scale-up beyond the group's bundles: another group with the same strategy
+    launcher.start(cluster_spec("montecarlo", 2, "pack"))
+    groups = {g["name"]: g for g in placement_group_table().values() if g["state"] == "CREATED"}
+    assert {name: g["strategy"] for name, g in groups.items()} == {
+        "mcc-test/workers/0": "SPREAD",
+        "mcc-test/montecarlo/0": "PACK",
+        "mcc-test/montecarlo/1": "PACK",
+    }
+    for index in range(2):
+        backend.stop(f"test/workers/{index}", grace_s=2.0)
+        exit_of(backend, f"test/workers/{index}")
+    # all its instances gone: the group is removed
+    workers = [g for g in placement_group_table().values() if g["name"] == "mcc-test/workers/0"]
+    assert [g["state"] for g in workers] == ["REMOVED"]
+
+
+def test_node_loss_moves_instances_with_their_identity(
+    cluster: Cluster, backend: RayBackend, launcher: Launcher
+) -> None:
+    """Kill a worker node (raylet and workers, no grace): Ray restarts its actors elsewhere."""
+    movers = [launcher.spec("hpc", i, labels={"pool": 1}) for i in range(2)]
+    first = {spec.instance_id: launcher.start(spec) for spec in movers}
+    stayer = launcher.start(launcher.spec("persist", labels={"node:a": 1}))
+    victim_name = first[movers[0].instance_id]["node"]
+    victim = next(
+        node for node in cluster.worker_nodes if backend.node_name(node.node_id) == victim_name
+    )
+    lost = [spec for spec in movers if first[spec.instance_id]["node"] == victim_name]
+    pinned = launcher.spec("sensor", labels={f"node:{victim_name}": 1})
+    launcher.start(pinned)
+    killed_at = time.monotonic()
+    cluster.remove_node(victim, allow_graceful=False)
+    for spec in lost:
+        pid = first[spec.instance_id]["pid"]
+        wait_for(f"pid {pid} to die with its node", partial(gone, pid), 5.0)
+    died_s = time.monotonic() - killed_at
+
+    def moved(spec: LaunchSpec) -> dict[str, Any] | None:
+        where = backend.where(spec.instance_id)
+        if where is None or where.pid == first[spec.instance_id]["pid"]:
+            return None
+        record = next((r for r in records(launcher.out(spec)) if r["pid"] == where.pid), None)
+        return {**record, "node": where.node} if record else None
+
+    events: list[ExitEvent] = []
+
+    def back(spec: LaunchSpec) -> dict[str, Any] | None:
+        events.extend(backend.poll())
+        return moved(spec)
+
+    for spec in lost:
+        record = wait_for(f"{spec.instance_id} back on a surviving node", partial(back, spec))
+        launcher.pids.append(record["pid"])
+        assert record["identity"] == spec.instance_id
+        assert record["node"] not in (victim_name, "a")  # only b and c have "pool"
+    failover_s = time.monotonic() - killed_at
+    print(
+        f"\nnode {victim_name} lost: its {len(lost)} instance(s) dead in {died_s:.2f} s, "
+        f"back with the same identity in {failover_s:.2f} s"
+    )
+    # an instance pinned to the lost node cannot move: an exit, so the supervisor decides
+    if not any(e.instance_id == pinned.instance_id for e in events):
+        events.append(exit_of(backend, pinned.instance_id, 10.0))
+    assert [(e.instance_id, e.returncode) for e in events] == [(pinned.instance_id, -9)]
+    assert any("lost and no other node offers" in w.message for w in backend.warnings())
+    assert backend.where(stayer["identity"]).pid == stayer["pid"]  # type: ignore[union-attr]
+    assert victim_name not in backend.capacity()
+    # the moved actor is a working one: a stop reaches the new process
+    backend.stop(lost[0].instance_id, grace_s=5.0)
+    assert exit_of(backend, lost[0].instance_id).returncode == 0
