@@ -1,0 +1,702 @@
+"""The ``launcher`` app (one instance per weapon) and the weapon models shared with ``tewa``.
+
+A launcher publishes its ``WeaponStatus`` (every ``--status-period-s`` and on every change) and
+obeys the ``EngagementOrder`` samples addressed to its ``weapon_id`` (status ``ORDER_ISSUED``):
+
+1. it takes the order's track from its latest ``Track`` sample, extrapolated to now;
+2. it flies an interceptor to the predicted intercept point: straight line, constant speed, time
+   of flight ``t`` the first root of ``|p + v t - w| = s t`` (target at ``p`` with velocity
+   ``v``, weapon at ``w``, interceptor speed ``s``); an order it cannot fly (not ready, no
+   rounds, no intercept inside the range band, unknown or deleted track) is answered at once
+   with ``ORDER_ABORTED``;
+3. it answers ``ORDER_IN_FLIGHT`` at launch and, at intercept time, draws the outcome with its
+   seeded RNG: each of the order's rounds kills with the single-shot pk of the `PkModel` at the
+   intercept range; ``ORDER_KILL`` if one does, ``ORDER_MISS`` otherwise. The outcome keeps the
+   order's ``order_id``, ``track_id``, ``issue_ns`` and ``origin_ns``; ``pk`` is the launcher's
+   own single-shot pk. The ``truth`` app kills the target nearest the track of an
+   ``ORDER_KILL`` (``mcc.apps.radar``);
+4. it reloads: ``WEAPON_RELOADING`` for ``reload_s`` after each engagement, or for
+   ``magazine_reload_s`` (then full again) after its last round; without a magazine reload an
+   empty launcher goes ``WEAPON_OFFLINE``.
+
+One engagement at a time per launcher (one fire-control channel): ``WEAPON_ENGAGING`` from launch
+to intercept. On SIGTERM it aborts the engagement in flight (``ORDER_ABORTED``, so TEWA
+re-engages the track) and publishes ``WEAPON_OFFLINE``.
+
+Weapons come from a YAML file (the scenario schema has none), ``scenarios/weapons-sam-toc.yaml``
+by default, whose header documents the schema (`load_weapons`). The engagement logic is the
+`Launcher` class, which needs no DDS.
+
+    python -m mcc.orchestrate.runtime mcc.apps.launcher:launcher \\
+        --weapons scenarios/weapons-sam-toc.yaml --weapon sam-1
+
+Pk model (`PkModel`): ``pk = base_pk × range_factor(r) × class_factor(class)`` with ``r`` the
+range from the weapon to the intercept point; ``range_factor`` is 0 outside
+``[min_range_m, max_range_m]``, 1 up to ``optimal_range_fraction × max_range_m`` and falls
+linearly to ``edge_factor`` at ``max_range_m`` (the interceptor arrives slower and with less
+energy to manoeuvre); ``class_factor`` is a table over ``TargetClass`` (small, low, agile or
+ballistic targets are harder to kill).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+from cyclonedds.core import WaitSet
+from cyclonedds.util import duration
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mcc.apps.scenario import TARGET_CLASSES
+from mcc.errors import MccError, ScenarioError
+from mcc.orchestrate.runtime import AppContext
+from mcc.types import (
+    EngagementOrder,
+    OrderStatus,
+    TargetClass,
+    Track,
+    TrackStatus,
+    WeaponState,
+    WeaponStatus,
+)
+
+__all__ = [
+    "DEFAULT_CLASS_FACTORS",
+    "DEFAULT_WEAPONS",
+    "Intercept",
+    "Launcher",
+    "PkModel",
+    "Reply",
+    "WeaponSpec",
+    "Weapons",
+    "intercept_time_s",
+    "launcher",
+    "load_weapons",
+    "parse_weapons",
+]
+
+DEFAULT_WEAPONS = "scenarios/weapons-sam-toc.yaml"
+_REPO = Path(__file__).resolve().parents[3]
+
+#: Class factor of the Pk model, indexed by TargetClass: UNKNOWN, AIRCRAFT, CRUISE_MISSILE,
+#: HELICOPTER, BALLISTIC, UAV, DECOY.
+DEFAULT_CLASS_FACTORS: tuple[float, ...] = (0.8, 0.9, 0.75, 0.85, 0.5, 0.85, 1.0)
+
+F64 = npt.NDArray[np.float64]
+
+
+# -- the Pk model --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PkModel:
+    """Single-shot kill probability: ``base_pk × range_factor(r) × class_factor(class)``.
+
+    Attributes:
+        optimal_range_fraction: full pk out to this fraction of the maximum range (0..1].
+        edge_factor: range factor at the maximum range (0..1); linear in between.
+        class_factors: factor per TargetClass value (0..1), `DEFAULT_CLASS_FACTORS` by default.
+    """
+
+    optimal_range_fraction: float = 0.6
+    edge_factor: float = 0.5
+    class_factors: tuple[float, ...] = DEFAULT_CLASS_FACTORS
+
+    def __post_init__(self) -> None:
+        if not 0 < self.optimal_range_fraction <= 1:
+            raise ScenarioError(
+                f"optimal_range_fraction={self.optimal_range_fraction!r} must be in (0, 1]"
+            )
+        if not 0 <= self.edge_factor <= 1:
+            raise ScenarioError(f"edge_factor={self.edge_factor!r} must be in [0, 1]")
+        if len(self.class_factors) != len(TargetClass) or not all(
+            0 <= f <= 1 for f in self.class_factors
+        ):
+            raise ScenarioError(
+                f"class_factors must be {len(TargetClass)} numbers in [0, 1] (one per "
+                f"TargetClass), got {self.class_factors!r}"
+            )
+
+    def range_factor(self, range_m: Any, min_range_m: Any, max_range_m: Any) -> F64:
+        """0 outside ``[min_range_m, max_range_m]``, else 1 falling to ``edge_factor``."""
+        r = np.asarray(range_m, dtype=np.float64)
+        lo = np.asarray(min_range_m, dtype=np.float64)
+        hi = np.asarray(max_range_m, dtype=np.float64)
+        knee = self.optimal_range_fraction * hi
+        span = np.where(hi > knee, hi - knee, 1.0)
+        slope = (1.0 - self.edge_factor) * np.clip((r - knee) / span, 0.0, 1.0)
+        inside = np.isfinite(r) & (r >= lo) & (r <= hi)
+        return np.where(inside, 1.0 - slope, 0.0)
+
+    def class_factor(self, classification: Any) -> F64:
+        """The factor of each TargetClass value (unknown values count as CLASS_UNKNOWN)."""
+        cls = np.asarray(classification, dtype=np.int64)
+        table = np.asarray(self.class_factors, dtype=np.float64)
+        known = (cls >= 0) & (cls < table.size)
+        return np.where(known, table[np.clip(cls, 0, table.size - 1)], table[0])
+
+    def pk(
+        self,
+        base_pk: Any,
+        range_m: Any,
+        *,
+        min_range_m: Any,
+        max_range_m: Any,
+        classification: Any = int(TargetClass.CLASS_UNKNOWN.value),
+    ) -> F64:
+        """Single-shot pk, broadcast over the arguments (e.g. weapons × targets)."""
+        return np.clip(
+            np.asarray(base_pk, dtype=np.float64)
+            * self.range_factor(range_m, min_range_m, max_range_m)
+            * self.class_factor(classification),
+            0.0,
+            1.0,
+        )
+
+
+def intercept_time_s(
+    weapon_position_m: Any,
+    interceptor_speed_mps: Any,
+    target_position_m: Any,
+    target_velocity_mps: Any,
+) -> F64:
+    """``(W, T)`` time of flight to intercept target t from weapon w; ``inf`` where none.
+
+    Constant-velocity target, straight-line interceptor at constant speed: the first ``t >= 0``
+    with ``|p + v t - w| = s t``. Positions ``(W, 3)``/``(T, 3)``, speeds ``(W,)`` or a scalar.
+    """
+    wp = np.asarray(weapon_position_m, dtype=np.float64).reshape(-1, 3)
+    tp = np.asarray(target_position_m, dtype=np.float64).reshape(-1, 3)
+    tv = np.asarray(target_velocity_mps, dtype=np.float64).reshape(-1, 3)
+    s = np.broadcast_to(np.asarray(interceptor_speed_mps, dtype=np.float64), (wp.shape[0],))
+    rel = tp[None, :, :] - wp[:, None, :]  # (W, T, 3) weapon → target
+    a = (tv**2).sum(axis=1)[None, :] - s[:, None] ** 2
+    b = 2.0 * (rel * tv[None, :, :]).sum(axis=2)
+    c = (rel**2).sum(axis=2)
+    disc = b * b - 4.0 * a * c
+    sqrt_disc = np.sqrt(np.maximum(disc, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # a < 0 (the interceptor is faster): one positive root. a > 0: the smaller root, when
+        # the target closes (b < 0) and the roots are real. a = 0: the linear root.
+        quad = (-b - sqrt_disc) / (2.0 * a)
+        linear = np.where(b < 0, -c / b, np.inf)
+    t = np.where(
+        np.abs(a) < 1e-9,
+        linear,
+        np.where((a < 0) | ((b < 0) & (disc >= 0)), quad, np.inf),
+    )
+    t = np.where(c == 0.0, 0.0, t)
+    return np.where(np.isfinite(t) & (t >= 0), t, np.inf)
+
+
+# -- the weapons file ----------------------------------------------------------------------
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+Id = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class WeaponSpec(_Spec):
+    """One launcher: where it is, what it carries, how far and how fast it shoots."""
+
+    id: Id = Field(description="weapon name, unique; the WeaponStatus and order weapon_id")
+    position_m: tuple[float, float, float] = Field(description="[x, y, z] ENU, metres")
+    rounds: int = Field(ge=1, le=1000, description="rounds in a full magazine")
+    min_range_m: float = Field(0.0, ge=0, description="closest intercept, metres")
+    max_range_m: float = Field(gt=0, description="farthest intercept, metres")
+    interceptor_speed_mps: float = Field(gt=0, description="mean interceptor speed, m/s")
+    base_pk: float = Field(gt=0, le=1, description="single-shot pk at optimal range")
+    reload_s: float = Field(2.0, ge=0, description="after each engagement, seconds")
+    magazine_reload_s: float | None = Field(
+        None, ge=0, description="refill after the last round, seconds; omitted: none (offline)"
+    )
+
+
+class _PkModelSpec(_Spec):
+    optimal_range_fraction: float = Field(0.6, gt=0, le=1)
+    edge_factor: float = Field(0.5, ge=0, le=1)
+    class_factors: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("class_factors")
+    @classmethod
+    def _known_classes(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, factor in value.items():
+            if name not in TARGET_CLASSES:
+                raise ValueError(f"unknown class {name!r}; classes: {', '.join(TARGET_CLASSES)}")
+            if not 0 <= factor <= 1:
+                raise ValueError(f"class factor of {name!r} must be in [0, 1], got {factor!r}")
+        return value
+
+
+class _WeaponsSpec(_Spec):
+    id: Id | None = None
+    description: str = ""
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    pk_model: _PkModelSpec = Field(default_factory=lambda: _PkModelSpec.model_validate({}))
+    weapons: list[WeaponSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Weapons:
+    """A validated weapons file: the weapons, the Pk model they share, the seed of the draws."""
+
+    id: str
+    seed: int
+    pk_model: PkModel
+    weapons: tuple[WeaponSpec, ...]
+
+    def weapon(self, weapon_id: str) -> WeaponSpec:
+        for spec in self.weapons:
+            if spec.id == weapon_id:
+                return spec
+        known = ", ".join(w.id for w in self.weapons)
+        raise ScenarioError(f"weapons {self.id!r} have no weapon {weapon_id!r}; weapons: {known}")
+
+    def by_id(self) -> dict[str, WeaponSpec]:
+        return {w.id: w for w in self.weapons}
+
+    def rng(self, weapon_id: str) -> np.random.Generator:
+        """The kill-draw stream of ``weapon_id``: fixed by the file's seed and the weapon id."""
+        return np.random.default_rng(
+            np.random.SeedSequence([self.seed, zlib.crc32(weapon_id.encode())])
+        )
+
+
+def load_weapons(path: str | Path) -> Weapons:
+    """Read and validate a weapons file; ``ScenarioError`` names the file, field and value."""
+    path = Path(path)
+    if not path.exists() and not path.is_absolute() and (_REPO / path).exists():
+        path = _REPO / path  # the shipped files, from any working directory
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the weapons file ({exc.strerror})") from None
+    return parse_weapons(text, source=str(path), default_id=path.stem)
+
+
+def parse_weapons(text: str, *, source: str = "<weapons>", default_id: str = "weapons") -> Weapons:
+    """Validate weapons YAML text (``source`` names it in messages)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a weapons file is a YAML mapping with 'weapons:'")
+    try:
+        spec = _WeaponsSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(top)"
+            got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+            lines.append(f"{source}: {where}: {err['msg']}{got}")
+        raise ScenarioError("\n".join(lines)) from None
+    problems = []
+    seen: set[str] = set()
+    for i, w in enumerate(spec.weapons):
+        if w.id in seen:
+            problems.append(f"{source}: weapons.{i}.id: duplicate id {w.id!r}")
+        seen.add(w.id)
+        if w.min_range_m >= w.max_range_m:
+            problems.append(
+                f"{source}: weapons.{i}: min_range_m {w.min_range_m:g} must be below "
+                f"max_range_m {w.max_range_m:g}"
+            )
+    if problems:
+        raise ScenarioError("\n".join(problems))
+    factors = list(DEFAULT_CLASS_FACTORS)
+    for name, factor in spec.pk_model.class_factors.items():
+        factors[int(TARGET_CLASSES[name].value)] = factor
+    model = PkModel(
+        optimal_range_fraction=spec.pk_model.optimal_range_fraction,
+        edge_factor=spec.pk_model.edge_factor,
+        class_factors=tuple(factors),
+    )
+    return Weapons(spec.id or default_id, spec.seed, model, tuple(spec.weapons))
+
+
+# -- the launcher (no DDS) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Intercept:
+    """A planned intercept: time of flight, where, how far from the weapon, single-shot pk."""
+
+    time_of_flight_s: float
+    point_m: tuple[float, float, float]
+    range_m: float
+    pk: float
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a launcher answers to an order: the sample to publish and, for an abort, why."""
+
+    order: EngagementOrder
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class _Engagement:
+    order: EngagementOrder
+    rounds: int
+    pk: float
+    launch_ns: int
+    intercept_ns: int
+
+
+class Launcher:
+    """One launcher's engagement logic on explicit times (Unix ns), without DDS.
+
+    States: ``WEAPON_READY`` → (an order) ``WEAPON_ENGAGING`` → (intercept) ``WEAPON_RELOADING``
+    → ``WEAPON_READY``; empty with no magazine reload → ``WEAPON_OFFLINE``; `shutdown` →
+    ``WEAPON_OFFLINE``. Kills are drawn from ``rng`` (a Generator or a seed).
+    """
+
+    def __init__(
+        self,
+        spec: WeaponSpec,
+        *,
+        pk_model: PkModel | None = None,
+        rng: np.random.Generator | int | None = None,
+        now_ns: int = 0,
+    ) -> None:
+        self.spec = spec
+        self.pk_model = pk_model or PkModel()
+        self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.state = WeaponState.WEAPON_READY
+        self.rounds_ready = spec.rounds
+        self.updated_ns = now_ns
+        self.engagement: _Engagement | None = None
+        self._ready_at_ns: int | None = None
+        self._refill = False
+
+    # -- queries ---------------------------------------------------------------------------
+    @property
+    def engaged_track_id(self) -> int:
+        return self.engagement.order.track_id if self.engagement is not None else 0
+
+    def status(self) -> WeaponStatus:
+        """The ``WeaponStatus`` sample of the launcher as it is now."""
+        x, y, z = self.spec.position_m
+        return WeaponStatus(
+            weapon_id=self.spec.id,
+            state=self.state,
+            rounds_ready=self.rounds_ready,
+            rounds_total=self.spec.rounds,
+            x_m=x,
+            y_m=y,
+            z_m=z,
+            min_range_m=self.spec.min_range_m,
+            max_range_m=self.spec.max_range_m,
+            engaged_track_id=self.engaged_track_id,
+            update_ns=self.updated_ns,
+        )
+
+    def next_event_ns(self) -> int | None:
+        """When `advance` next has something to do (an intercept, a reload done); None: idle."""
+        if self.engagement is not None:
+            return self.engagement.intercept_ns
+        return self._ready_at_ns
+
+    def plan_intercept(self, track: Track, now_ns: int) -> Intercept | None:
+        """The intercept of ``track`` (extrapolated to ``now_ns``) if fired now; None if the
+        interceptor cannot catch it."""
+        age_s = (now_ns - track.update_ns) * 1e-9 if track.update_ns else 0.0
+        vel = np.array([track.vx_mps, track.vy_mps, track.vz_mps])
+        pos = np.array([track.x_m, track.y_m, track.z_m]) + max(age_s, 0.0) * vel
+        tof = float(
+            intercept_time_s(self.spec.position_m, self.spec.interceptor_speed_mps, pos, vel)[0, 0]
+        )
+        if not math.isfinite(tof):
+            return None
+        point = pos + vel * tof
+        range_m = float(np.linalg.norm(point - np.asarray(self.spec.position_m)))
+        pk = float(
+            self.pk_model.pk(
+                self.spec.base_pk,
+                range_m,
+                min_range_m=self.spec.min_range_m,
+                max_range_m=self.spec.max_range_m,
+                classification=int(TargetClass(track.classification).value),
+            )
+        )
+        return Intercept(tof, (float(point[0]), float(point[1]), float(point[2])), range_m, pk)
+
+    # -- transitions -----------------------------------------------------------------------
+    def engage(self, order: EngagementOrder, track: Track | None, now_ns: int) -> Reply:
+        """Fly ``order`` at ``track`` now: ``ORDER_IN_FLIGHT``, or ``ORDER_ABORTED`` and why.
+
+        Call `advance` first: an intercept or a reload due by ``now_ns`` is played there.
+        """
+        if order.weapon_id != self.spec.id:
+            return self._abort(order, f"order is for weapon {order.weapon_id!r}")
+        if self.state != WeaponState.WEAPON_READY:
+            return self._abort(order, f"weapon is {WeaponState(self.state).name}")
+        if track is None:
+            return self._abort(order, f"track {order.track_id} unknown")
+        if track.status == TrackStatus.TRACK_DELETED:
+            return self._abort(order, f"track {order.track_id} deleted")
+        plan = self.plan_intercept(track, now_ns)
+        if plan is None:
+            return self._abort(order, "the interceptor cannot catch the target")
+        if not self.spec.min_range_m <= plan.range_m <= self.spec.max_range_m:
+            return self._abort(
+                order,
+                f"intercept at {plan.range_m:.0f} m is outside "
+                f"{self.spec.min_range_m:.0f}..{self.spec.max_range_m:.0f} m",
+            )
+        rounds = min(max(int(order.rounds), 1), self.rounds_ready)
+        self.rounds_ready -= rounds
+        intercept_ns = now_ns + int(round(plan.time_of_flight_s * 1e9))
+        self.engagement = _Engagement(order, rounds, plan.pk, now_ns, intercept_ns)
+        self._set(WeaponState.WEAPON_ENGAGING, now_ns)
+        return Reply(self._answer(order, OrderStatus.ORDER_IN_FLIGHT, rounds, plan.pk))
+
+    def advance(self, now_ns: int) -> list[EngagementOrder]:
+        """Play every event due by ``now_ns``; the outcomes (``ORDER_KILL``/``ORDER_MISS``)."""
+        out = []
+        while True:
+            eng = self.engagement
+            if eng is not None and now_ns >= eng.intercept_ns:
+                # Each round is an independent shot at the same pk.
+                killed = bool((self.rng.random(eng.rounds) < eng.pk).any())
+                status = OrderStatus.ORDER_KILL if killed else OrderStatus.ORDER_MISS
+                out.append(self._answer(eng.order, status, eng.rounds, eng.pk))
+                self.engagement = None
+                self._reload(eng.intercept_ns)
+            elif self._ready_at_ns is not None and now_ns >= self._ready_at_ns:
+                if self._refill:
+                    self.rounds_ready = self.spec.rounds
+                self._set(WeaponState.WEAPON_READY, self._ready_at_ns)
+                self._ready_at_ns, self._refill = None, False
+            else:
+                return out
+
+    def shutdown(self, now_ns: int) -> list[EngagementOrder]:
+        """Go offline; the engagement in flight, if any, is answered ``ORDER_ABORTED``."""
+        out = []
+        if self.engagement is not None:
+            eng = self.engagement
+            out.append(self._answer(eng.order, OrderStatus.ORDER_ABORTED, eng.rounds, eng.pk))
+            self.engagement = None
+        self._ready_at_ns = None
+        self._set(WeaponState.WEAPON_OFFLINE, now_ns)
+        return out
+
+    def _reload(self, at_ns: int) -> None:
+        if self.rounds_ready > 0:
+            delay_s: float | None = self.spec.reload_s
+        else:
+            delay_s, self._refill = self.spec.magazine_reload_s, True
+        if delay_s is None:
+            self._set(WeaponState.WEAPON_OFFLINE, at_ns)  # out of rounds, no reload
+            return
+        self._ready_at_ns = at_ns + int(round(delay_s * 1e9))
+        self._set(WeaponState.WEAPON_RELOADING, at_ns)
+
+    def _set(self, state: WeaponState, at_ns: int) -> None:
+        self.state = state
+        self.updated_ns = at_ns
+
+    def _answer(
+        self, order: EngagementOrder, status: OrderStatus, rounds: int, pk: float
+    ) -> EngagementOrder:
+        return EngagementOrder(
+            order_id=order.order_id,
+            weapon_id=self.spec.id,
+            track_id=order.track_id,
+            pk=float(pk),
+            rounds=rounds,
+            issue_ns=order.issue_ns,
+            origin_ns=order.origin_ns,
+            status=status,
+        )
+
+    def _abort(self, order: EngagementOrder, reason: str) -> Reply:
+        return Reply(self._answer(order, OrderStatus.ORDER_ABORTED, 0, order.pk), reason)
+
+
+# -- the app -------------------------------------------------------------------------------
+
+
+def launcher(ctx: AppContext) -> int:
+    """Run one launcher until stopped.
+
+    Args (``ctx.args``): ``--weapons FILE`` (default ``scenarios/weapons-sam-toc.yaml``),
+    ``--weapon ID`` (default: the file's weapon number ``index`` of this instance), ``--seed N``
+    (kill draws; default: from the file's seed and the weapon id), ``--status-period-s`` (1),
+    ``--max-order-age-s`` (5: older orders, e.g. replayed to a restarted launcher, are
+    ignored), ``--track-wait-s`` (1: how long an order waits for its track to be heard of).
+    """
+    parser = argparse.ArgumentParser(
+        prog="mcc.apps.launcher:launcher", description="one launcher: obey engagement orders"
+    )
+    parser.add_argument("--weapons", default=DEFAULT_WEAPONS, help="weapons YAML file")
+    parser.add_argument("--weapon", default=None, help="weapon id (default: by instance index)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the kill draws")
+    parser.add_argument("--status-period-s", type=_positive, default=1.0)
+    parser.add_argument("--max-order-age-s", type=_positive, default=5.0)
+    parser.add_argument("--track-wait-s", type=_positive, default=1.0)
+    opts = parser.parse_args(ctx.args)
+    try:
+        weapons = load_weapons(opts.weapons)
+        if opts.weapon is None:
+            spec = weapons.weapons[ctx.identity.index % len(weapons.weapons)]
+        else:
+            spec = weapons.weapon(opts.weapon)
+    except MccError as exc:
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
+    rng = weapons.rng(spec.id) if opts.seed is None else np.random.default_rng(opts.seed)
+    unit = Launcher(spec, pk_model=weapons.pk_model, rng=rng, now_ns=time.time_ns())
+    _LauncherApp(ctx, unit, opts).run()
+    return 0
+
+
+class _LauncherApp:
+    """The bus side of a `Launcher`: orders and tracks in, status and answers out."""
+
+    def __init__(self, ctx: AppContext, unit: Launcher, opts: argparse.Namespace) -> None:
+        self.ctx = ctx
+        self.unit = unit
+        self.status_period_ns = int(opts.status_period_s * 1e9)
+        self.max_order_age_ns = int(opts.max_order_age_s * 1e9)
+        self.track_wait_ns = int(opts.track_wait_s * 1e9)
+        self.status_writer = ctx.bus.writer("WeaponStatus")
+        self.order_writer = ctx.bus.writer("EngagementOrder")
+        self.orders = ctx.bus.reader("EngagementOrder")
+        self.tracks_reader = ctx.bus.reader("Track")
+        self.waitset = WaitSet(ctx.bus.participant)
+        self.waitset.attach(self.orders.condition)
+        self.waitset.attach(self.tracks_reader.condition)
+        self.tracks: dict[int, Track] = {}
+        self.pending: dict[int, tuple[EngagementOrder, int]] = {}  # order id → (order, since)
+        self.seen: set[int] = set()
+        self.last_status: tuple[Any, ...] | None = None
+        self.next_status_ns = 0
+
+    def run(self) -> None:
+        spec = self.unit.spec
+        self.ctx.log.info(
+            "launcher %s at %s: %d rounds, %.0f..%.0f m, interceptor %.0f m/s, base pk %.2f",
+            spec.id,
+            spec.position_m,
+            spec.rounds,
+            spec.min_range_m,
+            spec.max_range_m,
+            spec.interceptor_speed_mps,
+            spec.base_pk,
+        )
+        self._publish_status(time.time_ns())
+        while not self.ctx.stopping:
+            now_ns = time.time_ns()
+            wake = [
+                self.next_status_ns,
+                *(s + self.track_wait_ns for _, s in self.pending.values()),
+            ]
+            if (event := self.unit.next_event_ns()) is not None:
+                wake.append(event)
+            # Capped so that a stop (a Python signal handler) is seen within 0.1 s.
+            delay_s = min(max((min(wake) - now_ns) * 1e-9, 0.0), 0.1)
+            if delay_s > 0:
+                self.waitset.wait(duration(seconds=delay_s))
+            self._take(time.time_ns())
+            now_ns = time.time_ns()
+            for outcome in self.unit.advance(now_ns):
+                self._publish_outcome(outcome)
+            self._serve_pending(now_ns)
+            self._publish_status(now_ns)
+        now_ns = time.time_ns()
+        for outcome in self.unit.shutdown(now_ns):
+            self.ctx.log.warning(
+                "order %d aborted: the launcher is stopping with it in flight", outcome.order_id
+            )
+            self.order_writer.write(outcome)
+        self._publish_status(now_ns)
+
+    def _take(self, now_ns: int) -> None:
+        for track in self.tracks_reader.take(4096):
+            self.tracks[track.track_id] = track
+        for order in self.orders.take(1024):
+            if order.weapon_id != self.unit.spec.id or order.status != OrderStatus.ORDER_ISSUED:
+                continue  # another weapon's, or an answer (ours included)
+            self.ctx.heartbeat.count_in()
+            if order.order_id in self.seen:
+                continue
+            self.seen.add(order.order_id)
+            if order.issue_ns and now_ns - order.issue_ns > self.max_order_age_ns:
+                self.ctx.log.info("order %d ignored: issued too long ago", order.order_id)
+                continue
+            self.pending[order.order_id] = (order, now_ns)
+
+    def _serve_pending(self, now_ns: int) -> None:
+        for order_id, (order, since_ns) in list(self.pending.items()):
+            track = self.tracks.get(order.track_id)
+            if track is None and now_ns - since_ns < self.track_wait_ns:
+                continue  # the track may not have reached us yet
+            del self.pending[order_id]
+            reply = self.unit.engage(order, track, now_ns)
+            self.order_writer.write(reply.order)
+            self.ctx.heartbeat.count_out()
+            if reply.reason:
+                self.ctx.log.warning("order %d aborted: %s", order_id, reply.reason)
+            else:
+                eng = self.unit.engagement
+                assert eng is not None
+                self.ctx.log.info(
+                    "order %d: %d round(s) at track %d, pk %.2f, intercept in %.2f s",
+                    order_id,
+                    eng.rounds,
+                    order.track_id,
+                    eng.pk,
+                    (eng.intercept_ns - now_ns) * 1e-9,
+                )
+                if order.origin_ns:
+                    self.ctx.heartbeat.record_latency_ns(now_ns - order.origin_ns)
+
+    def _publish_outcome(self, outcome: EngagementOrder) -> None:
+        self.order_writer.write(outcome)
+        self.ctx.heartbeat.count_out()
+        self.ctx.log.info(
+            "order %d: %s (track %d, pk %.2f, %d round(s))",
+            outcome.order_id,
+            OrderStatus(outcome.status).name,
+            outcome.track_id,
+            outcome.pk,
+            outcome.rounds,
+        )
+
+    def _publish_status(self, now_ns: int) -> None:
+        unit = self.unit
+        key = (unit.state, unit.rounds_ready, unit.engaged_track_id)
+        if key == self.last_status and now_ns < self.next_status_ns:
+            return
+        status = unit.status()
+        status.update_ns = now_ns
+        self.status_writer.write(status)
+        self.ctx.heartbeat.count_out()
+        self.ctx.heartbeat.message = (
+            f"{WeaponState(unit.state).name} {unit.rounds_ready}/{unit.spec.rounds}"
+        )
+        self.last_status = key
+        self.next_status_ns = now_ns + self.status_period_ns
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
