@@ -247,9 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lat.set_defaults(func=_cmd_bench)
 
+    from mcc.bench.c2loop import add_parser as add_c2loop_parser
     from mcc.bench.deploy import add_parser as add_deploy_parser
 
     add_deploy_parser(bsub)
+    add_c2loop_parser(bsub)
     return parser
 
 
