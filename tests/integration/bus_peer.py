@@ -130,6 +130,10 @@ def sample_for(topic: str) -> object:
             job_id="primes", worker_id="w/1", items_done=3, last_item_id=3, state=b"\x01\x02"
         ),
         "PerfSample": t.PerfSample(writer_id="p", seq=1, send_ns=2, payload=b"x" * 64),
+        "NavSample": t.NavSample(vehicle_id="ac-1", seq=4, origin_ns=10, x_m=1.0, vz_mps=-2.0),
+        "GuidanceCommand": t.GuidanceCommand(
+            vehicle_id="ac-1", seq=4, origin_ns=10, heading_rate_rps=0.05, accel_mps2=-0.5
+        ),
     }
     return samples[topic]
 
