@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -59,9 +60,19 @@ def test_echo_without_writer_says_so(bus_env: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
-def test_demo_runs_a_live_exchange(bus_env: dict[str, str]) -> None:
+def test_demo_runs_the_sam_toc_mission(bus_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**bus_env, "MCC_HOME": str(tmp_path / "home")}
     proc = run_cli(
-        ["demo", "--duration", "2", "--domain", bus_env["MCC_DOMAIN"]], env=bus_env, timeout_s=90
+        ["demo", "--duration", "25", "--domain", bus_env["MCC_DOMAIN"]], env=env, timeout_s=150
     )
-    assert re.search(r"received \d+ scans", proc.stdout), proc.stdout
-    assert "request/reply: 'radar-1 status" in proc.stdout
+    assert "SAM TOC mission summary" in proc.stdout
+    assert "→ phase engagement (TEWA and launchers start)" in proc.stdout
+    (run_dir,) = (tmp_path / "home" / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["pictures"] > 10 and summary["tracks_now"] > 0
+    assert summary["targets_total"] == 52 and summary["failed"] == []
+    assert summary["gospa_mean_m"] is not None
+    supervisor = json.loads((run_dir / "supervisor.json").read_text())
+    states = {i["id"]: i["state"] for i in supervisor["instances"]}
+    assert states["sam-toc/tracker/0"] == "stopped"
+    assert {"sam-toc/launcher/0", "sam-toc/launcher/2", "sam-toc/tewa/0"} <= set(states)

@@ -86,13 +86,15 @@ def _progress(elapsed: float, status: dict[str, Any], summary: dict[str, Any]) -
     states = [i["state"] for i in status["instances"]]
     restarts = sum(i["restarts"] for i in status["instances"])
     latency = summary.get("detection_to_order_ms", {}) or {}
+    gospa = summary.get("gospa_mean_m")
     return (
-        f"t={elapsed:4.0f} s  phase {status['phase']:<12} systems {states.count('running')}/"
-        f"{len(states)} running, {restarts} restarts │ tracks {summary.get('tracks_now', 0):>3} "
-        f"of {summary.get('targets_now', 0):>3} targets, GOSPA {summary.get('gospa_mean_m')} m │ "
-        f"threats {summary.get('threats_seen', 0)}, orders {summary.get('orders', 0)}, kills "
-        f"{summary.get('kills', 0)}, leakers {summary.get('leakers', 0)} │ det→order p50 "
-        f"{latency.get('p50')} ms"
+        f"t={elapsed:3.0f} s  phase {status['phase']} · {states.count('running')}/{len(states)} "
+        f"systems running · {restarts} restarts\n"
+        f"         tracks {summary.get('tracks_now', 0)} / targets {summary.get('targets_now', 0)}"
+        f" · GOSPA {'-' if gospa is None else f'{gospa:.0f}'} m · threats "
+        f"{summary.get('threats_seen', 0)} · orders {summary.get('orders', 0)} · kills "
+        f"{summary.get('kills', 0)} · leakers {summary.get('leakers', 0)} · det→order p50 "
+        f"{latency.get('p50', '-')} ms"
     )
 
 
