@@ -249,8 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from mcc.bench.c2loop import add_parser as add_c2loop_parser
     from mcc.bench.deploy import add_parser as add_deploy_parser
+    from mcc.bench.tracker import add_parser as add_tracker_parser
 
     add_deploy_parser(bsub)
+    add_tracker_parser(bsub)
     add_c2loop_parser(bsub)
     return parser
 

@@ -1,0 +1,543 @@
+"""``mcc bench tracker``: MCC's multi-target tracker against Stone Soup, speed and accuracy.
+
+Method
+------
+**Data.** `mcc.apps.scenario.classic_2d` (the classic 2-D RFS benchmark after Vo & Ma, scaled
+to ``targets``: region ``[-L, L]²`` with ``L = 1000·sqrt(n/10)`` m, clutter ``3·n`` per scan,
+``p_d`` 0.98, ``p_s`` 0.99, R = diag(10², 10²) m², nearly-constant velocity with discrete white
+acceleration ``σ_v`` = 5 m/s², dt = 1 s), drawn once per target count from ``seed``. Both
+implementations get the same scans, detection for detection, in the same order.
+
+**Trackers, configured alike.**
+
+* ``mcc``: `mcc.apps.tracker.MultiTargetTracker`, 2-D CV Kalman filters with the data's exact
+  F, Q (``noise_model="discrete"``, σ_a = σ_v) and R, chi-square gate of probability
+  `GATE_PROBABILITY`, GNN, one-point initiation (velocity 0 ± `INIT_VELOCITY_STD_MPS` per
+  axis), confirmation after `CONFIRM` consecutive hits (M-of-N with M = N), deletion after more
+  than `MAX_MISSES` consecutive misses.
+* ``stonesoup`` (Stone Soup 1.9): ``KalmanPredictor`` with a
+  ``CombinedLinearGaussianTransitionModel`` of two ``ConstantVelocity`` models whose covariance
+  is the discrete white-noise one (σ_v² G Gᵀ, the data's Q; the stock ``ConstantVelocity`` has
+  the continuous form), ``KalmanUpdater`` with ``LinearGaussian`` (the data's R),
+  ``DistanceHypothesiser`` with the ``Mahalanobis`` measure and ``missed_distance`` = the same
+  gate (as a distance, ``sqrt(chi2.ppf(p, 2))``), ``GNNWith2DAssignment`` through Stone Soup's
+  own kd-tree pre-selection (``DetectionKDTreeGNN2D``, a subclass; its search radius,
+  ``max(diag S)`` metres, is never smaller than the gate's, so the associations are those of
+  the plain class: ``--stonesoup-assoc plain`` runs the plain class, ~20× slower at 100
+  targets), ``MultiMeasurementInitiator`` (same prior, ``min_points`` = M, holding tracks
+  dropped by ``UpdateTimeStepsDeleter(N − M + 1)``, i.e. at their first miss when M = N), and
+  ``UpdateTimeStepsDeleter(MAX_MISSES + 1)`` for tracks, in ``MultiTargetTracker``. Known
+  difference: Stone Soup's GNN minimises the sum of Mahalanobis distances, MCC's the sum of
+  squared distances (χ²), each with "missed" at the gate.
+
+**Timing.** Wall time of one scan's processing (``step`` for MCC, one iteration of Stone
+Soup's tracker), detection objects built beforehand; ``ms_per_scan`` is the median over the
+scans, ``p99_ms_per_scan`` the 99th percentile. Rows run one after the other in one process,
+so ``speedup_vs_stonesoup`` (Stone Soup's median / MCC's, same target count) is a same-run
+ratio. Stone Soup runs at most ``--stonesoup-max-targets`` (default 100) targets for all scans;
+above that it runs only its first ``--stonesoup-large-scans`` (default 5) scans, enough for a
+time per scan but not for its GOSPA (the row's ``note`` says so).
+
+**Accuracy.** After each scan, the confirmed (and coasting) tracks' positions against the live
+truth: GOSPA (García-Fernández et al. 2020, `mcc.apps.metrics.gospa`) with cut-off
+c = `GOSPA_C_M` = 100 m (10 σ of the measurement noise, the usual choice for this benchmark),
+p = 2, α = 2. ``gospa_m`` is the mean over scans of the GOSPA distance; ``gospa_loc_m`` the mean
+of its localisation part (√ of the summed squared errors of the assigned pairs, metres);
+``gospa_missed`` and ``gospa_false`` the mean numbers of missed targets and false tracks per
+scan; ``tracks_final`` the confirmed tracks after the last scan.
+
+**Mission scenarios** (``--scenario FILE``, MCC alone): every radar of the scenario scans at its
+period (`RadarModel.scan`, seeded by the scenario), the scans are merged in time order and fed
+to the 3-D tracker (range/azimuth/elevation → ENU with per-detection covariance, sensor
+coverage for misses), once with ``model=cv`` and once with ``model=imm``; GOSPA against the live
+targets inside at least one radar's coverage, in 3-D, with c = `SCENARIO_GOSPA_C_M` = 500 m (a
+search radar's cross-range and height errors reach 100 m at 25 km).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import chi2
+
+from mcc.apps.metrics import gospa
+from mcc.apps.scenario import Classic2D, Scenario, classic_2d, load_scenario
+from mcc.apps.tracker import MultiTargetTracker, Scan, TrackerConfig
+from mcc.bench import report
+from mcc.errors import MccError
+
+__all__ = [
+    "COLUMNS",
+    "add_parser",
+    "classic_config",
+    "run_mcc_classic",
+    "run_scenario_bench",
+    "run_stonesoup_classic",
+    "run_tracker_bench",
+]
+
+COLUMNS = (
+    "impl",
+    "targets",
+    "scans",
+    "ms_per_scan",
+    "p99_ms_per_scan",
+    "gospa_m",
+    "gospa_loc_m",
+    "gospa_missed",
+    "gospa_false",
+    "tracks_final",
+    "speedup_vs_stonesoup",
+)
+SCENARIO_COLUMNS = ("impl", "scenario", "model", *COLUMNS[1:-1])
+GOSPA_C_M = 100.0
+SCENARIO_GOSPA_C_M = 500.0
+GOSPA_P = 2.0
+GOSPA_ALPHA = 2.0
+GATE_PROBABILITY = 0.99
+INIT_VELOCITY_STD_MPS = 15.0
+CONFIRM = 3
+MAX_MISSES = 1
+DEFAULT_TARGETS = (10, 100, 1000)
+QUICK_TARGETS = (10, 100)
+DEFAULT_SCANS = 100
+QUICK_SCANS = 20
+STONESOUP_MAX_TARGETS = 100
+STONESOUP_LARGE_SCANS = 5
+
+F64 = npt.NDArray[np.float64]
+
+
+# ---------------------------------------------------------------------------------------------
+# One run of one implementation
+
+
+class _Scores:
+    """Per-scan times and GOSPA parts, summarised into a row."""
+
+    def __init__(self, c_m: float = GOSPA_C_M) -> None:
+        self.c_m = c_m
+        self.ms: list[float] = []
+        self.distance: list[float] = []
+        self.loc: list[float] = []
+        self.missed: list[int] = []
+        self.false: list[int] = []
+        self.tracks_final = 0
+
+    def add(self, elapsed_s: float, truth: F64, estimates: F64) -> None:
+        g = gospa(truth, estimates, c=self.c_m, p=GOSPA_P, alpha=GOSPA_ALPHA)
+        self.ms.append(elapsed_s * 1e3)
+        self.distance.append(g.distance)
+        self.loc.append(g.localisation ** (1.0 / GOSPA_P))
+        self.missed.append(g.n_missed)
+        self.false.append(g.n_false)
+        self.tracks_final = int(estimates.shape[0])
+
+    def row(self, impl: str, targets: int) -> dict[str, Any]:
+        return {
+            "impl": impl,
+            "targets": targets,
+            "scans": len(self.ms),
+            "ms_per_scan": round(statistics.median(self.ms), 3),
+            "p99_ms_per_scan": round(float(np.percentile(self.ms, 99)), 3),
+            "gospa_m": round(float(np.mean(self.distance)), 2),
+            "gospa_loc_m": round(float(np.mean(self.loc)), 2),
+            "gospa_missed": round(float(np.mean(self.missed)), 2),
+            "gospa_false": round(float(np.mean(self.false)), 2),
+            "tracks_final": self.tracks_final,
+            "speedup_vs_stonesoup": None,
+        }
+
+
+def classic_config(data: Classic2D) -> TrackerConfig:
+    """MCC's configuration for `classic_2d` data: its exact models, the bench's track logic."""
+    sigma_v = float(np.sqrt(data.Q[1, 1])) / data.dt_s  # Q[vx, vx] = σ_v² dt²
+    return TrackerConfig(
+        ndim=2,
+        model="cv",
+        sigma_a_mps2=sigma_v,
+        noise_model="discrete",
+        gate_probability=GATE_PROBABILITY,
+        initiation="one_point",
+        init_velocity_std_mps=INIT_VELOCITY_STD_MPS,
+        confirm_m=CONFIRM,
+        confirm_n=CONFIRM,
+        max_misses=MAX_MISSES,
+        coast_after_misses=1,
+    )
+
+
+def run_mcc_classic(
+    data: Classic2D, config: TrackerConfig | None = None, *, scans: int | None = None
+) -> dict[str, Any]:
+    """MCC's row on ``data`` (its first ``scans`` scans, default all)."""
+    config = config or classic_config(data)
+    tracker = MultiTargetTracker(config)
+    inputs = [
+        Scan(float(t), z, data.R, sensor_id="classic")
+        for t, z in zip(data.times_s, data.measurements, strict=True)
+    ][: scans or data.scans]
+    scores = _Scores()
+    for k, scan in enumerate(inputs):
+        start = time.perf_counter()
+        tracker.step(scan)
+        elapsed = time.perf_counter() - start
+        scores.add(elapsed, data.truth_positions[k], tracker.tracks().positions_m)
+    return scores.row("mcc", int(data.truth_ids[0].size))
+
+
+def run_stonesoup_classic(
+    data: Classic2D,
+    config: TrackerConfig | None = None,
+    *,
+    scans: int | None = None,
+    assoc: str = "kdtree",
+) -> dict[str, Any]:
+    """Stone Soup's row on ``data`` with the components and settings of the module docstring."""
+    from stonesoup.dataassociator.neighbour import GNNWith2DAssignment
+    from stonesoup.dataassociator.tree import DetectionKDTreeGNN2D
+    from stonesoup.deleter.time import UpdateTimeStepsDeleter
+    from stonesoup.hypothesiser.distance import DistanceHypothesiser
+    from stonesoup.initiator.simple import MultiMeasurementInitiator
+    from stonesoup.measures import Mahalanobis
+    from stonesoup.models.measurement.linear import LinearGaussian
+    from stonesoup.models.transition.linear import CombinedLinearGaussianTransitionModel
+    from stonesoup.predictor.kalman import KalmanPredictor
+    from stonesoup.tracker.simple import MultiTargetTracker as StoneSoupTracker
+    from stonesoup.types.array import CovarianceMatrix, StateVector
+    from stonesoup.types.detection import Detection
+    from stonesoup.types.state import GaussianState
+    from stonesoup.updater.kalman import KalmanUpdater
+
+    if assoc not in ("kdtree", "plain"):
+        raise MccError(f"--stonesoup-assoc {assoc!r}: choose kdtree or plain")
+    config = config or classic_config(data)
+    q = config.sigma_a_mps2**2
+    transition = CombinedLinearGaussianTransitionModel(
+        [_discrete_cv_class()(noise_diff_coeff=q), _discrete_cv_class()(noise_diff_coeff=q)]
+    )
+    measurement = LinearGaussian(ndim_state=4, mapping=(0, 2), noise_covar=data.R)
+    predictor = KalmanPredictor(transition)
+    updater = KalmanUpdater(measurement)
+    gate = float(np.sqrt(chi2.ppf(config.gate_probability, 2)))
+    hypothesiser = DistanceHypothesiser(predictor, updater, Mahalanobis(), missed_distance=gate)
+
+    def associator() -> Any:
+        if assoc == "plain":
+            return GNNWith2DAssignment(hypothesiser)
+        return DetectionKDTreeGNN2D(
+            hypothesiser, predictor, updater, max_distance_covariance_multiplier=1.0
+        )
+
+    v2 = config.init_velocity_std_mps**2
+    prior = GaussianState(
+        StateVector([0.0, 0.0, 0.0, 0.0]),
+        CovarianceMatrix(np.diag([data.R[0, 0], v2, data.R[1, 1], v2])),
+    )
+    initiator = MultiMeasurementInitiator(
+        prior_state=prior,
+        deleter=UpdateTimeStepsDeleter(config.confirm_n - config.confirm_m + 1),
+        data_associator=associator(),
+        updater=updater,
+        measurement_model=measurement,
+        min_points=config.confirm_m,
+    )
+    epoch = dt.datetime(2024, 1, 1)
+    n_scans = scans or data.scans
+    feed = []
+    for t_s, zs in zip(data.times_s[:n_scans], data.measurements[:n_scans], strict=True):
+        stamp = epoch + dt.timedelta(seconds=float(t_s))
+        feed.append(
+            (
+                stamp,
+                {
+                    Detection(StateVector(z), timestamp=stamp, measurement_model=measurement)
+                    for z in zs
+                },
+            )
+        )
+    tracker = StoneSoupTracker(
+        initiator=initiator,
+        deleter=UpdateTimeStepsDeleter(config.max_misses + 1),
+        detector=_Feed(feed),
+        data_associator=associator(),
+        updater=updater,
+    )
+    scores = _Scores()
+    steps = iter(tracker)
+    for k in range(n_scans):
+        start = time.perf_counter()
+        _, tracks = next(steps)
+        elapsed = time.perf_counter() - start
+        positions = np.array([[t.state_vector[0, 0], t.state_vector[2, 0]] for t in tracks])
+        scores.add(elapsed, data.truth_positions[k], positions.reshape(-1, 2))
+    row = scores.row("stonesoup", int(data.truth_ids[0].size))
+    row["stonesoup_assoc"] = assoc
+    return row
+
+
+class _Feed:
+    """A Stone Soup detector over prepared ``(time, detections)`` pairs."""
+
+    def __init__(self, scans: list[tuple[dt.datetime, set[Any]]]) -> None:
+        self.scans = scans
+
+    def __iter__(self) -> Any:
+        return iter(self.scans)
+
+
+_DISCRETE_CV: Any = None
+
+
+def _discrete_cv_class() -> Any:
+    """``ConstantVelocity`` with the discrete white-noise covariance q [[dt⁴/4, dt³/2],
+    [dt³/2, dt²]] (classic_2d's and MCC's ``noise_model="discrete"``), built on first use so
+    that Stone Soup is imported only when it runs."""
+    global _DISCRETE_CV
+    if _DISCRETE_CV is None:
+        from stonesoup.models.transition.linear import ConstantVelocity
+        from stonesoup.types.array import CovarianceMatrix
+
+        class DiscreteWhiteNoiseConstantVelocity(ConstantVelocity):
+            def covar(self, time_interval: dt.timedelta, **kwargs: Any) -> Any:
+                t = abs(time_interval.total_seconds())
+                return CovarianceMatrix(
+                    self.noise_diff_coeff
+                    * np.array([[t**4 / 4, t**3 / 2], [t**3 / 2, t**2]], dtype=np.float64)
+                )
+
+        _DISCRETE_CV = DiscreteWhiteNoiseConstantVelocity
+    return _DISCRETE_CV
+
+
+# ---------------------------------------------------------------------------------------------
+# The classic benchmark, both implementations side by side
+
+
+def run_tracker_bench(
+    *,
+    targets: Sequence[int] = DEFAULT_TARGETS,
+    scans: int = DEFAULT_SCANS,
+    impls: Sequence[str] = ("mcc", "stonesoup"),
+    seed: int = 0,
+    stonesoup_max_targets: int = STONESOUP_MAX_TARGETS,
+    stonesoup_large_scans: int = STONESOUP_LARGE_SCANS,
+    stonesoup_assoc: str = "kdtree",
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Rows for every target count: MCC, then Stone Soup on the same data (module docstring)."""
+    unknown = sorted(set(impls) - {"mcc", "stonesoup"})
+    if unknown:
+        raise MccError(f"--impl: unknown {unknown}; choose from mcc, stonesoup")
+    if scans < 1 or any(n < 1 for n in targets):
+        raise MccError(f"need scans >= 1 and targets >= 1, got scans={scans}, {list(targets)}")
+    rows: list[dict[str, Any]] = []
+    for n in targets:
+        data = classic_2d(n, scans=scans, seed=seed)
+        by_impl: dict[str, dict[str, Any]] = {}
+        if "mcc" in impls:
+            _say(progress, f"mcc, {n} targets, {scans} scans")
+            by_impl["mcc"] = run_mcc_classic(data)
+        if "stonesoup" in impls:
+            limited = n > stonesoup_max_targets
+            ss_scans = min(scans, stonesoup_large_scans) if limited else scans
+            _say(progress, f"stonesoup, {n} targets, {ss_scans} scans")
+            row = run_stonesoup_classic(data, scans=ss_scans, assoc=stonesoup_assoc)
+            if limited and ss_scans < scans:
+                row["note"] = (
+                    f"first {ss_scans} of {scans} scans only (time budget: more than "
+                    f"{stonesoup_max_targets} targets); time per scan comparable, GOSPA not"
+                )
+            by_impl["stonesoup"] = row
+        anchor = by_impl.get("stonesoup")
+        for row in by_impl.values():
+            if anchor is not None and row["ms_per_scan"] > 0:
+                row["speedup_vs_stonesoup"] = round(anchor["ms_per_scan"] / row["ms_per_scan"], 1)
+            rows.append(row)
+    return rows
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        print(f"bench tracker: {text} …", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# A mission scenario, MCC alone
+
+
+def scenario_config(model: str = "cv") -> TrackerConfig:
+    """MCC's 3-D configuration for the mission scenarios (the tracker app's defaults)."""
+    return replace(TrackerConfig(), model=model)  # type: ignore[arg-type]
+
+
+def run_scenario_bench(
+    path: str | Path,
+    *,
+    models: Sequence[str] = ("cv", "imm"),
+    duration_s: float | None = None,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """MCC on the radars of a scenario file, one row per motion model."""
+    scenario = load_scenario(path)
+    if not scenario.radars:
+        raise MccError(f"{path}: the scenario has no radars; nothing to track")
+    scans = _scenario_scans(scenario, duration_s or scenario.duration_s)
+    rows = []
+    for model in models:
+        _say(progress, f"mcc {model}, scenario {scenario.id}, {len(scans)} scans")
+        tracker = MultiTargetTracker(scenario_config(model))
+        scores = _Scores(SCENARIO_GOSPA_C_M)
+        for scan, truth in scans:
+            start = time.perf_counter()
+            tracker.step(scan)
+            elapsed = time.perf_counter() - start
+            scores.add(elapsed, truth, tracker.tracks().positions_m)
+        row = scores.row("mcc", scenario.n_targets)
+        rows.append({"impl": "mcc", "scenario": scenario.id, "model": model, **row})
+    for row in rows:
+        del row["speedup_vs_stonesoup"]
+    return rows
+
+
+def _scenario_scans(scenario: Scenario, duration_s: float) -> list[tuple[Scan, F64]]:
+    """Every radar's scans up to ``duration_s`` in time order, each with the truth it tracks:
+    the live targets inside at least one radar's coverage."""
+    events = []
+    for number, radar in enumerate(scenario.radars):
+        rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, number]))
+        for k in range(int(duration_s / radar.scan_period_s) + 1):
+            events.append((k * radar.scan_period_s, number, rng))
+    events.sort(key=lambda e: (e[0], e[1]))
+    out = []
+    for t_s, number, rng in events:
+        radar = scenario.radars[number]
+        truth = scenario.truth_at(t_s).live()
+        dets = radar.scan(truth, t_s, rng)
+        scan = Scan.from_polar(
+            t_s,
+            dets.range_m,
+            dets.azimuth_rad,
+            dets.elevation_rad,
+            sigma_range_m=radar.sigma_range_m,
+            sigma_azimuth_rad=radar.sigma_azimuth_rad,
+            sigma_elevation_rad=radar.sigma_elevation_rad,
+            sensor_position_m=radar.position_m,
+            sensor_id=radar.id,
+            coverage=radar.in_coverage,
+        )
+        seen = np.zeros(truth.count, bool)
+        for other in scenario.radars:
+            seen |= other.in_coverage(truth.positions_m)
+        out.append((scan, truth.positions_m[seen]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def add_parser(bench_subparsers: Any) -> None:
+    parser = bench_subparsers.add_parser(
+        "tracker",
+        help="multi-target tracker vs Stone Soup on the classic 2-D benchmark (ms/scan, GOSPA)",
+        description="MCC's tracker and Stone Soup on the same classic 2-D scenario and "
+        "detections: time per scan and GOSPA (c=100 m, p=2, alpha=2); or MCC alone on a "
+        "mission scenario (--scenario). Method: the module docstring of mcc.bench.tracker.",
+    )
+    parser.add_argument("--quick", action="store_true", help="10 and 100 targets, 20 scans")
+    parser.add_argument("--targets", help="comma-separated target counts (default 10,100,1000)")
+    parser.add_argument("--scans", type=int, help="scans per run (default 100, quick 20)")
+    parser.add_argument("--impl", default="mcc,stonesoup", help="implementations (%(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="classic_2d seed (%(default)s)")
+    parser.add_argument("--scenario", metavar="FILE", help="a mission scenario (MCC alone, 3-D)")
+    parser.add_argument(
+        "--stonesoup-max-targets",
+        type=int,
+        default=STONESOUP_MAX_TARGETS,
+        help="above this, Stone Soup runs only --stonesoup-large-scans scans (%(default)s)",
+    )
+    parser.add_argument(
+        "--stonesoup-large-scans", type=int, default=STONESOUP_LARGE_SCANS, help="(%(default)s)"
+    )
+    parser.add_argument(
+        "--stonesoup-assoc",
+        choices=("kdtree", "plain"),
+        default="kdtree",
+        help="GNNWith2DAssignment with Stone Soup's kd-tree pre-selection, or plain",
+    )
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
+    parser.set_defaults(func=cmd_tracker)
+
+
+def cmd_tracker(args: argparse.Namespace) -> int:
+    scans = args.scans or (QUICK_SCANS if args.quick else DEFAULT_SCANS)
+    if args.scenario:
+        rows = run_scenario_bench(args.scenario, progress=True)
+        columns: Sequence[str] = SCENARIO_COLUMNS
+        title = f"tracker on scenario {rows[0]['scenario']} (3-D, MCC)"
+        notes = "GOSPA c=500 m, p=2, alpha=2 (3-D) against the targets in radar coverage."
+    else:
+        try:
+            targets = (
+                [int(t) for t in args.targets.split(",") if t]
+                if args.targets
+                else list(QUICK_TARGETS if args.quick else DEFAULT_TARGETS)
+            )
+        except ValueError:
+            raise MccError(f"--targets {args.targets!r}: use counts like 10,100,1000") from None
+        rows = run_tracker_bench(
+            targets=targets,
+            scans=scans,
+            impls=[i.strip() for i in args.impl.split(",") if i.strip()],
+            seed=args.seed,
+            stonesoup_max_targets=args.stonesoup_max_targets,
+            stonesoup_large_scans=args.stonesoup_large_scans,
+            stonesoup_assoc=args.stonesoup_assoc,
+            progress=True,
+        )
+        columns = COLUMNS
+        title = "multi-target tracker, classic 2-D benchmark (ms per scan, GOSPA m)"
+        notes = _notes(rows)
+    command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    doc = report.document("tracker", rows, command=command or "mcc bench tracker")
+    doc["host"]["versions"].update(_versions())
+    report.print_table(title, rows, columns)
+    for row in rows:
+        if row.get("note"):
+            print(f"note ({row['impl']}, {row['targets']} targets): {row['note']}")
+    if args.json:
+        print(f"wrote {report.write_json(doc, args.json)}")
+    if args.record:
+        report.record(doc, columns, notes=notes)
+    return 0
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("stonesoup", "scipy"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[dist] = metadata.version(dist)
+    return out
+
+
+def _notes(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "Same classic_2d data for both; GOSPA c=100 m, p=2, alpha=2, mean over scans; "
+        "ms_per_scan median. Method: mcc.bench.tracker docstring."
+    ]
+    lines += [f"{r['impl']} at {r['targets']} targets: {r['note']}." for r in rows if r.get("note")]
+    return "\n".join(lines)
