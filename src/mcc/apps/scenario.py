@@ -33,6 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from mcc.errors import ScenarioError
 from mcc.types import DetectionBatch, TargetClass, Truth
 from mcc.types.arrays import pack, packed_field
+from mcc.yamlsource import line_index, lookup, nearest_line, yaml_path
 
 __all__ = [
     "MOTION_MODELS",
@@ -303,7 +304,7 @@ def parse_scenario(
             f"{source}: a scenario is a YAML mapping with at least 'seed:' and 'duration_s:' "
             "(see docs/scenario.md)"
         )
-    return _validate(data, source=source, lines=_line_index(node), default_id=default_id)
+    return _validate(data, source=source, lines=line_index(node), default_id=default_id)
 
 
 def _validate(
@@ -319,7 +320,7 @@ def _validate(
         problems = [_describe(err, data, lines, source) for err in exc.errors()]
         raise ScenarioError("\n".join(problems)) from None
     problems = [
-        _format(source, lines, path, _lookup(data, path, value), message)
+        _format(source, lines, path, lookup(data, path, value), message)
         for path, value, message in _cross_check(spec)
     ]
     if problems:
@@ -445,9 +446,9 @@ def _format(
     *,
     shown: bool = True,
 ) -> str:
-    line = _nearest_line(lines, loc)
+    line = nearest_line(lines, loc)
     where = f"{source}:{line}" if line else source
-    path = _yaml_path(loc) or "(top level)"
+    path = yaml_path(loc) or "(top level)"
     got = f" (got {_short(value)})" if shown else ""
     return f"{where}: {path}: {message}{got}"
 
@@ -526,50 +527,6 @@ def _short(value: Any) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _lookup(data: Any, loc: tuple[Any, ...], default: Any) -> Any:
-    """The value at ``loc`` as written in the file (``default`` if it is not there)."""
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return default
-    return data
-
-
-def _yaml_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _line_index(node: Any) -> dict[tuple[Any, ...], int]:
-    """YAML path → 1-based line, from the composed node tree (a key's line for a mapping value)."""
-    index: dict[tuple[Any, ...], int] = {}
-
-    def walk(n: Any, path: tuple[Any, ...]) -> None:
-        index.setdefault(path, n.start_mark.line + 1)
-        if isinstance(n, yaml.MappingNode):
-            for key, value in n.value:
-                index[(*path, key.value)] = key.start_mark.line + 1
-                walk(value, (*path, key.value))
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                walk(item, (*path, i))
-
-    if node is not None:
-        walk(node, ())
-    return index
-
-
-def _nearest_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
-    for end in range(len(loc), -1, -1):
-        line = lines.get(tuple(loc[:end]))
-        if line is not None:
-            return line
-    return None
 
 
 # -- truth ---------------------------------------------------------------------------------
@@ -671,7 +628,7 @@ class Scenario:
     """
 
     def __init__(self, spec: ScenarioSpec, *, default_id: str = "scenario") -> None:
-        problems = [f"{_yaml_path(p)}: {m} (got {_short(v)})" for p, v, m in _cross_check(spec)]
+        problems = [f"{yaml_path(p)}: {m} (got {_short(v)})" for p, v, m in _cross_check(spec)]
         if problems:
             raise ScenarioError("\n".join(problems))
         self.spec = spec

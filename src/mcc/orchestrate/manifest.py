@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from mcc.errors import ManifestError
+from mcc.yamlsource import line_index, lookup, nearest_line, yaml_path
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,47}$"
 _NAME_HELP = "lower-case letters, digits, '-' and '_', starting with a letter, at most 48"
@@ -312,7 +313,7 @@ def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
         raise ManifestError(
             f"{source}: a manifest is a YAML mapping with at least 'mission:' and 'systems:'"
         )
-    lines = _line_index(node)
+    lines = line_index(node)
     try:
         return Mission.model_validate(data)
     except ValidationError as exc:
@@ -329,14 +330,14 @@ def _describe(err: Any, data: Any, lines: dict[tuple[Any, ...], int], source: st
         loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
         value, message = err.get("input"), _message(err, loc)
     if err["type"] == "extra_forbidden":
-        parent = _lookup(data, loc[:-1])
+        parent = lookup(data, loc[:-1])
         allowed = _allowed_fields(loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         message = f"unknown field; allowed here: {', '.join(allowed)}{hint}"
         value = parent.get(loc[-1]) if isinstance(parent, dict) else value
-    path = _yaml_path(loc) or "(top level)"
-    line = _nearest_line(lines, loc)
+    path = yaml_path(loc) or "(top level)"
+    line = nearest_line(lines, loc)
     where = f"{source}:{line}" if line else source
     shown = "" if err["type"] == "missing" else f" (got {_short(value)})"
     return f"{where}: {path}: {message}{shown}"
@@ -382,22 +383,6 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _yaml_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
-
-
 def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
     model: type[BaseModel] = Mission
     annotations: dict[str, type[BaseModel]] = {
@@ -421,35 +406,3 @@ def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
             model = fields[part]
         depth += 1
     return list(model.model_fields)
-
-
-def _line_index(node: Any) -> dict[tuple[Any, ...], int]:
-    """YAML path → 1-based line, from the composed node tree."""
-    index: dict[tuple[Any, ...], int] = {}
-
-    def walk(n: Any, path: tuple[Any, ...]) -> None:
-        index[path] = n.start_mark.line + 1
-        if isinstance(n, yaml.MappingNode):
-            for key, value in n.value:
-                index[(*path, key.value)] = key.start_mark.line + 1
-                walk_children(value, (*path, key.value))
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                walk(item, (*path, i))
-
-    def walk_children(n: Any, path: tuple[Any, ...]) -> None:
-        line = index[path]
-        walk(n, path)
-        index[path] = line  # a key's own line beats its value's
-
-    if node is not None:
-        walk(node, ())
-    return index
-
-
-def _nearest_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
-    for end in range(len(loc), -1, -1):
-        line = lines.get(tuple(loc[:end]))
-        if line is not None:
-            return line
-    return None

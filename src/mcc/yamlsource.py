@@ -1,0 +1,57 @@
+"""Where a value sits in a YAML file, so a validation error can say ``file:line: a.b[2]``.
+
+Shared by the mission manifest and the scenario loaders: compose the YAML once, index every
+path to its line, and print pydantic error locations as YAML paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+def line_index(node: Any) -> dict[tuple[Any, ...], int]:
+    """YAML path → 1-based line, from ``yaml.compose`` (a key's line for a mapping value)."""
+    index: dict[tuple[Any, ...], int] = {}
+
+    def walk(n: Any, path: tuple[Any, ...]) -> None:
+        index.setdefault(path, n.start_mark.line + 1)
+        if isinstance(n, yaml.MappingNode):
+            for key, value in n.value:
+                index[(*path, key.value)] = key.start_mark.line + 1
+                walk(value, (*path, key.value))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, (*path, i))
+
+    if node is not None:
+        walk(node, ())
+    return index
+
+
+def nearest_line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+    """The line of ``loc``, or of its closest ancestor present in the file."""
+    for end in range(len(loc), -1, -1):
+        line = lines.get(tuple(loc[:end]))
+        if line is not None:
+            return line
+    return None
+
+
+def yaml_path(loc: tuple[Any, ...]) -> str:
+    """``("systems", "radar", "after", 0)`` → ``systems.radar.after[0]``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def lookup(data: Any, loc: tuple[Any, ...], default: Any = None) -> Any:
+    """The value at ``loc`` as written in the file (``default`` if it is not there)."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return default
+    return data
