@@ -6,6 +6,7 @@ import os
 import re
 import selectors
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -119,3 +120,50 @@ def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
         proc.kill()
         pytest.fail(f"peer silent for {timeout_s} s; stderr:\n{proc.stderr.read()}")
     return proc.stdout.readline()
+
+
+@contextmanager
+def app_instance(
+    spec: str, *args: str, env: dict[str, str], system: str, logs: Path, index: int = 0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run app ``module:function ARGS`` under the runtime as ``test/SYSTEM/INDEX``, its output in
+    ``logs/SYSTEM.log``; SIGTERM it (then SIGKILL) if it still runs after the block."""
+    out = (logs / f"{system}.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcc.orchestrate.runtime", spec, *args],
+        cwd=REPO,
+        env={
+            **env,
+            "MCC_MISSION": "test",
+            "MCC_SYSTEM": system,
+            "MCC_INDEX": str(index),
+            "MCC_RUN_DIR": str(logs),
+        },
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        out.close()
+
+
+def stop_app(
+    proc: subprocess.Popen[bytes], logs: Path, system: str, *, within_s: float = 5.0
+) -> None:
+    """SIGTERM an app instance; it must exit 0 within ``within_s``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(within_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"{system} ignored SIGTERM for {within_s:g} s:\n{(logs / f'{system}.log').read_text()}"
+        )
+    assert code == 0, (logs / f"{system}.log").read_text()

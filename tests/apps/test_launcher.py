@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import math
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +31,7 @@ from mcc.types import (
     WeaponState,
     WeaponStatus,
 )
-from tests.conftest import REPO
+from tests.conftest import REPO, app_instance, stop_app
 
 S = 1_000_000_000  # ns per second
 T0 = 1_700_000_000 * S
@@ -295,48 +290,6 @@ def test_weapons_file_options_and_mistakes() -> None:
 # -- the app on the bus --------------------------------------------------------------------
 
 
-@contextmanager
-def app(
-    spec_: str, *args: str, env: dict[str, str], system: str, logs: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Run app ``module:function ARGS`` as instance ``test/SYSTEM/0``; SIGTERM it after."""
-    out = (logs / f"{system}.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcc.orchestrate.runtime", spec_, *args],
-        cwd=REPO,
-        env={
-            **env,
-            "MCC_MISSION": "test",
-            "MCC_SYSTEM": system,
-            "MCC_INDEX": "0",
-            "MCC_RUN_DIR": str(logs),
-        },
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        out.close()
-
-
-def stop(proc: subprocess.Popen[bytes], logs: Path, system: str) -> None:
-    """SIGTERM ``proc``; it must exit 0 within 5 s."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(5)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{system} ignored SIGTERM for 5 s:\n{(logs / f'{system}.log').read_text()}")
-    assert code == 0, (logs / f"{system}.log").read_text()
-
-
 TEST_WEAPON = """
 seed: 5
 weapons:
@@ -355,7 +308,7 @@ def test_launcher_process_engages_and_answers(
         statuses = bus.reader("WeaponStatus")
         answers = bus.reader("EngagementOrder")
         tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
-        with app(
+        with app_instance(
             "mcc.apps.launcher:launcher",
             "--weapons",
             str(weapons),
@@ -403,7 +356,7 @@ def test_launcher_process_engages_and_answers(
             )
             assert reloading.state == WeaponState.WEAPON_RELOADING
             _wait_status(statuses, lambda s: s.state == WeaponState.WEAPON_READY, tmp_path)
-            stop(proc, tmp_path, "launcher")
+            stop_app(proc, tmp_path, "launcher")
         last = _wait_status(statuses, lambda s: s.state == WeaponState.WEAPON_OFFLINE, tmp_path)
         assert last.weapon_id == "sam-t" and last.rounds_ready == 1
 

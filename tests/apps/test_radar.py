@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,55 +16,11 @@ from mcc.apps.scenario import Detections, TruthState, load_scenario
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.orchestrate.runtime import AppContext, Identity
 from mcc.types import EngagementOrder, OrderStatus, Track
-from tests.conftest import REPO
+from tests.conftest import REPO, app_instance, stop_app
 
 pytestmark = pytest.mark.slow
 
 SMALL = "scenarios/small.yaml"
-
-
-@contextmanager
-def app(
-    entry: str, *args: str, env: dict[str, str], system: str, logs: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``mcc.apps.radar:ENTRY ARGS`` as instance ``test/SYSTEM/0``; SIGTERM it after."""
-    out = (logs / f"{system}.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcc.orchestrate.runtime", f"mcc.apps.radar:{entry}", *args],
-        cwd=REPO,
-        env={
-            **env,
-            "MCC_MISSION": "test",
-            "MCC_SYSTEM": system,
-            "MCC_INDEX": "0",
-            "MCC_RUN_DIR": str(logs),
-        },
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        out.close()
-
-
-def stop(proc: subprocess.Popen[bytes], logs: Path, system: str) -> None:
-    """SIGTERM ``proc``; it must exit 0 within 5 s."""
-    start = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(5)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{system} ignored SIGTERM for 5 s:\n{(logs / f'{system}.log').read_text()}")
-    assert code == 0, (logs / f"{system}.log").read_text()
-    assert time.monotonic() - start < 5
 
 
 def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_path: Path) -> None:
@@ -78,8 +30,8 @@ def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_
         truths = bus.reader("Truth")
         batches = bus.reader("DetectionBatch")
         with (
-            app(
-                "truth",
+            app_instance(
+                "mcc.apps.radar:truth",
                 "--scenario",
                 SMALL,
                 "--rate-hz",
@@ -88,7 +40,14 @@ def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_
                 system="sim",
                 logs=tmp_path,
             ) as sim,
-            app("radar", "--scenario", SMALL, env=bus_env, system="radar", logs=tmp_path) as rad,
+            app_instance(
+                "mcc.apps.radar:radar",
+                "--scenario",
+                SMALL,
+                env=bus_env,
+                system="radar",
+                logs=tmp_path,
+            ) as rad,
         ):
             got: list[tuple[float, object]] = []
             truth_msgs = []
@@ -139,8 +98,8 @@ def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_
             assert after is not None, (tmp_path / "sim.log").read_text()
             assert 1 not in TruthState.from_msg(after).ids.tolist()
 
-            stop(rad, tmp_path, "radar")
-            stop(sim, tmp_path, "sim")
+            stop_app(rad, tmp_path, "radar")
+            stop_app(sim, tmp_path, "sim")
 
     # Truth: the scenario's three targets, 20 per second.
     assert {m.scenario_id for m in truth_msgs} == {"small"}

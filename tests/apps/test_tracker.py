@@ -4,12 +4,8 @@ accuracy on the classic benchmark, configuration errors, and the app on the bus.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,7 +35,7 @@ from mcc.errors import ComputeError
 from mcc.orchestrate.runtime import AppContext, Identity
 from mcc.types import TrackStatus
 from mcc.types.arrays import packed_field
-from tests.conftest import REPO
+from tests.conftest import app_instance
 
 CONFIRMED = int(TrackStatus.TRACK_CONFIRMED.value)
 COASTING = int(TrackStatus.TRACK_COASTING.value)
@@ -510,32 +506,6 @@ def _detections(pos: np.ndarray | None) -> Detections:
     return Detections(0.0, r, az, el, zeros, zeros, *(np.atleast_1d(v) for v in pos))
 
 
-@contextmanager
-def _app(
-    entry: str, *args: str, env: dict[str, str], system: str, logs: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``ENTRY ARGS`` under the app runtime as ``test/SYSTEM/0``; SIGTERM it after."""
-    out = (logs / f"{system}.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcc.orchestrate.runtime", entry, *args],
-        cwd=REPO,
-        env={**env, "MCC_MISSION": "test", "MCC_SYSTEM": system, "MCC_INDEX": "0"},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        out.close()
-
-
 @pytest.mark.slow
 def test_truth_radar_and_tracker_processes(
     bus_env: dict[str, str], domain_id: int, tmp_path: Path
@@ -547,11 +517,13 @@ def test_truth_radar_and_tracker_processes(
         pictures = bus.reader("AirPicture")
         tracks = bus.reader("Track")
         with (
-            _app("mcc.apps.radar:truth", "--scenario", small, env=env, system="sim", logs=tmp_path),
-            _app(
+            app_instance(
+                "mcc.apps.radar:truth", "--scenario", small, env=env, system="sim", logs=tmp_path
+            ),
+            app_instance(
                 "mcc.apps.radar:radar", "--scenario", small, env=env, system="radar", logs=tmp_path
             ),
-            _app(
+            app_instance(
                 "mcc.apps.tracker:tracker",
                 "--scenario",
                 small,
