@@ -42,6 +42,7 @@ COLUMNS = (
     "failover_p50_s",
     "failover_max_s",
     "failovers",
+    "error",
 )
 PROBE = "mcc.orchestrate.probe:idle"
 MANIFEST = """\
@@ -54,6 +55,7 @@ clusters:
     max: {max}
     resources: {{cpus: 0.05}}
     restart: {{policy: always, max_restarts: 1000, stable_s: 0.2}}  # no crash-loop backoff
+    health: {{startup_s: 300}}  # measure slow starts, do not kill them
 """
 
 
@@ -127,7 +129,12 @@ def run_deploy(
             for backend in backends:
                 for n in workers:
                     domain = base + len(rows)
-                    rows.append(_mcc_row(Path(tmp), backend, n, domain, failovers, env))
+                    try:
+                        rows.append(_mcc_row(Path(tmp), backend, n, domain, failovers, env))
+                    except MccError as exc:  # a row that cannot finish is a result too
+                        rows.append(
+                            {"impl": "mcc", "backend": backend, "workers": n, "error": str(exc)}
+                        )
             if anchor:
                 for n in workers:
                     rows.append(_exec_row(Path(tmp), n, base + len(rows), failovers, env))
