@@ -108,9 +108,18 @@ systems:
     pin: true
     priority: high
     resources: {{cpus: 1, memory_mb: 2048}}
+  c2:
+    app: "{APP}"
+    priority: realtime
+    resources: {{cpus: 0.1}}
 """
     )
     inst = wait_for(lambda: instances(sup, "running").get("pin/tracker/0"))
+    c2 = wait_for(lambda: instances(sup, "running").get("pin/c2/0"))
+    if os.sched_getscheduler(c2["pid"]) != os.SCHED_FIFO:  # not permitted here: said so
+        assert "realtime priority (SCHED_FIFO 50) not permitted" in c2["reason"]
+    else:
+        assert os.sched_getparam(c2["pid"]).sched_priority == 50
     pid = inst["pid"]
     allowed = _proc_status(pid)["Cpus_allowed_list"]
     assert inst["cpus"] == str(cores[0]) == allowed  # read back from /proc
