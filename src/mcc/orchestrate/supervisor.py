@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,7 @@ class Supervisor:
         self._last_status = 0.0
         self._status_dirty = True
         self._readers: list[Reader[Any]] = []
+        self._beats: deque[tuple[float, int, Heartbeat]] = deque()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -295,6 +297,7 @@ class Supervisor:
     def _reconcile(self) -> None:
         now = time.monotonic()
         with self._lock:
+            self._apply_heartbeats()
             for event in self.backend.poll():
                 self._on_exit(event, now)
             for warning in self.backend.warnings():
@@ -557,23 +560,28 @@ class Supervisor:
     # -- bus: heartbeats, status, commands -------------------------------------------------
 
     def _on_heartbeats(self, reader: Reader[Heartbeat]) -> None:
-        now = time.monotonic()
-        beats = reader.take()
-        with self._lock:
-            for hb in beats:
-                inst = self.instances.get(hb.system_id)
-                if inst is None or inst.state not in LIVE or (hb.pid and hb.pid != inst.pid):
-                    continue
-                if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
-                    continue  # a last word before exiting: the exit event says the rest
-                inst.last_beat_mono = now
-                if inst.state == S.SYSTEM_STARTING:
-                    inst.set_state(S.SYSTEM_RUNNING)
-                    self._event(inst.id, "first heartbeat")
-                    self._status_dirty = True
-                    self._wake.set()
-                if hb.device:
-                    inst.device = hb.device
+        """On Cyclone's thread: stamp and queue; the loop applies them (no lock wait here)."""
+        now, now_ns = time.monotonic(), time.time_ns()
+        for hb in reader.take():
+            self._beats.append((now, now_ns, hb))
+        self._wake.set()
+
+    def _apply_heartbeats(self) -> None:
+        while self._beats:
+            now, now_ns, hb = self._beats.popleft()
+            inst = self.instances.get(hb.system_id)
+            if inst is None or inst.state not in LIVE or (hb.pid and hb.pid != inst.pid):
+                continue
+            if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
+                continue  # a last word before exiting: the exit event says the rest
+            inst.last_beat_mono = now
+            if inst.state == S.SYSTEM_STARTING:
+                inst.set_state(S.SYSTEM_RUNNING)
+                inst.since_ns = now_ns  # when it beat, not when the loop saw it
+                self.events.append((now_ns, inst.id, "first heartbeat"))
+                self._status_dirty = True
+            if hb.device:
+                inst.device = hb.device
 
     def status(self) -> dict[str, Any]:
         """The mission's state as a plain dict (what ``mcc status --json`` prints)."""
