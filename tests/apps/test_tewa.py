@@ -27,7 +27,7 @@ from mcc.types import (
     WeaponStatus,
 )
 from mcc.types.arrays import pack
-from tests.apps.test_launcher import app, stop
+from tests.conftest import app_instance, stop_app
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -424,10 +424,10 @@ def test_truth_tewa_and_launcher_kill_a_target(
         threats = bus.reader("Threat")
         writers = (bus.writer("Track"), bus.writer("AirPicture"))
         with (
-            app(
+            app_instance(
                 "mcc.apps.radar:truth", "--scenario", SMALL, env=bus_env, system="sim", logs=logs
             ) as sim,
-            app(
+            app_instance(
                 "mcc.apps.tewa:tewa",
                 "--scenario",
                 SMALL,
@@ -437,7 +437,7 @@ def test_truth_tewa_and_launcher_kill_a_target(
                 system="tewa",
                 logs=logs,
             ) as tewa_proc,
-            app(
+            app_instance(
                 "mcc.apps.launcher:launcher",
                 "--weapons",
                 str(weapons),
@@ -466,7 +466,7 @@ def test_truth_tewa_and_launcher_kill_a_target(
                 ranked.update((t.track_id, t.rank) for t in threats.take(256))
             assert gone, show()
             for proc, name in ((tewa_proc, "tewa"), (sam, "sam"), (sim, "sim")):
-                stop(proc, logs, name)
+                stop_app(proc, logs, name)
 
     # The missile (target 3) was the top threat, ordered, flown and killed. The state topic
     # keeps the last sample per order, so ISSUED may be superseded before the test reads it.
