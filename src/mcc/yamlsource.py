@@ -55,3 +55,24 @@ def lookup(data: Any, loc: tuple[Any, ...], default: Any = None) -> Any:
         except (KeyError, IndexError, TypeError):
             return default
     return data
+
+
+def parse_mapping(
+    text: str, *, source: str, error: type[Exception], expected: str
+) -> tuple[dict[Any, Any], dict[tuple[Any, ...], int]]:
+    """Parse YAML ``text`` that must be a mapping; the data and its line index.
+
+    Raises ``error`` with ``source:line: not valid YAML: …``, or ``source: <expected>`` when
+    the document is not a mapping.
+    """
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise error(f"{source}: {expected}")
+    return data, line_index(node)

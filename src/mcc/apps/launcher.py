@@ -51,11 +51,11 @@ from typing import Annotated, Any
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 from cyclonedds.core import WaitSet
 from cyclonedds.util import duration
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mcc.apps.args import positive_float, shipped_path
 from mcc.apps.scenario import TARGET_CLASSES
 from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext
@@ -68,6 +68,7 @@ from mcc.types import (
     WeaponState,
     WeaponStatus,
 )
+from mcc.yamlsource import parse_mapping
 
 __all__ = [
     "DEFAULT_CLASS_FACTORS",
@@ -85,7 +86,6 @@ __all__ = [
 ]
 
 DEFAULT_WEAPONS = "scenarios/weapons-sam-toc.yaml"
-_REPO = Path(__file__).resolve().parents[3]
 
 #: Class factor of the Pk model, indexed by TargetClass: UNKNOWN, AIRCRAFT, CRUISE_MISSILE,
 #: HELICOPTER, BALLISTIC, UAV, DECOY.
@@ -276,9 +276,7 @@ class Weapons:
 
 def load_weapons(path: str | Path) -> Weapons:
     """Read and validate a weapons file; ``ScenarioError`` names the file, field and value."""
-    path = Path(path)
-    if not path.exists() and not path.is_absolute() and (_REPO / path).exists():
-        path = _REPO / path  # the shipped files, from any working directory
+    path = shipped_path(path)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -288,12 +286,12 @@ def load_weapons(path: str | Path) -> Weapons:
 
 def parse_weapons(text: str, *, source: str = "<weapons>", default_id: str = "weapons") -> Weapons:
     """Validate weapons YAML text (``source`` names it in messages)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: a weapons file is a YAML mapping with 'weapons:'")
+    data, _ = parse_mapping(
+        text,
+        source=source,
+        error=ScenarioError,
+        expected="a weapons file is a YAML mapping with 'weapons:'",
+    )
     try:
         spec = _WeaponsSpec.model_validate(data)
     except ValidationError as exc:
@@ -547,9 +545,9 @@ def launcher(ctx: AppContext) -> int:
     parser.add_argument("--weapons", default=DEFAULT_WEAPONS, help="weapons YAML file")
     parser.add_argument("--weapon", default=None, help="weapon id (default: by instance index)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill draws")
-    parser.add_argument("--status-period-s", type=_positive, default=1.0)
-    parser.add_argument("--max-order-age-s", type=_positive, default=5.0)
-    parser.add_argument("--track-wait-s", type=_positive, default=1.0)
+    parser.add_argument("--status-period-s", type=positive_float, default=1.0)
+    parser.add_argument("--max-order-age-s", type=positive_float, default=5.0)
+    parser.add_argument("--track-wait-s", type=positive_float, default=1.0)
     opts = parser.parse_args(ctx.args)
     try:
         weapons = load_weapons(opts.weapons)
@@ -693,10 +691,3 @@ class _LauncherApp:
         )
         self.last_status = key
         self.next_status_ns = now_ns + self.status_period_ns
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value

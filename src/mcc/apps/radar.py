@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mcc.apps.args import positive_float
 from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
 from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
@@ -34,7 +34,6 @@ from mcc.types import EngagementOrder, OrderStatus, Track, Truth
 __all__ = ["default_epoch_ns", "radar", "truth"]
 
 DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
-_REPO = Path(__file__).resolve().parents[3]
 
 
 def default_epoch_ns(now_ns: int | None = None) -> int:
@@ -59,8 +58,10 @@ def truth(ctx: AppContext) -> int:
     JSON at exit; default ``<run_dir>/truth-summary.json``), ``--exit-at-end``.
     """
     parser = _parser("truth", "publish the scenario's ground truth")
-    parser.add_argument("--rate-hz", type=_positive, default=10.0, help="Truth samples per second")
-    parser.add_argument("--kill-gate-m", type=_positive, default=1000.0)
+    parser.add_argument(
+        "--rate-hz", type=positive_float, default=10.0, help="Truth samples per second"
+    )
+    parser.add_argument("--kill-gate-m", type=positive_float, default=1000.0)
     parser.add_argument("--summary", type=Path, default=None, help="kills and impacts (JSON)")
     parser.add_argument("--exit-at-end", action="store_true", help="return at duration_s")
     opts = parser.parse_args(ctx.args)
@@ -221,7 +222,7 @@ def radar(ctx: AppContext) -> int:
     parser = _parser("radar", "publish the detections of one scenario radar")
     parser.add_argument("--radar", default=None, help="radar id (default: by instance index)")
     parser.add_argument("--truth-source", choices=("bus", "scenario"), default="bus")
-    parser.add_argument("--max-truth-age-s", type=_positive, default=2.0)
+    parser.add_argument("--max-truth-age-s", type=positive_float, default=2.0)
     opts = parser.parse_args(ctx.args)
     try:
         scenario = _load(opts.scenario)
@@ -307,19 +308,9 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
-
-
 def _load(name: str) -> Scenario:
     """Load ``name``: as given, else relative to the repository (the shipped scenarios)."""
-    path = Path(name)
-    if not path.exists() and not path.is_absolute() and (_REPO / path).exists():
-        path = _REPO / path
-    return load_scenario(path)
+    return load_scenario(name)
 
 
 def _fail(exc: MccError) -> int:

@@ -27,13 +27,13 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from mcc.apps.args import shipped_path
 from mcc.errors import ScenarioError
 from mcc.types import DetectionBatch, TargetClass, Truth
 from mcc.types.arrays import pack, packed_field
-from mcc.yamlsource import line_index, lookup, nearest_line, yaml_path
+from mcc.yamlsource import lookup, nearest_line, parse_mapping, yaml_path
 
 __all__ = [
     "MOTION_MODELS",
@@ -278,8 +278,9 @@ class ScenarioSpec(_Spec):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; ``ScenarioError`` lists every problem found."""
-    path = Path(path)
+    """Read and validate a scenario file (a relative path may name a shipped one, see
+    `shipped_path`); ``ScenarioError`` lists every problem found."""
+    path = shipped_path(path)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -291,20 +292,14 @@ def parse_scenario(
     text: str, *, source: str = "<scenario>", default_id: str = "scenario"
 ) -> Scenario:
     """Validate scenario YAML text; ``source`` names it in messages."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{where}: not valid YAML: {problem}") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(
-            f"{source}: a scenario is a YAML mapping with at least 'seed:' and 'duration_s:' "
-            "(see docs/scenario.md)"
-        )
-    return _validate(data, source=source, lines=line_index(node), default_id=default_id)
+    data, lines = parse_mapping(
+        text,
+        source=source,
+        error=ScenarioError,
+        expected="a scenario is a YAML mapping with at least 'seed:' and 'duration_s:' "
+        "(see docs/scenario.md)",
+    )
+    return _validate(data, source=source, lines=lines, default_id=default_id)
 
 
 def _validate(

@@ -44,12 +44,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -57,6 +55,7 @@ import numpy.typing as npt
 from cyclonedds.core import WaitSet
 from cyclonedds.util import duration
 
+from mcc.apps.args import positive_float
 from mcc.apps.launcher import DEFAULT_WEAPONS, PkModel, WeaponSpec, intercept_time_s, load_weapons
 from mcc.apps.scenario import Scenario, load_scenario
 from mcc.compute.montecarlo import EngagementPlan, MonteCarloResult, compare_plans, simulate_raid
@@ -91,7 +90,6 @@ __all__ = [
 DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
 POLICIES = ("auto", "hungarian", "greedy")
 Policy = Literal["auto", "hungarian", "greedy"]
-_REPO = Path(__file__).resolve().parents[3]
 _ACTIVE = (OrderStatus.ORDER_ISSUED, OrderStatus.ORDER_IN_FLIGHT)
 _DONE = (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS, OrderStatus.ORDER_ABORTED)
 _THREATS = (int(TrackStatus.TRACK_CONFIRMED.value), int(TrackStatus.TRACK_COASTING.value))
@@ -713,7 +711,7 @@ def tewa(ctx: AppContext) -> int:
     """
     opts = _parser().parse_args(ctx.args)
     try:
-        scenario = load_scenario(_repo_path(opts.scenario))
+        scenario = load_scenario(opts.scenario)
         weapons = load_weapons(opts.weapons)
         engine = TewaEngine(
             Assets.from_scenario(scenario, radius_m=opts.asset_radius_m),
@@ -830,33 +828,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--scenario", default=DEFAULT_SCENARIO, help="scenario YAML (the assets)")
     p.add_argument("--weapons", default=DEFAULT_WEAPONS, help="weapons YAML (specs, Pk model)")
-    p.add_argument("--asset-radius-m", type=_positive, default=1000.0)
+    p.add_argument("--asset-radius-m", type=positive_float, default=1000.0)
     p.add_argument("--policy", choices=POLICIES, default="auto")
     p.add_argument("--max-weapons-per-target", type=_count, default=2)
     p.add_argument("--salvo", type=_count, default=1, help="rounds per engagement")
     p.add_argument("--min-score", type=float, default=0.1, help="threats below are not engaged")
-    p.add_argument("--compare-period-s", type=_positive, default=1.0)
+    p.add_argument("--compare-period-s", type=positive_float, default=1.0)
     p.add_argument("--mc-trials", type=_count, default=2000)
-    p.add_argument("--order-timeout-s", type=_positive, default=3.0)
-    p.add_argument("--kill-assess-s", type=_positive, default=3.0)
-    p.add_argument("--weapon-timeout-s", type=_positive, default=3.0)
+    p.add_argument("--order-timeout-s", type=positive_float, default=3.0)
+    p.add_argument("--kill-assess-s", type=positive_float, default=3.0)
+    p.add_argument("--weapon-timeout-s", type=positive_float, default=3.0)
     p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed")
     return p
-
-
-def _repo_path(name: str) -> Path:
-    """``name`` as given, else relative to the repository (the shipped files)."""
-    path = Path(name)
-    if not path.exists() and not path.is_absolute() and (_REPO / path).exists():
-        return _REPO / path
-    return path
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
 
 
 def _count(text: str) -> int:

@@ -993,7 +993,6 @@ class MultiTargetTracker:
 DEFAULT_SIGMA_RANGE_M = 30.0
 DEFAULT_SIGMA_AZIMUTH_RAD = 0.003
 DEFAULT_SIGMA_ELEVATION_RAD = 0.005
-_REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -1090,9 +1089,6 @@ def _app_sensors(scenario_path: str | None) -> dict[str, _Sensor]:
         return {}
     from mcc.apps.scenario import load_scenario
 
-    path = Path(scenario_path)
-    if not path.exists() and not path.is_absolute() and (_REPO / path).exists():
-        path = _REPO / path
     return {
         radar.id: _Sensor(
             radar.sigma_range_m,
@@ -1100,7 +1096,7 @@ def _app_sensors(scenario_path: str | None) -> dict[str, _Sensor]:
             radar.sigma_elevation_rad,
             radar.in_coverage,
         )
-        for radar in load_scenario(path).radars
+        for radar in load_scenario(scenario_path).radars
     }
 
 

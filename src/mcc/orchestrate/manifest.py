@@ -17,7 +17,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,7 +27,7 @@ from pydantic import (
 )
 
 from mcc.errors import ManifestError
-from mcc.yamlsource import line_index, lookup, nearest_line, yaml_path
+from mcc.yamlsource import lookup, nearest_line, parse_mapping, yaml_path
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,47}$"
 _NAME_HELP = "lower-case letters, digits, '-' and '_', starting with a letter, at most 48"
@@ -301,19 +300,12 @@ def load_manifest(path: str | Path) -> Mission:
 
 def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
     """Validate manifest text; ``source`` names it in messages."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError(f"{where}: not valid YAML: {problem}") from None
-    if not isinstance(data, dict):
-        raise ManifestError(
-            f"{source}: a manifest is a YAML mapping with at least 'mission:' and 'systems:'"
-        )
-    lines = line_index(node)
+    data, lines = parse_mapping(
+        text,
+        source=source,
+        error=ManifestError,
+        expected="a manifest is a YAML mapping with at least 'mission:' and 'systems:'",
+    )
     try:
         return Mission.model_validate(data)
     except ValidationError as exc:
