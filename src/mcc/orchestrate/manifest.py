@@ -151,6 +151,42 @@ class Node(_Model):
     labels: dict[str, float] = {}
 
 
+Switch = Literal["auto", "on", "off"]
+
+
+class _Service(_Model):
+    @field_validator("enabled", mode="before", check_fields=False)
+    @classmethod
+    def _yaml_boolean(cls, value: Any) -> Any:  # YAML reads on/off/yes/no as booleans
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
+class PersistService(_Service):
+    """The persistence service (``mcc.persist``) the supervisor runs for durable topics."""
+
+    enabled: Switch = "auto"  # auto: when an app declares DURABLE_TOPICS
+    replicas: Annotated[int, Field(ge=1, le=3)] = 1
+
+
+class ComputeService(_Service):
+    """The remote compute service (``mcc.compute.remote``) behind ``gpu: shared`` systems."""
+
+    enabled: Switch = "auto"  # auto: when a system asks for gpu: shared
+    gpu: Literal["auto", "exclusive", "none"] = "auto"  # auto: exclusive when a GPU is found
+
+
+class Services(_Model):
+    """Services the supervisor adds to a mission by itself (see mcc.orchestrate.services)."""
+
+    persist: PersistService = PersistService()
+    compute: ComputeService = ComputeService()
+
+    @field_validator("persist", "compute", mode="before")
+    @classmethod
+    def _switch_shorthand(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool | str) else value  # persist: on
+
+
 class Mission(_Model):
     """A mission manifest (``missions/*.yaml``)."""
 
@@ -163,6 +199,7 @@ class Mission(_Model):
     clusters: dict[str, Cluster] = {}
     env: dict[str, str] = {}
     stop_grace_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    services: Services = Services()
 
     @model_validator(mode="after")
     def _references(self) -> Mission:
@@ -386,6 +423,9 @@ def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
         "resources": Resources,
         "restart": Restart,
         "health": Health,
+        "services": Services,
+        "persist": PersistService,
+        "compute": ComputeService,
     }
     depth = 0
     while depth < len(loc):

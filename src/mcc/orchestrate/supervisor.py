@@ -42,6 +42,7 @@ from mcc.orchestrate.runtime import (
     ENV_SYSTEM,
     RUNTIME_ARGV,
 )
+from mcc.orchestrate.services import with_services
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
 
 log = logging.getLogger("mcc.orchestrate")
@@ -100,7 +101,8 @@ class Supervisor:
                 f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
                 f"its phases are: {', '.join(mission.phases)}"
             )
-        self.mission = mission
+        gpus = getattr(backend, "gpus", lambda: {})()
+        self.mission = mission = with_services(mission, gpus_available=any(gpus.values()))
         self.backend = backend
         self.run_dir = Path(run_dir)
         self.phase = phase or mission.phases[0]

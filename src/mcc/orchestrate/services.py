@@ -1,0 +1,90 @@
+"""Services the supervisor adds to a mission by itself: persistence and remote compute.
+
+A mission that uses durable topics needs the persistence service (``mcc.persist``) running
+before its writers and readers; a mission with ``gpu: shared`` systems needs the compute
+service (``mcc.compute.remote``) that owns the GPU. ``with_services`` returns the mission with
+those systems added (``persist``, ``compute``) and the users ordered after them, as the
+manifest's ``services:`` section asks (``auto`` by default, ``on``, ``off``). A system the user
+names ``persist`` or ``compute`` replaces the built-in one.
+
+An app declares the durable topics it uses with a module attribute, e.g. in ``mcc.hpc.farm``:
+``DURABLE_TOPICS = ("Checkpoint",)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from mcc.orchestrate.manifest import Health, Mission, Resources, Restart, System
+
+PERSIST = "persist"
+COMPUTE = "compute"
+PERSIST_APP = "mcc.persist.service:main"
+COMPUTE_APP = "mcc.compute.remote:serve"
+
+log = logging.getLogger("mcc.orchestrate")
+
+_ALWAYS = Restart(policy="always", backoff_s=0.1, backoff_max_s=2.0, max_restarts=100)
+
+
+def durable_topics(app: str) -> tuple[str, ...]:
+    """The ``DURABLE_TOPICS`` that the module of ``app`` (``module:function``) declares."""
+    module_name = app.partition(":")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the launch will report it; here it only means "unknown"
+        log.debug("cannot import %s to look for DURABLE_TOPICS: %s", module_name, exc)
+        return ()
+    return tuple(getattr(module, "DURABLE_TOPICS", ()))
+
+
+def with_services(mission: Mission, *, gpus_available: bool) -> Mission:
+    """``mission`` plus the persistence and compute services it needs (or asks for)."""
+    systems = mission.all_systems()
+    durable_users = [
+        name for name, s in systems.items() if s.app is not None and durable_topics(s.app)
+    ]
+    shared_users = [name for name, s in systems.items() if s.resources.gpu == "shared"]
+    wanted = mission.services
+    added: dict[str, System] = {}
+    if _enabled(wanted.persist.enabled, bool(durable_users)) and PERSIST not in systems:
+        added[PERSIST] = System(
+            app=PERSIST_APP,
+            replicas=wanted.persist.replicas,
+            resources=Resources(cpus=0.25),
+            restart=_ALWAYS,
+            health=Health(timeout_s=5.0),
+            description="persistence service: durable topics in SQLite, replayed to late joiners",
+        )
+    if _enabled(wanted.compute.enabled, bool(shared_users)) and COMPUTE not in systems:
+        gpu = wanted.compute.gpu
+        if gpu == "auto":
+            gpu = "exclusive" if gpus_available else "none"
+        added[COMPUTE] = System(
+            app=COMPUTE_APP,
+            resources=Resources(cpus=1.0, gpu=gpu),
+            restart=_ALWAYS,
+            health=Health(timeout_s=5.0),
+            description="compute service: kernels of gpu: shared systems, on "
+            + ("the GPU" if gpu == "exclusive" else "the CPU (no GPU found)"),
+        )
+    if not added:
+        return mission
+    needs = {PERSIST: durable_users, COMPUTE: shared_users}
+
+    def ordered(name: str, system: System) -> System:
+        deps = [svc for svc in added if name in needs[svc] and svc not in system.after]
+        return system.model_copy(update={"after": [*deps, *system.after]}) if deps else system
+
+    log.info("mission %s: adding %s", mission.mission, ", ".join(added))
+    return mission.model_copy(
+        update={
+            "systems": {**added, **{n: ordered(n, s) for n, s in mission.systems.items()}},
+            "clusters": {n: ordered(n, c) for n, c in mission.clusters.items()},
+        }
+    )
+
+
+def _enabled(switch: str, needed: bool) -> bool:
+    return switch == "on" or (switch == "auto" and needed)
