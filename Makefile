@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint types clean
+.PHONY: demo test bench lint types clean interop
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ lint: $(STAMP)
 
 types: $(STAMP)
 	$(PY) -m mcc.types.generate
+
+interop:
+	cmake -S interop/c -B build/interop -DCMAKE_BUILD_TYPE=Release
+	cmake --build build/interop
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

@@ -142,13 +142,37 @@ class Cluster(System):
 
 
 class Node(_Model):
-    """A place to run instances: this host (a core set) or a network namespace; Ray labels."""
+    """A place to run instances: this host (a core set) or a network namespace; Ray labels.
+
+    ``kind: netns`` makes the local backend create an emulated host for the node (a network
+    namespace on a lab bridge, ``mcc.netlab``) and remove it when the mission ends; ``netns:
+    NAME`` runs the node's instances in an existing namespace that MCC neither makes nor removes.
+    """
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    kind: Literal["local", "netns"] = "local"
     cpus: list[int] | Annotated[float, Field(gt=0)] | None = None
     gpus: list[int] | None = None
     netns: str | None = None
     labels: dict[str, float] = {}
+
+    @field_validator("netns")
+    @classmethod
+    def _netns_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
+            raise ValueError(
+                "a namespace name (`ip netns list`) is 1-64 letters, digits, '_', '.', '-'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _netns_kind(self) -> Node:
+        if self.kind == "netns" and self.netns is not None:
+            raise ValueError(
+                f"kind 'netns' creates the namespace itself; remove 'netns: {self.netns}' (or "
+                "drop 'kind: netns' to run in that existing namespace)"
+            )
+        return self
 
 
 Switch = Literal["auto", "on", "off"]

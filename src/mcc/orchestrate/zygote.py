@@ -93,11 +93,27 @@ def apply_limits(request: dict[str, Any], report: int) -> None:
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     netns = request.get("netns")
     if netns:
-        path = f"/var/run/netns/{netns}"
-        fd = os.open(path, os.O_RDONLY)
+        enter_netns(netns)
+
+
+def enter_netns(name: str) -> None:
+    """Move this (single-threaded) process into network namespace ``name`` (``ip netns``).
+
+    Threads and sockets made afterwards live there; sockets made before stay where they were,
+    so this runs before the app opens its bus. Needs CAP_SYS_ADMIN (root).
+    """
+    path = f"/run/netns/{name}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"network namespace {name!r} ({path}): {exc.strerror}; see `ip netns list`"
+        ) from None
+    try:
         if _libc.setns(fd, _CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
-            raise OSError(err, f"setns({path}) failed: {os.strerror(err)}")
+            raise OSError(err, f"setns({path}) failed: {os.strerror(err)} (needs root)")
+    finally:
         os.close(fd)
 
 

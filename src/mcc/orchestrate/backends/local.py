@@ -2,6 +2,16 @@
 
 Nodes are core sets of this host (or network namespaces, ``netns:``); the planner assigns
 cores and the child pins itself, sets its priority and memory limit before the app runs.
+
+Nodes of ``kind: netns`` are emulated hosts: the backend builds a `mcc.netlab.NetLab` for them
+when it is made (before the supervisor opens its bus), one namespace per node on a bridge that
+also carries this process (the bridge's ``.1`` address), and points this process's transport
+(``MCC_TRANSPORT``, ``CYCLONEDDS_URI``) at the bridge and each instance's at its ``eth0``, with
+multicast discovery. ``close()`` removes the lab; a crashed supervisor's lab is removed by the
+next one (`cleanup_stale`). The lab's description is in ``<MCC_HOME>/netlab/<mission>.json``
+for ``mcc chaos``. A start on a node cut off the bridge (``mcc chaos partition``) goes to the
+reachable netns node with the fewest instances instead, as a cluster scheduler moves work off a
+lost node; the instance reports its new node.
 Every process has its own session, so stop/kill reach the whole process group, and dies
 with the zygote, which dies with the supervisor: no orphans, even after a ``kill -9`` of
 ``mcc up``.
@@ -9,6 +19,8 @@ with the zygote, which dies with the supervisor: no orphans, even after a ``kill
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import json
 import logging
 import os
@@ -23,7 +35,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from mcc.bus.transport import Transport
 from mcc.errors import OrchestratorError
+from mcc.netlab import LAB_IFACE, NetLab, NetLabError, cleanup_stale, pick_subnet
 from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Running, Warning_
 from mcc.orchestrate.manifest import Node
 
@@ -102,6 +116,85 @@ class LocalBackend:
         self._cgroup = _cgroup_root()
         self._host = socket.gethostname()
         self.on_event: Any = None  # set by the supervisor: called (no args) on every exit
+        self.lab: NetLab | None = None
+        self._lab_file: Path | None = None
+        self._host_transport: Transport | None = None
+        if any(node.kind == "netns" for node in self.nodes):
+            self._open_lab()
+
+    # -- emulated hosts (kind: netns) ------------------------------------------------------
+
+    def _open_lab(self) -> None:
+        """Build the namespaces of the netns nodes; put this process on the lab bridge."""
+        from mcc.orchestrate.registry import home
+
+        removed = cleanup_stale()
+        if removed:
+            log.warning("removed the network lab of a dead supervisor: %s", ", ".join(removed))
+        names = [node.name for node in self.nodes if node.kind == "netns"]
+        label = "".join(c for c in self.mission if c.isalnum() or c in "-_")[:16] or "mcc"
+        try:
+            lab = NetLab(names, name=label, subnet=pick_subnet(), root_address=True).up()
+        except NetLabError as exc:
+            raise OrchestratorError(
+                f"mission {self.mission!r}: cannot create its netns nodes "
+                f"({', '.join(names)}): {exc}"
+            ) from exc
+        self.lab = lab
+        atexit.register(lab.down)  # normal exit without close(); a crash: cleanup_stale
+        base = Transport.from_env()
+        lab_transport = dataclasses.replace(
+            base, kind="udp", multicast=True, peers=(), tcp_port=None, max_participant_index=None
+        )
+        assert lab.root_address is not None
+        os.environ.update(dataclasses.replace(lab_transport, interface=lab.bridge).apply_to_env({}))
+        self._host_transport = dataclasses.replace(lab_transport, interface=LAB_IFACE)
+        self._lab_file = home() / "netlab" / f"{self.mission}.json"
+        self._lab_file.parent.mkdir(parents=True, exist_ok=True)
+        self._lab_file.write_text(json.dumps(lab.to_dict(), indent=2))
+        log.info(
+            "netns nodes %s on bridge %s (%s), this process at %s",
+            ", ".join(f"{h.name}={h.address}" for h in lab.hosts),
+            lab.bridge,
+            lab.subnet,
+            lab.root_address,
+        )
+
+    def _close_lab(self) -> None:
+        # the bridge stays until this process exits: the supervisor publishes its last status
+        # after closing the backend, and a send on a deleted interface logs errors
+        if self.lab is not None:
+            self.lab.remove_hosts()
+        if self._lab_file is not None:
+            self._lab_file.unlink(missing_ok=True)
+            self._lab_file = None
+
+    def _reachable(self, node: str) -> str:
+        """``node``, or the reachable netns node with the fewest instances when it is cut off."""
+        lab = self.lab
+        if lab is None or not self._is_lab_node(node) or not lab.is_partitioned(node):
+            return node
+        load = {n.name: 0 for n in self.nodes if n.kind == "netns"}
+        for running in self._running.values():
+            if running.node in load:
+                load[running.node] += 1
+        reachable = [n for n in load if not lab.is_partitioned(n)]
+        if not reachable:
+            return node  # nowhere better: start it where it was asked for
+        return min(reachable, key=lambda n: load[n])
+
+    def _is_lab_node(self, node: str) -> bool:
+        return any(n.name == node and n.kind == "netns" for n in self.nodes)
+
+    def _netns_of(self, node: str) -> str | None:
+        """The namespace instances of ``node`` run in; None for this host's own."""
+        for manifest_node in self.nodes:
+            if manifest_node.name == node:
+                if manifest_node.kind == "netns":
+                    assert self.lab is not None
+                    return self.lab.host(node).netns
+                return manifest_node.netns
+        return None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -152,6 +245,7 @@ class LocalBackend:
             assert self._zygote.stdout is not None
             self._zygote.stdout.close()
             self._zygote = None
+        self._close_lab()
 
     # -- Backend protocol -------------------------------------------------------------
 
@@ -174,15 +268,24 @@ class LocalBackend:
     def start(self, spec: LaunchSpec) -> Running:
         if self._zygote is None or self._zygote.poll() is not None:
             raise OrchestratorError("the local backend is not open (or its fork server died)")
+        node = self._reachable(spec.node)
+        if node != spec.node:
+            log.warning(
+                "%s: node %s is cut off; starting it on %s", spec.instance_id, spec.node, node
+            )
+            spec = dataclasses.replace(spec, node=node)
+        env = dict(spec.env)
+        if self._host_transport is not None and self._is_lab_node(node):
+            env.update(self._host_transport.apply_to_env({}))
         request: dict[str, Any] = {
             "op": "spawn",
             "id": spec.instance_id,
-            "env": dict(spec.env),
+            "env": env,
             "log": spec.log_path,
             "cpu_set": list(spec.cpu_set),
             "priority": spec.priority,
             "memory_mb": spec.memory_mb,
-            "netns": self.node(spec.node).netns if spec.node != "local" else None,
+            "netns": self._netns_of(node),
         }
         if spec.argv[1:3] == ("-m", RUNTIME_MODULE):
             request["app"], request["args"] = spec.argv[3], list(spec.argv[4:])
