@@ -5,15 +5,26 @@ the tracker and the assessor. When the tracker holds confirmed tracks the demo s
 *engagement*, which starts TEWA and the three launchers (weapon systems hold no CPU before).
 Progress is printed every few seconds from the assessor's ``summary.json``; at the end the
 run folder has every log, ``supervisor.json`` and the final ``summary.json``.
+
+The tactical console (`mcc console`) runs beside it as a subprocess on http://127.0.0.1:8080/
+(another free port when 8080 is taken), with a one-time ``commander`` account whose generated
+password is printed (only its scrypt hash is stored, in ``<run>/console/users.json``); it
+stops with the demo. Its log is ``<run>/logs/console.log``, its audit log
+``<run>/console/audit.jsonl``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mcc.bus import Transport
 from mcc.orchestrate.backends.local import LocalBackend
@@ -30,11 +41,14 @@ def run_demo(
     mission_file: str | Path = DEFAULT_MISSION,
     domain_id: int | None = None,
     engage_after_s: float = 20.0,
+    console: bool = True,
+    console_port: int = 8080,
 ) -> int:
-    """Run the mission for ``duration_s``; 0 when it ran and produced its summary."""
+    """Run the mission for ``duration_s`` (with the web console unless ``console`` is False);
+    0 when it ran and produced its summary."""
     from rich.console import Console
 
-    console = Console()
+    out = Console()
     mission = load_manifest(mission_file)
     if domain_id is not None:
         mission = mission.model_copy(update={"domain": domain_id})
@@ -47,32 +61,139 @@ def run_demo(
     supervisor = Supervisor(
         mission, backend=LocalBackend(mission.nodes, mission=mission.mission), run_dir=run_dir
     )
-    console.print(
+    out.print(
         f"[bold]MCC demo[/bold]: mission [cyan]{mission.mission}[/cyan] on the local backend "
         f"for {duration_s:g} s, domain {mission.domain}; run folder {run_dir}"
     )
+    web = (
+        DemoConsole.start(mission_file, mission.domain, run_dir, console_port) if console else None
+    )
     start = time.monotonic()
     engaged = "engagement" not in mission.phases
-    with supervisor:
-        last_print = 0.0
-        while time.monotonic() - start < duration_s:
-            time.sleep(0.2)
-            elapsed = time.monotonic() - start
-            summary = _read(run_dir / "summary.json")
-            if not engaged and ((summary.get("tracks_now") or 0) > 0 or elapsed >= engage_after_s):
-                engaged = True
-                console.print(
-                    f"[bold yellow]t={elapsed:4.1f} s: {summary.get('tracks_now', 0)} tracks "
-                    "confirmed → phase engagement (TEWA and launchers start)[/bold yellow]"
-                )
-                supervisor.set_phase("engagement")
-            if elapsed - last_print >= 5.0:
-                last_print = elapsed
-                console.print(_progress(elapsed, supervisor.status(), summary))
+    try:
+        with supervisor:
+            _run(supervisor, run_dir, out, web, start, duration_s, engage_after_s, engaged)
+    finally:
+        if web is not None:
+            web.stop()
     final = _finish(run_dir, supervisor.status())
-    console.print(_summary_table(final))
-    console.print(f"run folder: {run_dir} (summary.json, supervisor.json, logs/)")
+    out.print(_summary_table(final))
+    out.print(f"run folder: {run_dir} (summary.json, supervisor.json, logs/)")
     return 0 if final.get("pictures") else 1
+
+
+def _run(
+    supervisor: Supervisor,
+    run_dir: Path,
+    out: Any,
+    web: DemoConsole | None,
+    start: float,
+    duration_s: float,
+    engage_after_s: float,
+    engaged: bool,
+) -> None:
+    """The demo's loop: progress lines, the switch to engagement, the console's address."""
+    last_print = 0.0
+    while time.monotonic() - start < duration_s:
+        time.sleep(0.2)
+        if web is not None and web.poll():
+            out.print(web.banner())
+        elapsed = time.monotonic() - start
+        summary = _read(run_dir / "summary.json")
+        if not engaged and ((summary.get("tracks_now") or 0) > 0 or elapsed >= engage_after_s):
+            engaged = True
+            out.print(
+                f"[bold yellow]t={elapsed:4.1f} s: {summary.get('tracks_now', 0)} tracks "
+                "confirmed → phase engagement (TEWA and launchers start)[/bold yellow]"
+            )
+            supervisor.set_phase("engagement")
+        if elapsed - last_print >= 5.0:
+            last_print = elapsed
+            out.print(_progress(elapsed, supervisor.status(), summary))
+
+
+@dataclass
+class DemoConsole:
+    """`mcc console` as a subprocess of the demo, with a one-time commander password."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log: IO[bytes]
+    password: str
+    url: str | None = None
+    failed: str | None = None
+    ready_by: float = 0.0
+
+    @classmethod
+    def start(cls, mission_file: str | Path, domain: int, run_dir: Path, port: int) -> DemoConsole:
+        from mcc.console.auth import UserStore
+
+        folder = run_dir / "console"
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        password = secrets.token_urlsafe(12)
+        UserStore(folder / "users.json").add("commander", password, "commander")
+        cmd = [
+            sys.executable,
+            "-m",
+            "mcc.console",  # = `mcc console`, without importing every other sub-command
+            "--manifest",
+            str(mission_file),
+            "--domain",
+            str(domain),
+            "--port",
+            str(port if _port_free(port) else 0),
+            "--users",
+            str(folder / "users.json"),
+            "--audit",
+            str(folder / "audit.jsonl"),
+        ]
+        log_path = run_dir / "logs" / "console.log"
+        log = log_path.open("wb")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        return cls(proc, log_path, log, password, ready_by=time.monotonic() + 30.0)
+
+    def poll(self) -> bool:
+        """True once, when the console has just become ready (or has just failed)."""
+        if self.url is not None or self.failed is not None:
+            return False
+        text = self.log_path.read_text(errors="replace")
+        for line in text.splitlines():
+            if line.startswith("mcc console: http"):
+                self.url = line.split()[2]
+                return True
+        if self.proc.poll() is not None or time.monotonic() > self.ready_by:
+            self.failed = text.strip().splitlines()[-1] if text.strip() else "no output"
+            return True
+        return False
+
+    def banner(self) -> str:
+        if self.url is None:
+            return f"[red]console did not start ({self.failed}); see {self.log_path}[/red]"
+        return (
+            f"[bold green]console[/bold green]: {self.url}\n"
+            f"  operator [bold]commander[/bold], password [bold]{self.password}[/bold]\n"
+            "  (a one-time password: valid for this demo only)"
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+def _port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _read(path: Path) -> dict[str, Any]:

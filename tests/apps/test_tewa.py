@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,10 @@ import pytest
 
 from mcc.apps.launcher import Launcher, PkModel, WeaponSpec
 from mcc.apps.scenario import TruthState
-from mcc.apps.tewa import Assets, Picture, TewaEngine, TewaResult
+from mcc.apps.tewa import APPROVAL_PARTITION, Assets, Picture, TewaEngine, TewaResult
 from mcc.bus import Bus
-from mcc.errors import MccError
+from mcc.errors import MccError, OrchestratorError
+from mcc.orchestrate.client import ControlClient
 from mcc.types import (
     AirPicture,
     EngagementOrder,
@@ -289,6 +291,69 @@ def test_an_order_without_outcome_is_given_up() -> None:
     assert again.track_id == 1 and engine.statistics().expired == 1
 
 
+# -- approval mode ---------------------------------------------------------------------------
+
+
+def test_approval_mode_proposes_and_issues_only_approved_orders() -> None:
+    threat = (1, MISSILE, (9000.0, 0.0, 50.0), (-250.0, 0.0, 0.0))
+    other = (2, MISSILE, (0.0, 9000.0, 50.0), (0.0, -250.0, 0.0))
+    engine = TewaEngine(
+        DEPOT,
+        weapons={"a": spec("a"), "b": spec("b")},
+        pk_model=FLAT,
+        max_weapons_per_target=1,
+        approval=True,
+        approval_timeout_s=10.0,
+    )
+
+    def step(t_s: float, *tracks: Tr) -> TewaResult:
+        now = T0 + int(t_s * S)
+        for w, pos in (("a", (0.0, 0.0, 0.0)), ("b", (0.0, 1000.0, 0.0))):
+            engine.update_weapon(weapon(w, pos), now)
+        return engine.step(picture(*tracks, time_ns=now), now)
+
+    proposals = step(0.0, threat, other).orders
+    assert {o.track_id for o in proposals} == {1, 2}
+    by_track = {o.track_id: o for o in proposals}
+    # Proposals hold their weapons and tracks: nothing new while they wait.
+    assert step(1.0, threat, other).orders == ()
+    stats = engine.statistics()
+    assert (stats.proposed, stats.awaiting_approval, stats.issued, stats.in_flight) == (2, 2, 0, 0)
+    assert engine.pending_approval() == list(proposals)
+
+    approved = engine.approve(by_track[1].order_id, T0 + 2 * S)
+    assert approved.issue_ns == T0 + 2 * S and approved.origin_ns == ORIGIN
+    assert approved.to_msg().status == OrderStatus.ORDER_ISSUED
+    assert engine.order_status(approved.order_id) == OrderStatus.ORDER_ISSUED
+    # The launcher's answers follow as for any issued order.
+    assert engine.on_order(answer(approved.order_id, OrderStatus.ORDER_IN_FLIGHT), T0) == (
+        OrderStatus.ORDER_IN_FLIGHT
+    )
+    with pytest.raises(MccError, match=rf"order {approved.order_id} is not awaiting approval"):
+        engine.approve(approved.order_id, T0 + 2 * S)
+    with pytest.raises(MccError, match="order 424242 is not awaiting approval .unknown"):
+        engine.reject(424242, T0 + 2 * S)
+
+    # Rejected: the track is left alone for kill_assess_s (3 s), then proposed again.
+    rejected = engine.reject(by_track[2].order_id, T0 + 2 * S)
+    assert engine.order_status(rejected.order_id) == OrderStatus.ORDER_ABORTED
+    assert step(4.0, threat, other).orders == ()
+    (again,) = step(5.5, threat, other).orders
+    assert again.track_id == 2 and again.order_id not in {o.order_id for o in proposals}
+
+    # Left undecided past approval_timeout_s: withdrawn, then proposed afresh.
+    result = step(16.0, threat, other)
+    assert [o.order_id for o in result.withdrawn] == [again.order_id]
+    assert engine.order_status(again.order_id) == OrderStatus.ORDER_ABORTED
+    stats = engine.statistics()
+    assert (stats.issued, stats.rejected, stats.withdrawn) == (1, 1, 1)
+
+
+def test_approval_timeout_must_be_positive() -> None:
+    with pytest.raises(MccError, match="approval_timeout_s=0: must be > 0"):
+        TewaEngine(DEPOT, approval=True, approval_timeout_s=0)
+
+
 # -- the Monte Carlo comparison ------------------------------------------------------------
 
 
@@ -479,6 +544,76 @@ def test_truth_tewa_and_launcher_kill_a_target(
     assert gone == {3}
     summary = json.loads((logs / "truth-summary.json").read_text())
     assert [(k["target_id"], k["weapon_id"]) for k in summary["kills"]][:1] == [(3, "sam-s")]
+
+
+@pytest.mark.slow
+def test_tewa_approval_mode_waits_for_an_approve_command(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(WEAPONS)
+    sam = weapon("sam-s", (8000.0, 8000.0, 0.0), max_range_m=12000.0)
+    target = TruthState(
+        time_s=0.0,
+        ids=np.array([3], dtype=np.uint32),
+        classes=np.array([int(MISSILE.value)], dtype=np.uint8),
+        positions_m=np.array([[11000.0, 11000.0, 50.0]]),
+        velocities_mps=np.array([[-180.0, -180.0, 0.0]]),
+        alive=np.ones(1, bool),
+    )
+    with (
+        Bus(domain_id) as bus,
+        Bus(domain_id, partitions=[APPROVAL_PARTITION]) as approval_bus,
+        app_instance(
+            "mcc.apps.tewa:tewa",
+            "--scenario",
+            SMALL,
+            "--weapons",
+            str(weapons),
+            "--approval",
+            env=bus_env,
+            system="tewa",
+            logs=tmp_path,
+        ) as proc,
+    ):
+        orders = bus.reader("EngagementOrder")
+        status_writer = bus.writer("WeaponStatus")
+        writers = (bus.writer("Track"), bus.writer("AirPicture"))
+        client = ControlClient(approval_bus, "test", timeout_s=10.0)
+        seen: dict[int, list[OrderStatus]] = {}
+
+        def pump_until(done: Callable[[], bool], timeout_s: float) -> bool:
+            deadline = time.monotonic() + timeout_s
+            cycle = 0
+            while time.monotonic() < deadline and not done():
+                cycle += 1
+                now = time.time_ns()
+                sam.update_ns = now
+                status_writer.write(sam)
+                publish_picture(writers, target.to_msg(scenario_id="t", time_ns=now), cycle)
+                for o in orders.take_wait(64, timeout_s=0.1):
+                    seen.setdefault(o.order_id, []).append(OrderStatus(o.status))
+            return done()
+
+        def log() -> str:
+            return (tmp_path / "tewa.log").read_text()
+
+        assert pump_until(lambda: bool(seen), 40), log()
+        (order_id,) = seen
+        # Proposed only: still proposed a second later (no launcher would fly it).
+        pump_until(lambda: False, 1.0)
+        assert set(seen[order_id]) == {OrderStatus.ORDER_PROPOSED}, log()
+        with pytest.raises(OrchestratorError, match="order 1 is not awaiting approval"):
+            client.call("approve", "1")
+        with pytest.raises(OrchestratorError, match="unknown verb 'fire'"):
+            client.call("fire", str(order_id))
+        assert client.call("pending") == [order_id]
+        result = client.call("approve", str(order_id))
+        assert result == {"order_id": order_id, "status": "ORDER_ISSUED", "weapon_id": "sam-s"}
+        assert pump_until(lambda: OrderStatus.ORDER_ISSUED in seen[order_id], 10), seen
+        client.close()
+        stop_app(proc, tmp_path, "tewa")
+    assert f"order {order_id}: approved by" in log()
 
 
 def test_launcher_outcome_reaches_the_engine_like_on_the_bus() -> None:

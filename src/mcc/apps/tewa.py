@@ -28,6 +28,15 @@ Per ``AirPicture`` (one tracker cycle), `TewaEngine.step`:
    ``order_id``, the planned single-shot ``pk``, ``rounds = salvo``, ``issue_ns`` and
    ``origin_ns`` = the picture's ``origin_ns`` (detection → order latency is measured).
 
+**Approval mode** (``--approval``, `TewaEngine.approval`): orders are proposed, not issued. Each is
+published with status ``ORDER_PROPOSED`` (launchers ignore it; the console shows it) and holds its
+weapon and track until an operator decides: a ``Command`` with verb ``approve`` (or ``reject``)
+and the order id as target, sent on the ``Command`` topic in DDS partition `APPROVAL_PARTITION`,
+which TEWA answers (the supervisor, in the default partition, never sees it). An approved order
+is issued (``ORDER_ISSUED``, ``issue_ns`` = the approval time); a rejected one is
+``ORDER_ABORTED`` and its track is not proposed again for ``kill_assess_s``; one left undecided
+for ``approval_timeout_s`` is withdrawn (``ORDER_ABORTED``) and proposed again if still wanted.
+
 Shoot-look-shoot: a track with an order in flight (``ORDER_ISSUED``/``ORDER_IN_FLIGHT``) is not
 engaged again; after ``ORDER_MISS`` or ``ORDER_ABORTED`` it is engaged again at the next cycle;
 after ``ORDER_KILL`` it is left alone for ``kill_assess_s`` (the tracker should drop it), then
@@ -43,8 +52,11 @@ Frame and units: ENU metres, m/s, seconds; times on the wire in Unix ns (DESIGN.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,6 +70,7 @@ from cyclonedds.util import duration
 from mcc.apps.args import positive_float
 from mcc.apps.launcher import DEFAULT_WEAPONS, PkModel, WeaponSpec, intercept_time_s, load_weapons
 from mcc.apps.scenario import Scenario, load_scenario
+from mcc.bus import Bus, Replier
 from mcc.compute.montecarlo import EngagementPlan, MonteCarloResult, compare_plans, simulate_raid
 from mcc.compute.threat import evaluate_threats
 from mcc.compute.wta import WTAResult, wta_greedy, wta_hungarian
@@ -65,6 +78,8 @@ from mcc.errors import MccError
 from mcc.orchestrate.runtime import AppContext
 from mcc.types import (
     AirPicture,
+    Command,
+    CommandReply,
     EngagementOrder,
     OrderStatus,
     TargetClass,
@@ -76,6 +91,7 @@ from mcc.types import (
 from mcc.types.arrays import packed_field
 
 __all__ = [
+    "APPROVAL_PARTITION",
     "Assets",
     "Order",
     "Picture",
@@ -91,6 +107,10 @@ DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
 POLICIES = ("auto", "hungarian", "greedy")
 Policy = Literal["auto", "hungarian", "greedy"]
 _ACTIVE = (OrderStatus.ORDER_ISSUED, OrderStatus.ORDER_IN_FLIGHT)
+_HELD = (OrderStatus.ORDER_PROPOSED, *_ACTIVE)  # the order's weapon and track are busy
+# Approval commands travel on the Command topic in this partition: TEWA answers them there and
+# the supervisor, in the default partition, never hears them.
+APPROVAL_PARTITION = "approval"
 _DONE = (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS, OrderStatus.ORDER_ABORTED)
 _THREATS = (int(TrackStatus.TRACK_CONFIRMED.value), int(TrackStatus.TRACK_COASTING.value))
 
@@ -287,13 +307,15 @@ class PlanEvaluation:
 @dataclass(frozen=True)
 class TewaResult:
     """What one cycle produced: threats, orders to publish, the comparison if one ran, the
-    tracks whose ``Threat`` is to be disposed, and the policy that assigned."""
+    tracks whose ``Threat`` is to be disposed, the policy that assigned, and the proposals
+    withdrawn for want of a decision (approval mode: publish them ``ORDER_ABORTED``)."""
 
     threats: ThreatReport
     orders: tuple[Order, ...]
     comparison: PlanEvaluation | None
     dropped: tuple[int, ...]
     policy: str
+    withdrawn: tuple[Order, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -306,6 +328,10 @@ class TewaStatistics:
     aborted: int
     expired: int
     comparisons: int
+    proposed: int = 0
+    awaiting_approval: int = 0
+    rejected: int = 0
+    withdrawn: int = 0
 
 
 @dataclass
@@ -325,6 +351,11 @@ class _OrderRecord:
     def active(self) -> bool:
         return self.status in _ACTIVE and not self.given_up
 
+    @property
+    def held(self) -> bool:
+        """Proposed or active: its weapon and track are not assigned again."""
+        return self.status in _HELD and not self.given_up
+
 
 @dataclass
 class _Counters:
@@ -335,6 +366,9 @@ class _Counters:
     aborted: int = 0
     expired: int = 0
     comparisons: int = 0
+    proposed: int = 0
+    rejected: int = 0
+    withdrawn: int = 0
 
 
 # -- the engine (no DDS) -------------------------------------------------------------------
@@ -361,6 +395,8 @@ class TewaEngine:
         weapon_timeout_s: a weapon silent for longer is not used.
         cpa_scale_m, time_scale_s: threat score scales (`mcc.compute.threat`).
         seed: Monte Carlo seed. first_order_id: the first ``order_id`` issued.
+        approval: propose orders (``ORDER_PROPOSED``) and issue them only on `approve`.
+        approval_timeout_s: a proposal left undecided this long is withdrawn.
     """
 
     assets: Assets
@@ -383,16 +419,21 @@ class TewaEngine:
     time_scale_s: float = 60.0
     seed: int = 0
     first_order_id: int = 1
+    approval: bool = False
+    approval_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise MccError(f"policy={self.policy!r}: expected one of {', '.join(POLICIES)}")
         if self.max_weapons_per_target < 1 or self.salvo < 1 or self.mc_trials < 1:
             raise MccError("max_weapons_per_target, salvo and mc_trials must be >= 1")
+        if not self.approval_timeout_s > 0:
+            raise MccError(f"approval_timeout_s={self.approval_timeout_s!r}: must be > 0 seconds")
         self._rng = np.random.default_rng(self.seed)
         self._weapons: dict[str, _Weapon] = {}
         self._orders: dict[int, _OrderRecord] = {}
         self._killed_ns: dict[int, int] = {}
+        self._rejected_ns: dict[int, int] = {}  # track id -> when its proposal was rejected
         self._reported: set[int] = set()
         self._next_id = self.first_order_id % 2**32 or 1
         self._choice: str = "hungarian" if self.policy == "auto" else self.policy
@@ -431,13 +472,13 @@ class TewaEngine:
     def step(self, picture: Picture, now_ns: int) -> TewaResult:
         """Evaluate ``picture`` at ``now_ns``, assign the free weapons, issue orders."""
         self._counts.cycles += 1
-        self._expire(now_ns)
+        withdrawn = self._expire(now_ns)
         threats, pos, vel = self._evaluate(picture, now_ns)
         current = {int(t) for t in threats.track_id}
         dropped = tuple(sorted(self._reported - current))
         self._reported = current
         orders, comparison, policy = self._assign(threats, pos, vel, picture.origin_ns, now_ns)
-        return TewaResult(threats, orders, comparison, dropped, policy)
+        return TewaResult(threats, orders, comparison, dropped, policy, withdrawn)
 
     def evaluate(self, picture: Picture, now_ns: int | None = None) -> ThreatReport:
         """The threat evaluation of ``picture`` (tracks moved to ``now_ns``), nothing else."""
@@ -491,13 +532,12 @@ class TewaEngine:
     def _assign(
         self, threats: ThreatReport, pos: F64, vel: F64, origin_ns: int, now_ns: int
     ) -> tuple[tuple[Order, ...], PlanEvaluation | None, str]:
-        engaged = {r.order.track_id for r in self._orders.values() if r.active}
+        engaged = {r.order.track_id for r in self._orders.values() if r.held}
         kill_ns = int(self.kill_assess_s * 1e9)
         self._killed_ns = {t: k for t, k in self._killed_ns.items() if now_ns - k < kill_ns}
-        free = np.array(
-            [int(t) not in engaged and int(t) not in self._killed_ns for t in threats.track_id],
-            dtype=bool,
-        )
+        self._rejected_ns = {t: k for t, k in self._rejected_ns.items() if now_ns - k < kill_ns}
+        left_alone = engaged | self._killed_ns.keys() | self._rejected_ns.keys()
+        free = np.array([int(t) not in left_alone for t in threats.track_id], dtype=bool)
         idx = np.flatnonzero(free & (threats.score >= self.min_score))
         weapons = self._ready_weapons(now_ns)
         if idx.size == 0 or not weapons:
@@ -554,14 +594,20 @@ class TewaEngine:
                 origin_ns=origin_ns,
                 time_of_flight_s=float(tof[w, t]),
             )
-            due_ns = now_ns + int((order.time_of_flight_s + self.order_timeout_s) * 1e9)
-            self._orders[order.order_id] = _OrderRecord(order, OrderStatus.ORDER_ISSUED, due_ns)
-            self._counts.issued += 1
+            if self.approval:
+                due_ns = now_ns + int(self.approval_timeout_s * 1e9)
+                record = _OrderRecord(order, OrderStatus.ORDER_PROPOSED, due_ns)
+                self._counts.proposed += 1
+            else:
+                due_ns = now_ns + int((order.time_of_flight_s + self.order_timeout_s) * 1e9)
+                record = _OrderRecord(order, OrderStatus.ORDER_ISSUED, due_ns)
+                self._counts.issued += 1
+            self._orders[order.order_id] = record
             orders.append(order)
         return tuple(orders), comparison, self._choice
 
     def _ready_weapons(self, now_ns: int) -> list[_Weapon]:
-        busy = {r.order.weapon_id for r in self._orders.values() if r.active}
+        busy = {r.order.weapon_id for r in self._orders.values() if r.held}
         timeout_ns = int(self.weapon_timeout_s * 1e9)
         return [
             w
@@ -644,9 +690,22 @@ class TewaEngine:
         return self.last_comparison
 
     # -- bookkeeping -----------------------------------------------------------------------
-    def _expire(self, now_ns: int) -> None:
+    def _expire(self, now_ns: int) -> tuple[Order, ...]:
+        """Give up orders without an outcome; withdraw proposals without a decision."""
+        withdrawn = []
         for rec in self._orders.values():
-            if rec.active and now_ns > rec.due_ns:
+            if rec.status == OrderStatus.ORDER_PROPOSED and now_ns > rec.due_ns:
+                log.warning(
+                    "order %d (weapon %s, track %d): not approved within %g s; withdrawn",
+                    rec.order.order_id,
+                    rec.order.weapon_id,
+                    rec.order.track_id,
+                    self.approval_timeout_s,
+                )
+                rec.status = OrderStatus.ORDER_ABORTED
+                self._counts.withdrawn += 1
+                withdrawn.append(rec.order)
+            elif rec.active and now_ns > rec.due_ns:
                 log.warning(
                     "order %d (weapon %s, track %d): no outcome; given up",
                     rec.order.order_id,
@@ -655,6 +714,41 @@ class TewaEngine:
                 )
                 rec.given_up = True
                 self._counts.expired += 1
+        return tuple(withdrawn)
+
+    # -- approval --------------------------------------------------------------------------
+    def approve(self, order_id: int, now_ns: int) -> Order:
+        """Issue the proposed order ``order_id`` now; the order to publish ``ORDER_ISSUED``."""
+        rec = self._proposal(order_id)
+        order = dataclasses.replace(rec.order, issue_ns=now_ns)
+        rec.order = order
+        rec.status = OrderStatus.ORDER_ISSUED
+        rec.due_ns = now_ns + int((order.time_of_flight_s + self.order_timeout_s) * 1e9)
+        self._counts.issued += 1
+        return order
+
+    def reject(self, order_id: int, now_ns: int) -> Order:
+        """Drop the proposed order ``order_id`` (publish it ``ORDER_ABORTED``); its track is not
+        proposed again for ``kill_assess_s``."""
+        rec = self._proposal(order_id)
+        rec.status = OrderStatus.ORDER_ABORTED
+        self._rejected_ns[rec.order.track_id] = now_ns
+        self._counts.rejected += 1
+        return rec.order
+
+    def pending_approval(self) -> list[Order]:
+        """Proposed orders awaiting a decision, oldest first."""
+        return [r.order for r in self._orders.values() if r.status == OrderStatus.ORDER_PROPOSED]
+
+    def _proposal(self, order_id: int) -> _OrderRecord:
+        rec = self._orders.get(order_id)
+        if rec is None or rec.status != OrderStatus.ORDER_PROPOSED:
+            now = "unknown to this TEWA" if rec is None else f"status {rec.status.name}"
+            pending = ", ".join(str(o.order_id) for o in self.pending_approval()) or "none"
+            raise MccError(
+                f"order {order_id} is not awaiting approval ({now}); awaiting: {pending}"
+            )
+        return rec
 
     def _new_order_id(self) -> int:
         order_id = self._next_id
@@ -676,6 +770,7 @@ class TewaEngine:
     def statistics(self) -> TewaStatistics:
         c = self._counts
         in_flight = sum(r.active for r in self._orders.values())
+        awaiting = sum(r.status == OrderStatus.ORDER_PROPOSED for r in self._orders.values())
         return TewaStatistics(
             cycles=c.cycles,
             issued=c.issued,
@@ -685,6 +780,10 @@ class TewaEngine:
             aborted=c.aborted,
             expired=c.expired,
             comparisons=c.comparisons,
+            proposed=c.proposed,
+            awaiting_approval=awaiting,
+            rejected=c.rejected,
+            withdrawn=c.withdrawn,
         )
 
 
@@ -707,7 +806,9 @@ def tewa(ctx: AppContext) -> int:
     ``scenarios/weapons-sam-toc.yaml``), ``--asset-radius-m`` (1000: "impact" = inside it),
     ``--policy auto|hungarian|greedy`` (auto), ``--max-weapons-per-target`` (2), ``--salvo``
     (1), ``--min-score`` (0.1), ``--compare-period-s`` (1), ``--mc-trials`` (2000),
-    ``--order-timeout-s`` (3), ``--kill-assess-s`` (3), ``--weapon-timeout-s`` (3), ``--seed``.
+    ``--order-timeout-s`` (3), ``--kill-assess-s`` (3), ``--weapon-timeout-s`` (3), ``--seed``,
+    ``--approval`` (propose orders, issue them when a ``Command`` approves them) and
+    ``--approval-timeout-s`` (30).
     """
     opts = _parser().parse_args(ctx.args)
     try:
@@ -729,6 +830,8 @@ def tewa(ctx: AppContext) -> int:
             seed=opts.seed,
             # Unique across restarts in practice: a restarted TEWA starts past its old ids.
             first_order_id=(time.time_ns() // 1_000_000) % 2**31 + 1,
+            approval=opts.approval,
+            approval_timeout_s=opts.approval_timeout_s,
         )
     except MccError as exc:
         print(f"mcc: error: {exc}", file=sys.stderr)
@@ -736,12 +839,13 @@ def tewa(ctx: AppContext) -> int:
     if not scenario.assets:
         ctx.log.warning("scenario %s has no assets: nothing to defend, no threat", scenario.id)
     ctx.log.info(
-        "tewa: %d assets of %s, %d known weapons, policy %s, salvo %d",
+        "tewa: %d assets of %s, %d known weapons, policy %s, salvo %d%s",
         len(scenario.assets),
         scenario.id,
         len(weapons.weapons),
         opts.policy,
         opts.salvo,
+        f", orders await approval (partition {APPROVAL_PARTITION!r})" if opts.approval else "",
     )
     _TewaApp(ctx, engine).run()
     return 0
@@ -762,43 +866,75 @@ class _TewaApp:
         self.waitset = WaitSet(bus.participant)
         for reader in (self.pictures, self.statuses, self.answers):
             self.waitset.attach(reader.condition)
+        # The engine is shared with the approval replier's thread.
+        self._lock = threading.Lock()
+        self._approval_bus: Bus | None = None
+        self._replier: Replier[Command, CommandReply] | None = None
+        if engine.approval:
+            self._approval_bus = Bus(
+                bus.domain_id,
+                partitions=[APPROVAL_PARTITION],
+                name=f"{ctx.identity.id} approval",
+            )
+            self._replier = Replier[Command, CommandReply](
+                self._approval_bus, self._on_command, replier_id=f"tewa:{ctx.identity.id}"
+            )
 
     def run(self) -> None:
-        engine, hb = self.engine, self.ctx.heartbeat
+        if self._replier is not None:
+            self._replier.start()
+        try:
+            self._run()
+        finally:
+            if self._replier is not None:
+                self._replier.stop()
+            if self._approval_bus is not None:
+                self._approval_bus.close()
+
+    def _run(self) -> None:
         while not self.ctx.stopping:
             # Capped so that a stop (a Python signal handler) is seen within 0.1 s.
             self.waitset.wait(duration(seconds=0.1))
-            now_ns = time.time_ns()
-            for status in self.statuses.take(256):
+            with self._lock:
+                self._process()
+
+    def _process(self) -> None:
+        """Take what arrived; run a cycle on the newest picture."""
+        engine, hb = self.engine, self.ctx.heartbeat
+        now_ns = time.time_ns()
+        for status in self.statuses.take(256):
+            hb.count_in()
+            engine.update_weapon(status, now_ns)
+        for answer in self.answers.take(1024):
+            new = engine.on_order(answer, now_ns)
+            if new is not None:
                 hb.count_in()
-                engine.update_weapon(status, now_ns)
-            for answer in self.answers.take(1024):
-                new = engine.on_order(answer, now_ns)
-                if new is not None:
-                    hb.count_in()
-                    if new != OrderStatus.ORDER_IN_FLIGHT:
-                        self.ctx.log.info(
-                            "order %d (weapon %s, track %d): %s",
-                            answer.order_id,
-                            answer.weapon_id,
-                            answer.track_id,
-                            new.name,
-                        )
-            newest: AirPicture | None = None
-            for picture in self.pictures.take(64):
-                hb.count_in()
-                if newest is None or picture.time_ns >= newest.time_ns:
-                    newest = picture  # older pictures are superseded: skip them
-            if newest is not None:
-                self._cycle(newest)
+                if new != OrderStatus.ORDER_IN_FLIGHT:
+                    self.ctx.log.info(
+                        "order %d (weapon %s, track %d): %s",
+                        answer.order_id,
+                        answer.weapon_id,
+                        answer.track_id,
+                        new.name,
+                    )
+        newest: AirPicture | None = None
+        for picture in self.pictures.take(64):
+            hb.count_in()
+            if newest is None or picture.time_ns >= newest.time_ns:
+                newest = picture  # older pictures are superseded: skip them
+        if newest is not None:
+            self._cycle(newest)
 
     def _cycle(self, msg: AirPicture) -> None:
         result = self.engine.step(Picture.from_msg(msg), time.time_ns())
         hb = self.ctx.heartbeat
+        status = OrderStatus.ORDER_PROPOSED if self.engine.approval else OrderStatus.ORDER_ISSUED
         # Orders first: they are the hot path.
         for order in result.orders:
-            self.order_writer.write(order.to_msg())
+            self.order_writer.write(order.to_msg(status))
             hb.count_out()
+        for order in result.withdrawn:
+            self.order_writer.write(order.to_msg(OrderStatus.ORDER_ABORTED))
         for threat in result.threats.to_msgs(self.engine.assets.ids):
             self.threat_writer.write(threat)
             hb.count_out()
@@ -808,8 +944,9 @@ class _TewaApp:
             hb.record_latency_ns(time.time_ns() - msg.origin_ns)
         for order in result.orders:
             self.ctx.log.info(
-                "order %d: %s -> track %d, pk %.2f, %d round(s), flyout %.1f s (%s)",
+                "order %d%s: %s -> track %d, pk %.2f, %d round(s), flyout %.1f s (%s)",
                 order.order_id,
+                " proposed" if self.engine.approval else "",
                 order.weapon_id,
                 order.track_id,
                 order.pk,
@@ -820,6 +957,46 @@ class _TewaApp:
         if result.comparison is not None:
             hb.message = result.comparison.summary()[:200]
             self.ctx.log.info("%s", result.comparison.summary())
+
+    def _on_command(self, command: Command) -> CommandReply:
+        """An operator's decision on a proposal (on the replier's thread)."""
+        mission = self.ctx.identity.mission
+        if command.mission and command.mission != mission:
+            raise MccError(f"this TEWA serves mission {mission!r}, not {command.mission!r}")
+        verb = command.verb
+        if verb == "pending":
+            with self._lock:
+                pending = [o.order_id for o in self.engine.pending_approval()]
+            return CommandReply(ok=True, message="pending", result_json=json.dumps(pending))
+        if verb not in ("approve", "reject"):
+            raise MccError(
+                f"unknown verb {verb!r}: TEWA answers approve, reject and pending on partition "
+                f"{APPROVAL_PARTITION!r}"
+            )
+        try:
+            order_id = int(command.target)
+        except ValueError:
+            raise MccError(
+                f"target {command.target!r}: expected the order id to {verb} (a number)"
+            ) from None
+        with self._lock:
+            now_ns = time.time_ns()
+            if verb == "approve":
+                order, status = self.engine.approve(order_id, now_ns), OrderStatus.ORDER_ISSUED
+            else:
+                order, status = self.engine.reject(order_id, now_ns), OrderStatus.ORDER_ABORTED
+            self.order_writer.write(order.to_msg(status))
+            self.ctx.heartbeat.count_out()
+        self.ctx.log.info(
+            "order %d: %s by %s (weapon %s, track %d)",
+            order_id,
+            "approved" if verb == "approve" else "rejected",
+            command.client_id,
+            order.weapon_id,
+            order.track_id,
+        )
+        result = {"order_id": order_id, "status": status.name, "weapon_id": order.weapon_id}
+        return CommandReply(ok=True, message=f"{verb} {order_id}", result_json=json.dumps(result))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -839,6 +1016,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kill-assess-s", type=positive_float, default=3.0)
     p.add_argument("--weapon-timeout-s", type=positive_float, default=3.0)
     p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed")
+    p.add_argument(
+        "--approval",
+        action="store_true",
+        help="propose orders; issue each when a Command approves it (partition 'approval')",
+    )
+    p.add_argument("--approval-timeout-s", type=positive_float, default=30.0)
     return p
 
 

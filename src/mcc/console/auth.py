@@ -1,0 +1,270 @@
+"""Operator accounts and sessions of the console.
+
+Accounts live in a JSON file (``<MCC_HOME>/console/users.json`` unless told otherwise), one
+salted scrypt hash per operator, written with mode 0600; ``mcc console adduser NAME --role
+observer|commander`` creates or replaces one. A login gives a random session token (256 bits)
+in an HttpOnly, SameSite=Strict cookie; the server keeps only the token's SHA-256, in a sessions
+file beside the accounts, so a restarted console still knows its operators' sessions. The role
+is read from the accounts file at every request: demoting an operator takes effect at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcc.errors import MccError
+
+ROLES = ("observer", "commander")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
+MIN_PASSWORD_CHARS = 8
+# scrypt cost: 2**14 × 8 × 128 B = 16 MiB and ~50 ms per hash (OWASP's minimum for scrypt).
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+SESSION_TTL_S = 12 * 3600.0
+
+
+class AuthError(MccError):
+    """An account or a password is refused (bad name, short password, unknown role)."""
+
+
+def default_dir() -> Path:
+    """``<MCC_HOME>/console``: accounts, sessions and the audit log of `mcc console`."""
+    from mcc.orchestrate.registry import home
+
+    return home() / "console"
+
+
+# -- passwords ------------------------------------------------------------------------------
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> str:
+    """``scrypt$N$r$p$salt$hash`` (base64): a salted scrypt hash of ``password``."""
+    salt = salt if salt is not None else secrets.token_bytes(16)
+    digest = hashlib.scrypt(
+        password.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32
+    )
+    b64 = base64.b64encode
+    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_password(password: str, encoded: str) -> bool:
+    """Whether ``password`` matches ``encoded`` (from `hash_password`); constant-time compare."""
+    try:
+        scheme, n, r, p, salt, digest = encoded.split("$")
+        if scheme != "scrypt":
+            return False
+        expected = base64.b64decode(digest)
+        got = hashlib.scrypt(
+            password.encode(),
+            salt=base64.b64decode(salt),
+            n=int(n),
+            r=int(r),
+            p=int(p),
+            dklen=len(expected),
+        )
+    except (ValueError, TypeError):
+        return False
+    return hmac.compare_digest(got, expected)
+
+
+_DUMMY_HASH = hash_password("not a password", salt=b"\0" * 16)
+
+
+def check_new_account(name: str, password: str, role: str) -> None:
+    """``AuthError`` naming what is wrong with a new account."""
+    if not NAME_PATTERN.match(name):
+        raise AuthError(
+            f"operator name {name!r}: use 1-32 lower-case letters, digits, '.', '_' or '-', "
+            "starting with a letter"
+        )
+    if role not in ROLES:
+        raise AuthError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+    if len(password) < MIN_PASSWORD_CHARS:
+        raise AuthError(
+            f"the password of {name!r} has {len(password)} characters; use at least "
+            f"{MIN_PASSWORD_CHARS}"
+        )
+
+
+# -- files ----------------------------------------------------------------------------------
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by its owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise AuthError(f"{path}: cannot read it ({exc}); fix or remove the file") from None
+    if not isinstance(data, dict):
+        raise AuthError(f"{path}: expected a JSON object; fix or remove the file")
+    return data
+
+
+# -- accounts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class User:
+    """An operator: name and role (``observer`` reads, ``commander`` also commands)."""
+
+    name: str
+    role: str
+
+    @property
+    def may_command(self) -> bool:
+        return self.role == "commander"
+
+
+class UserStore:
+    """The operator accounts in ``path`` (re-read when the file changes)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._mtime_ns: int | None = None
+        self._users: dict[str, dict[str, Any]] = {}
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            mtime = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = None
+        with self._lock:
+            if mtime != self._mtime_ns:
+                data = _read_json(self.path) if mtime is not None else {}
+                self._users = dict(data.get("users", {}))
+                self._mtime_ns = mtime
+            return self._users
+
+    def add(self, name: str, password: str, role: str) -> User:
+        """Create or replace the account ``name`` (``AuthError`` when refused)."""
+        check_new_account(name, password, role)
+        users = dict(self._load())
+        users[name] = {
+            "role": role,
+            "hash": hash_password(password),
+            "created_ns": time.time_ns(),
+        }
+        write_private(self.path, json.dumps({"users": users}, indent=2) + "\n")
+        return User(name, role)
+
+    def get(self, name: str) -> User | None:
+        record = self._load().get(name)
+        if record is None or record.get("role") not in ROLES:
+            return None
+        return User(name, str(record["role"]))
+
+    def authenticate(self, name: str, password: str) -> User | None:
+        """The user when ``password`` is theirs; None otherwise (same cost either way)."""
+        record = self._load().get(name)
+        encoded = str(record.get("hash", "")) if record else _DUMMY_HASH
+        ok = verify_password(password, encoded)
+        return self.get(name) if ok and record else None
+
+    def users(self) -> list[User]:
+        return [u for name in sorted(self._load()) if (u := self.get(name)) is not None]
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
+class SessionStore:
+    """Random session tokens → operator names; only SHA-256 digests are stored (in ``path``,
+    0600, so sessions survive a restart of the console; in memory when ``path`` is None)."""
+
+    def __init__(self, path: str | Path | None, *, ttl_s: float = SESSION_TTL_S) -> None:
+        self.path = Path(path) if path is not None else None
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._sessions: dict[str, dict[str, Any]] = {}
+        if self.path is not None:
+            self._sessions = dict(_read_json(self.path).get("sessions", {}))
+        self._prune(time.time())
+
+    @staticmethod
+    def _digest(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def create(self, name: str) -> str:
+        """A new session for ``name``; the token to put in the cookie."""
+        token = secrets.token_urlsafe(32)
+        now = time.time()
+        with self._lock:
+            self._sessions[self._digest(token)] = {"name": name, "expires": now + self.ttl_s}
+            self._prune(now)
+            self._save()
+        return token
+
+    def lookup(self, token: str | None) -> str | None:
+        """The operator name of a live session, or None."""
+        if not token:
+            return None
+        with self._lock:
+            record = self._sessions.get(self._digest(token))
+        if record is None or record["expires"] < time.time():
+            return None
+        return str(record["name"])
+
+    def revoke(self, token: str | None) -> None:
+        if not token:
+            return
+        with self._lock:
+            if self._sessions.pop(self._digest(token), None) is not None:
+                self._save()
+
+    def _prune(self, now: float) -> None:
+        self._sessions = {k: v for k, v in self._sessions.items() if v["expires"] >= now}
+
+    def _save(self) -> None:
+        if self.path is not None:
+            write_private(self.path, json.dumps({"sessions": self._sessions}) + "\n")
+
+
+class LoginThrottle:
+    """At most ``max_failures`` failed logins per client address in ``window_s``."""
+
+    def __init__(self, *, max_failures: int = 10, window_s: float = 300.0) -> None:
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self._failures: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def blocked(self, client: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            recent = [t for t in self._failures.get(client, []) if now - t < self.window_s]
+            self._failures[client] = recent
+            return len(recent) >= self.max_failures
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            self._failures.setdefault(client, []).append(time.monotonic())
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._failures.pop(client, None)

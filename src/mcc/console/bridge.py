@@ -1,0 +1,122 @@
+"""The bus side of the console: readers feeding the `LiveState`, commands through the
+orchestrator's ``Command`` topic (`mcc.orchestrate.client.ControlClient`).
+
+One `ReaderLoop` thread takes every topic in batches and hands them to the store (a short
+lock, no I/O), so the bus is never held up by a browser. Commands are blocking calls made
+from the web server's worker threads: phase, start, stop, restart and scale go to the
+supervisor in the default partition; approve and reject go to TEWA on the same topic in the
+``approval`` partition (`mcc.apps.tewa.APPROVAL_PARTITION`), which the supervisor never hears.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from mcc.bus import Bus, ReaderLoop
+from mcc.console.state import LiveState
+from mcc.orchestrate.client import ControlClient
+
+log = logging.getLogger("mcc.console")
+
+# The partition in which TEWA (`mcc.apps.tewa.APPROVAL_PARTITION`) answers approvals; kept
+# here too so the console does not import TEWA's numerical stack (a test checks they agree).
+APPROVAL_PARTITION = "approval"
+APPROVAL_VERBS = ("approve", "reject")
+
+
+class BusBridge:
+    """Bus readers → ``state``; operator commands → the mission (see the module docstring).
+
+    Args:
+        state: the store the readers feed.
+        domain: the mission's DDS domain.
+        mission: the mission name (None: whichever supervisor answers on the domain).
+        truth: also bridge the simulation's ``Truth`` (a debugging overlay).
+        command_timeout_s: how long a command waits for its answer.
+    """
+
+    def __init__(
+        self,
+        state: LiveState,
+        *,
+        domain: int,
+        mission: str | None = None,
+        truth: bool = False,
+        command_timeout_s: float = 5.0,
+    ) -> None:
+        self.state = state
+        self.domain = domain
+        self.mission = mission
+        self.truth = truth
+        self.command_timeout_s = command_timeout_s
+        self._bus: Bus | None = None
+        self._approval_bus: Bus | None = None
+        self._loop: ReaderLoop | None = None
+        self._control: ControlClient | None = None
+        self._approval: ControlClient | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> BusBridge:
+        bus = self._bus = Bus(self.domain, name="mcc console")
+        s = self.state
+        loop = ReaderLoop(bus, batch=512)
+        handlers: list[tuple[str, Any]] = [
+            ("MissionStatus", s.on_mission),
+            ("Heartbeat", s.on_heartbeats),
+            ("AirPicture", s.on_air_pictures),
+            ("Track", s.on_tracks),
+            ("Threat", s.on_threats),
+            ("EngagementOrder", s.on_orders),
+            ("WeaponStatus", s.on_weapons),
+            ("DetectionBatch", s.on_detections),
+        ]
+        if self.truth:
+            handlers.append(("Truth", s.on_truth))
+        for topic, handler in handlers:
+            loop.add(bus.reader(topic), _guarded(topic, handler))
+        self._loop = loop.start("mcc-console-bus")
+        self._control = ControlClient(bus, self.mission, timeout_s=self.command_timeout_s)
+        return self
+
+    def command(self, verb: str, target: str, args: dict[str, Any] | None = None) -> Any:
+        """Send one command and return its result; ``OrchestratorError`` with the answerer's
+        message when refused, ``RequestTimeoutError`` when nobody answers in time."""
+        client = self._approval_client() if verb in APPROVAL_VERBS else self._control
+        if client is None:
+            raise RuntimeError("the bridge is not started")
+        return client.call(verb, target, **(args or {}))
+
+    def _approval_client(self) -> ControlClient:
+        with self._lock:  # the approval partition is joined on first use
+            if self._approval is None:
+                self._approval_bus = Bus(
+                    self.domain, partitions=[APPROVAL_PARTITION], name="mcc console approval"
+                )
+                self._approval = ControlClient(
+                    self._approval_bus, self.mission, timeout_s=self.command_timeout_s
+                )
+            return self._approval
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.stop()
+        for client in (self._control, self._approval):
+            if client is not None:
+                client.close()
+        for bus in (self._approval_bus, self._bus):
+            if bus is not None:
+                bus.close()
+
+
+def _guarded(topic: str, handler: Any) -> Any:
+    """A handler that logs a bad sample instead of killing the reader loop."""
+
+    def run(samples: list[Any]) -> None:
+        try:
+            handler(samples)
+        except Exception:
+            log.exception("console: cannot take %d %s sample(s)", len(samples), topic)
+
+    return run

@@ -1,0 +1,177 @@
+"""`mcc console` (serve the web console) and `mcc console adduser` (operator accounts)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcc.errors import MccError
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `mcc console` on the `mcc` sub-parser set."""
+    console = sub.add_parser(
+        "console",
+        help="the web tactical console: air picture, threats, engagements, health, controls",
+        description="Serve the tactical console (a web page) for the mission on a DDS "
+        "domain: the air picture, ranked threats, weapons, engagements and the health of "
+        "every instance, live; commanders also change the phase, start, stop and scale "
+        "systems and approve engagements. Operators log in with accounts made by "
+        "`mcc console adduser`; every control action is audited.",
+        epilog="Example: mcc console adduser alice --role commander; "
+        "mcc console --manifest missions/sam-toc.yaml",
+    )
+    where = console.add_mutually_exclusive_group()
+    where.add_argument(
+        "--domain",
+        type=int,
+        help="DDS domain of the mission (default: the manifest's, or the mission running here)",
+    )
+    where.add_argument("--mission", help="a mission running here (`mcc up`), found by name")
+    console.add_argument(
+        "--manifest", help="mission manifest: its phases, systems, scenario and weapons"
+    )
+    console.add_argument("--scenario", help="scenario file: defended assets, radar coverage")
+    console.add_argument("--weapons", help="weapons file: launcher specs")
+    console.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
+    console.add_argument("--port", type=int, default=8080, help="port (%(default)s; 0: any)")
+    console.add_argument(
+        "--users", help="operator accounts (default <MCC_HOME>/console/users.json)"
+    )
+    console.add_argument(
+        "--audit", help="audit log, JSON lines (default <MCC_HOME>/console/audit.jsonl)"
+    )
+    console.add_argument("--truth", action="store_true", help="overlay the simulation truth")
+    console.add_argument(
+        "--update-hz", type=float, default=10.0, help="updates per second per browser (≤ 10)"
+    )
+    console.add_argument("--tag", default=None, help="discovery tag (env MCC_DISCOVERY_TAG)")
+    console.set_defaults(func=cmd_console)
+
+    actions = console.add_subparsers(dest="console_command", metavar="ACTION")
+    adduser = actions.add_parser(
+        "adduser",
+        help="create or replace an operator account",
+        description="Create or replace operator NAME with a role: observer (read-only) or "
+        "commander (may change the phase, start/stop/scale systems, approve engagements). "
+        "The password is asked for (twice), or read from the first line of stdin.",
+    )
+    adduser.add_argument("name")
+    adduser.add_argument("--role", required=True, choices=["observer", "commander"])
+    adduser.add_argument("--users", default=argparse.SUPPRESS, help="accounts file")
+    adduser.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin"
+    )
+    adduser.set_defaults(func=cmd_adduser)
+
+
+def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    from mcc.console.auth import default_dir
+
+    users = Path(args.users) if getattr(args, "users", None) else default_dir() / "users.json"
+    audit = Path(args.audit) if getattr(args, "audit", None) else default_dir() / "audit.jsonl"
+    return users, audit
+
+
+def cmd_adduser(args: argparse.Namespace) -> int:
+    from mcc.console.auth import UserStore
+
+    users, _ = _paths(args)
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"password for {args.name}: ")
+        if getpass.getpass("again: ") != password:
+            raise MccError("the two passwords differ; nothing saved")
+    UserStore(users).add(args.name, password, args.role)
+    print(f"operator {args.name!r} ({args.role}) saved in {users}")
+    return 0
+
+
+def resolve_domain(
+    *, domain: int | None, mission: str | None, manifest: tuple[str, int] | None = None
+) -> tuple[int, str | None]:
+    """The domain to join and the mission name to command (None: any on the domain): from
+    ``--domain``, else the registry of missions running here (``--mission``, the manifest's
+    mission, or the only one running), else the manifest's domain, else env ``MCC_DOMAIN``."""
+    from mcc.orchestrate import registry
+
+    if domain is not None:
+        return domain, mission or (manifest[0] if manifest else None)
+    try:
+        record = registry.find(mission or (manifest[0] if manifest else None))
+    except MccError:
+        if mission is not None:
+            raise
+        if manifest is not None:
+            return manifest[1], manifest[0]
+        if os.environ.get("MCC_DOMAIN"):
+            return int(os.environ["MCC_DOMAIN"]), None
+        raise
+    for key, value in record.env.items():  # the mission's discovery tag and transport
+        os.environ.setdefault(key, value)
+    return record.domain, record.mission
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from mcc.console.auth import UserStore
+    from mcc.console.layout import load_layout
+    from mcc.console.server import ConsoleConfig, serve
+
+    if args.tag:
+        os.environ["MCC_DISCOVERY_TAG"] = args.tag
+    layout = load_layout(manifest=args.manifest, scenario=args.scenario, weapons=args.weapons)
+    manifest = (
+        (layout.mission, layout.domain) if layout.mission and layout.domain is not None else None
+    )
+    domain, mission = resolve_domain(domain=args.domain, mission=args.mission, manifest=manifest)
+    users, audit = _paths(args)
+    if not UserStore(users).users():
+        raise MccError(
+            f"no operator account in {users}: create one with "
+            "`mcc console adduser NAME --role commander` (or --users FILE)"
+        )
+    config = ConsoleConfig(
+        domain=domain,
+        users_path=users,
+        audit_path=audit,
+        mission=mission,
+        layout=layout,
+        truth=args.truth,
+        update_hz=args.update_hz,
+    )
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"mcc console: warning: serving on {args.host} over plain HTTP; put it behind a "
+            "TLS proxy before operators log in from other hosts",
+            file=sys.stderr,
+        )
+
+    def ready(url: str) -> None:
+        print(
+            f"mcc console: {url} · mission {mission or '(any)'} on domain {domain} · "
+            f"accounts {users} · audit {audit}",
+            flush=True,
+        )
+
+    serve(config, host=args.host, port=args.port, on_ready=ready)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m mcc.console ARGS` = `mcc console ARGS`, without the rest of `mcc`'s imports
+    (the demo starts the console this way)."""
+    parser = argparse.ArgumentParser(prog="mcc")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["console", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args))
+    except MccError as exc:
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
