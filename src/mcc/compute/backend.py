@@ -18,6 +18,9 @@ from mcc.errors import ComputeError
 __all__ = [
     "array_module",
     "as_float_array",
+    "available_devices",
+    "cuda_device_count",
+    "device_kind",
     "get_xp",
     "require_finite",
     "require_in_range",
@@ -51,6 +54,32 @@ def get_xp(device: str = "cpu") -> ModuleType:
             ) from exc
         cupy.cuda.Device(index).use()
         return cupy
+    raise ComputeError(f"device={device!r} is not supported: use 'cpu', 'cuda' or 'cuda:N'")
+
+
+def cuda_device_count() -> int:
+    """CUDA devices CuPy can use here; 0 without CuPy, a driver or a device (never raises)."""
+    try:
+        cupy = importlib.import_module("cupy")
+    except ImportError:
+        return 0
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except (RuntimeError, OSError):  # CuPy installed, but no driver or no device
+        return 0
+
+
+def available_devices() -> tuple[str, ...]:
+    """``"cpu"`` and ``"cuda:N"`` for every usable CUDA device (CuPy imported only to count)."""
+    return ("cpu", *(f"cuda:{i}" for i in range(cuda_device_count())))
+
+
+def device_kind(device: str) -> Literal["cpu", "gpu"]:
+    """``"gpu"`` for ``"cuda"``/``"cuda:N"``, ``"cpu"`` for ``"cpu"``; `ComputeError` otherwise."""
+    if device == "cpu":
+        return "cpu"
+    if device == "cuda" or device.startswith("cuda:"):
+        return "gpu"
     raise ComputeError(f"device={device!r} is not supported: use 'cpu', 'cuda' or 'cuda:N'")
 
 

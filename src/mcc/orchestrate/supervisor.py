@@ -101,7 +101,7 @@ class Supervisor:
                 f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
                 f"its phases are: {', '.join(mission.phases)}"
             )
-        gpus = getattr(backend, "gpus", lambda: {})()
+        gpus: dict[str, list[int]] = getattr(backend, "gpus", lambda: {})()
         self.mission = mission = with_services(mission, gpus_available=any(gpus.values()))
         self.backend = backend
         self.run_dir = Path(run_dir)

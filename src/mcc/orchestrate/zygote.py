@@ -35,7 +35,7 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 NICE = {"normal": 0, "high": -10, "realtime": -10}
 RT_PRIORITY = 50
 ENV_PRELOAD = "MCC_ZYGOTE_PRELOAD"
-DEFAULT_PRELOAD = "mcc.compute,mcc.apps.metrics"
+DEFAULT_PRELOAD = "mcc.compute,mcc.compute.remote,mcc.apps.metrics"
 
 
 def die_with_parent() -> None:

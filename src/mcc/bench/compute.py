@@ -1,0 +1,467 @@
+"""``mcc bench compute``: every kernel run locally and on the compute service, same device.
+
+Method
+------
+For each device (the CPU, and every GPU CuPy sees) one compute service runs as a separate
+process (``mcc compute serve``); this process holds a local executor (``open_compute(device)``)
+and a client (``open_compute("remote:…")``) side by side. For each kernel of the registry and
+each of its sizes (`KernelSpec.bench_sizes`, ``--quick``: `KernelSpec.quick_sizes`) the inputs
+come from the kernel's seeded example generator; one untimed call each warms up (first-touch
+allocation, CuPy compilation), then local and remote calls alternate ``--reps`` times, so load
+on this shared machine hits both alike. Both sides start from host arrays and end with host
+arrays, so a GPU's host↔device copies count on both.
+
+* ``ms``: median wall time of a call as the caller sees it (checks included).
+* ``compute_ms``: median time of the kernel itself; for a remote row, as the service measured
+  it (``ComputeReply.compute_ms``).
+* ``overhead_ratio`` (remote rows): median remote ``ms`` / median local ``ms`` − 1: what the
+  remote API costs, like the papers' rCUDA figures (+7 % for most Rodinia programs, +128 % for
+  the copy-bound Needleman–Wunsch).
+* ``api_overhead_ratio`` (remote rows): median over calls of (remote ``ms`` − ``compute_ms``)
+  / median local ``ms``: the same overhead without the difference between the kernel's speed in
+  the two processes. On a machine shared with other work the two processes do not get the same
+  CPU time, and ``overhead_ratio`` carries that noise; on an idle machine the two agree.
+* ``copy_share`` (remote rows): median over calls of (remote ``ms`` − ``compute_ms``) /
+  remote ``ms``: the share of the remote call spent getting the data there and back —
+  serialising, the wire, deserialising — plus the fixed cost of a call (two bus hops, three
+  thread hand-offs; ~1 ms on the 2-core VM).
+* ``request_mb``/``reply_mb``: array data each way.
+
+Every remote result is compared with the local one (bit-identical on the same device, else
+within the kernel's tolerance); a mismatch makes the row an error and the bench exit 1. The
+target: ``overhead_ratio`` ≤ 0.10 for the compute-bound kernels (``bound`` = compute) at their
+largest size; the notes say which met it.
+
+Transport: ``--transport bulk`` (default) runs both processes on loopback with 64 KB UDP
+messages (`BULK_EXTRA_XML`): Cyclone's defaults (14.7 KB messages, 1.3 KB fragments) moved
+65 MB/s of 4 MB samples here, these settings 350–460 MB/s. ``--transport default`` measures
+the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import selectors
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mcc.bench import report
+from mcc.bus import Transport
+from mcc.compute import KERNELS, Kernels, open_compute
+from mcc.compute.backend import available_devices, device_kind
+from mcc.compute.registry import KernelSpec
+from mcc.errors import MccError
+
+__all__ = [
+    "BULK_EXTRA_XML",
+    "COLUMNS",
+    "add_parser",
+    "bulk_transport",
+    "cmd_compute",
+    "plot_compute",
+    "run_compute_bench",
+]
+
+COLUMNS = (
+    "impl",
+    "device",
+    "kernel",
+    "size",
+    "unit",
+    "bound",
+    "ms",
+    "compute_ms",
+    "overhead_ratio",
+    "api_overhead_ratio",
+    "copy_share",
+    "request_mb",
+    "reply_mb",
+)
+TARGET_OVERHEAD = 0.10
+DEFAULT_REPS = 7
+QUICK_REPS = 3
+SEED = 2024
+
+#: Cyclone settings for bulk arrays on one host: 64 KB UDP datagrams (loopback MTU is 64 KB),
+#: a writer history cache that lets tens of MB be in flight before acknowledgements, and
+#: socket buffers up to 4 MB (net.core.rmem_max here; less where the kernel allows less).
+BULK_EXTRA_XML = (
+    "<General><MaxMessageSize>65500B</MaxMessageSize><FragmentSize>62000B</FragmentSize>"
+    "</General><Internal><Watermarks><WhcHigh>32MB</WhcHigh></Watermarks>"
+    '<SocketReceiveBufferSize max="4MB"/><SocketSendBufferSize max="4MB"/></Internal>'
+)
+
+
+def bulk_transport(tag: str) -> Transport:
+    """Loopback unicast (`Transport.loopback`) with `BULK_EXTRA_XML`."""
+    return dataclasses.replace(Transport.loopback(tag), extra_xml=BULK_EXTRA_XML)
+
+
+@contextlib.contextmanager
+def _env(overrides: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _service(device: str, name: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``mcc compute serve`` (its light entry) in its own process until the block ends."""
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mcc.compute.remote",
+                "serve",
+                "--name",
+                name,
+                "--device",
+                device,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                ready = sel.select(120.0)
+            line = proc.stdout.readline() if ready else ""
+            if "serving" not in line:
+                proc.kill()
+                proc.wait(10)
+                errors.seek(0)
+                raise MccError(
+                    f"the compute service on {device} did not start: {line!r} {errors.read()}"
+                )
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _same(spec: KernelSpec, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
+    """None when the remote results match the local ones, else what differs."""
+    tol = spec.tolerance
+    for field, g, w in zip(spec.results, got, want, strict=True):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"{field}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if w.dtype.kind == "f":
+            if not np.allclose(g, w, rtol=tol.rtol, atol=tol.atol, equal_nan=True):
+                return f"{field}: differs beyond rtol={tol.rtol}, atol={tol.atol}"
+        elif not np.array_equal(g, w):
+            return f"{field}: differs"
+    return None
+
+
+def _measure(
+    spec: KernelSpec, size: int, local: Kernels, remote: Kernels, reps: int, device: str
+) -> list[dict[str, Any]]:
+    ex = spec.example(size, np.random.default_rng(SEED))
+    want = local.call(spec.name, *ex.arrays, **ex.params)
+    got = remote.call(spec.name, *ex.arrays, **ex.params)  # both warmed up
+    base = {
+        "device": device_kind(device),
+        "kernel": spec.name,
+        "size": size,
+        "unit": spec.size_unit,
+        "bound": spec.bound,
+        "request_mb": round(sum(a.nbytes for a in ex.arrays) / 1e6, 3),
+        "reply_mb": round(sum(np.asarray(r).nbytes for r in want) / 1e6, 3),
+        "reps": reps,
+    }
+    mismatch = _same(spec, got, want)
+    if mismatch is not None:
+        error = f"remote result differs from local: {mismatch}"
+        return [{"impl": impl, **base, "error": error} for impl in ("local", "remote")]
+    local_ms: list[float] = []
+    remote_ms: list[float] = []
+    remote_compute: list[float] = []
+    outside: list[float] = []
+    shares: list[float] = []
+    for _ in range(reps):
+        local.call(spec.name, *ex.arrays, **ex.params)
+        assert local.last_timing is not None
+        local_ms.append(local.last_timing.total_ms)
+        remote.call(spec.name, *ex.arrays, **ex.params)
+        t = remote.last_timing
+        assert t is not None
+        remote_ms.append(t.total_ms)
+        remote_compute.append(t.compute_ms)
+        outside.append(t.overhead_ms)
+        shares.append(t.overhead_ms / t.total_ms)
+    med_local = statistics.median(local_ms)
+    med_remote = statistics.median(remote_ms)
+    return [
+        {
+            "impl": "local",
+            **base,
+            "ms": round(med_local, 3),
+            "compute_ms": round(med_local, 3),
+            "overhead_ratio": None,
+            "api_overhead_ratio": None,
+            "copy_share": None,
+        },
+        {
+            "impl": "remote",
+            **base,
+            "ms": round(med_remote, 3),
+            "compute_ms": round(statistics.median(remote_compute), 3),
+            "overhead_ratio": round(med_remote / med_local - 1.0, 3),
+            "api_overhead_ratio": round(statistics.median(outside) / med_local, 3),
+            "copy_share": round(statistics.median(shares), 3),
+        },
+    ]
+
+
+def run_compute_bench(
+    *,
+    kernels: Sequence[str],
+    quick: bool = False,
+    reps: int | None = None,
+    sizes: Sequence[int] | None = None,
+    devices: Sequence[str] | None = None,
+    transport: str = "bulk",
+) -> list[dict[str, Any]]:
+    """Rows of local and remote timings for each device, kernel and size (see the module doc)."""
+    unknown = sorted(set(kernels) - set(KERNELS))
+    if unknown:
+        raise MccError(f"--kernels: unknown {unknown}; registered: {', '.join(KERNELS)}")
+    if transport not in ("bulk", "default"):
+        raise MccError(f"--transport {transport!r}: use 'bulk' or 'default'")
+    if reps is None:
+        reps = QUICK_REPS if quick else DEFAULT_REPS
+    if reps < 1:
+        raise MccError(f"--reps {reps}: give at least 1 repetition")
+    devices = list(devices or available_devices())
+    tag = f"bench-compute-{os.getpid()}"
+    net = bulk_transport(tag) if transport == "bulk" else Transport.loopback(tag)
+    overrides = net.apply_to_env({})
+    rows: list[dict[str, Any]] = []
+    for i, device in enumerate(devices):
+        device_kind(device)
+        domain = 170 + (os.getpid() + i) % 40
+        name = f"bench-{os.getpid()}-{i}"
+        env = {**os.environ, **overrides, "MCC_DOMAIN": str(domain)}
+        with (
+            _env(overrides),
+            _service(device, name, env),
+            open_compute(device) as local,
+            open_compute(f"remote:{name}", domain_id=domain, timeout_s=600.0) as remote,
+        ):
+            for kernel in kernels:
+                spec = KERNELS[kernel]
+                for size in sizes or (spec.quick_sizes if quick else spec.bench_sizes):
+                    new = _measure(spec, size, local, remote, reps, device)
+                    rows.extend(new)
+                    print(_progress(new[-1]), flush=True)
+    return rows
+
+
+def _progress(row: dict[str, Any]) -> str:
+    head = f"  {row['device']} {row['kernel']} {row['size']}"
+    if row.get("error"):
+        return f"{head}: {row['error']}"
+    return (
+        f"{head}: remote {row['ms']:.2f} ms, overhead {100 * row['overhead_ratio']:+.0f}%, "
+        f"copy share {100 * row['copy_share']:.0f}%"
+    )
+
+
+def notes(rows: Sequence[dict[str, Any]], *, load: str = "") -> str:
+    """The target check for compute-bound kernels and the copy-bound ones, in words."""
+    remote = [r for r in rows if r["impl"] == "remote" and not r.get("error")]
+    lines = []
+    for device in sorted({r["device"] for r in remote}):
+        mine = [r for r in remote if r["device"] == device]
+        largest = {
+            r["kernel"]: r for r in sorted(mine, key=lambda r: r["size"]) if r["bound"] == "compute"
+        }
+        checks = ", ".join(
+            f"{k} {r['size']}: {100 * r['overhead_ratio']:+.1f}% end to end, "
+            f"{100 * r['api_overhead_ratio']:+.1f}% outside the kernel "
+            f"({'met' if r['overhead_ratio'] <= TARGET_OVERHEAD else 'MISSED'})"
+            for k, r in largest.items()
+        )
+        if checks:
+            lines.append(
+                f"{device}: target overhead ≤ {TARGET_OVERHEAD:.0%} for compute-bound kernels at "
+                f"their largest size — {checks}."
+            )
+        copy = [r for r in mine if r["bound"] == "copy"]
+        if copy:
+            worst = max(copy, key=lambda r: r["api_overhead_ratio"])
+            lines.append(
+                f"{device}: copy-bound kernels pay for moving their arrays: up to "
+                f"{100 * worst['api_overhead_ratio']:+.0f}% outside the kernel "
+                f"({worst['kernel']} {worst['size']}, {worst['request_mb']} MB in, "
+                f"{worst['reply_mb']} MB out, {100 * worst['copy_share']:.0f}% of the remote "
+                "time)."
+            )
+    if load:
+        lines.append(load)
+    return " ".join(lines)
+
+
+def _load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def plot_compute(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """One PNG per device: local vs remote time (remote split into kernel and the rest) and
+    the overhead per kernel and size, with the 10 % target."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    ok = [r for r in rows if not r.get("error")]
+    for device in sorted({r["device"] for r in ok}):
+        remote = [r for r in ok if r["device"] == device and r["impl"] == "remote"]
+        local = {
+            (r["kernel"], r["size"]): r
+            for r in ok
+            if r["device"] == device and r["impl"] == "local"
+        }
+        labels = [f"{r['kernel']} {r['size']}" for r in remote]
+        x = np.arange(len(remote))
+        fig, (ax_t, ax_o) = plt.subplots(2, 1, figsize=(max(8.0, 0.6 * len(remote)), 8))
+        local_ms = [local[(r["kernel"], r["size"])]["ms"] for r in remote]
+        kernel_ms = [r["compute_ms"] for r in remote]
+        rest_ms = [max(r["ms"] - r["compute_ms"], 0.0) for r in remote]
+        ax_t.bar(x - 0.2, local_ms, 0.4, label="local", color="tab:gray")
+        ax_t.bar(x + 0.2, kernel_ms, 0.4, label="remote: kernel", color="tab:blue")
+        ax_t.bar(
+            x + 0.2, rest_ms, 0.4, bottom=kernel_ms, label="remote: data + call", color="tab:orange"
+        )
+        ax_t.set_yscale("log")
+        ax_t.set_ylabel("ms per call (median)")
+        ax_t.set_xticks(x, labels, fontsize=7, rotation=60, ha="right")
+        ax_t.legend(fontsize=8)
+        ax_t.set_title(f"compute kernels on the {device}: local vs remote (same device)")
+        colours = ["tab:green" if r["bound"] == "compute" else "tab:red" for r in remote]
+        ax_o.bar(x, [100 * r["overhead_ratio"] for r in remote], color=colours)
+        ax_o.scatter(
+            x,
+            [100 * r["api_overhead_ratio"] for r in remote],
+            marker="_",
+            s=200,
+            color="black",
+            label="outside the kernel",
+        )
+        ax_o.legend(fontsize=8)
+        ax_o.axhline(100 * TARGET_OVERHEAD, color="black", linestyle="--", linewidth=1)
+        ax_o.set_yscale("symlog", linthresh=10)
+        ax_o.set_ylabel("remote overhead, % (green: compute-bound)")
+        ax_o.set_xticks(x, labels, fontsize=7, rotation=60, ha="right")
+        fig.tight_layout()
+        path = out_dir / f"compute_{device}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def add_parser(bench_subparsers: Any) -> None:
+    parser = bench_subparsers.add_parser(
+        "compute",
+        help="kernels local vs on the compute service (remote API overhead)",
+        description="Each registered kernel at a few sizes, locally and through the compute "
+        "service in another process on the same device: median times, overhead, and the share "
+        "of the remote time spent moving data.",
+    )
+    parser.add_argument("--quick", action="store_true", help="one size per kernel, 3 reps")
+    parser.add_argument("--kernels", help=f"comma-separated (default all: {','.join(KERNELS)})")
+    parser.add_argument("--sizes", help="comma-separated sizes for every kernel chosen")
+    parser.add_argument("--reps", type=int, help="timed calls per row (default 7, quick 3)")
+    parser.add_argument("--devices", help="comma-separated: cpu, cuda:N (default: all found)")
+    parser.add_argument(
+        "--transport",
+        default="bulk",
+        choices=("bulk", "default"),
+        help="Cyclone settings: bulk = 64 KB messages on loopback (default), default = Cyclone's",
+    )
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--record", action="store_true", help="record in benchmarks/README.md")
+    parser.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
+    parser.set_defaults(func=cmd_compute)
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run."""
+    parts = ["mcc bench compute"]
+    if args.quick:
+        parts.append("--quick")
+    for flag in ("kernels", "sizes", "reps", "devices", "json", "plot"):
+        value = getattr(args, flag)
+        if value is not None:
+            parts.append(f"--{flag} {value}")
+    if args.transport != "bulk":
+        parts.append(f"--transport {args.transport}")
+    if args.record:
+        parts.append("--record")
+    return " ".join(parts)
+
+
+def cmd_compute(args: argparse.Namespace) -> int:
+    kernels = args.kernels.split(",") if args.kernels else list(KERNELS)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    devices = args.devices.split(",") if args.devices else None
+    load_before = _load_average()
+    rows = run_compute_bench(
+        kernels=kernels,
+        quick=args.quick,
+        reps=args.reps,
+        sizes=sizes,
+        devices=devices,
+        transport=args.transport,
+    )
+    doc = report.document("compute", rows, command=_command(args))
+    report.print_table("compute kernels: local vs remote (same device)", rows, COLUMNS)
+    load = (
+        f"Load average (1, 5, 15 min) before / after the run: {load_before} / "
+        f"{_load_average()} on {os.cpu_count()} cores."
+    )
+    text = notes(rows, load=load)
+    if text:
+        print(text)
+    if args.json:
+        print(f"wrote {report.write_json(doc, args.json)}")
+    if args.plot:
+        for path in plot_compute(rows, Path(args.plot)):
+            print(f"wrote {path}")
+    if args.record:
+        report.record(doc, COLUMNS, notes=text)
+    return 1 if any(r.get("error") for r in rows) else 0
