@@ -9,11 +9,15 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from mcc.orchestrate import LocalBackend, Supervisor, parse_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -167,3 +171,39 @@ def stop_app(
             f"{system} ignored SIGTERM for {within_s:g} s:\n{(logs / f'{system}.log').read_text()}"
         )
     assert code == 0, (logs / f"{system}.log").read_text()
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
+    """Poll ``condition`` until it returns something truthy (returned); fail at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
+
+
+@pytest.fixture
+def run_supervisor(
+    tmp_path: Path, domain_id: int, bus_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Supervisor]]:
+    """Start a supervisor for manifest text (``{domain}`` filled in); closed after the test."""
+    monkeypatch.setenv("MCC_HOME", str(tmp_path / "home"))
+    started: list[Supervisor] = []
+
+    def start(text: str, **options: Any) -> Supervisor:
+        mission = parse_manifest(text.replace("{domain}", str(domain_id)))
+        supervisor = Supervisor(
+            mission,
+            backend=LocalBackend(mission.nodes, mission=mission.mission),
+            run_dir=tmp_path / "run",
+            **options,
+        )
+        started.append(supervisor.start())
+        return supervisor
+
+    yield start
+    for supervisor in started:
+        if not supervisor._done.is_set():
+            supervisor.close()

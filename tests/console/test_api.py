@@ -16,11 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from mcc.console import ConsoleConfig, Layout, UserStore, create_app, read_audit
 from mcc.console.bridge import APPROVAL_PARTITION
 from mcc.orchestrate import Supervisor
+from tests.conftest import wait_for
 from tests.console.conftest import COMMANDER, OBSERVER
 from tests.console.test_state import picture
-from tests.orchestrate.test_supervisor import APP, run_supervisor, wait_for
-
-__all__ = ["run_supervisor"]  # a fixture of the supervisor's tests, used here
+from tests.orchestrate.test_supervisor import APP
 
 
 @pytest.fixture

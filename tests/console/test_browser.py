@@ -13,9 +13,6 @@ from mcc.console import read_audit
 from mcc.orchestrate import Supervisor
 from tests.apps.test_tewa import SMALL, WEAPONS
 from tests.console.conftest import COMMANDER, OBSERVER, console_process, open_page
-from tests.orchestrate.test_supervisor import run_supervisor
-
-__all__ = ["run_supervisor"]  # a fixture of the supervisor's tests, used here
 
 MISSION = """
 mission: console-test

@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from mcc.orchestrate.client import ControlClient
 from mcc.types import AirPicture
 from mcc.types.arrays import packed_field
 from tests.conftest import REPO, run_cli
+from tests.conftest import wait_for as wait_until
 from tests.netns.conftest import lab_leftovers, require_netns
 
 MANIFEST = """
@@ -52,13 +52,7 @@ systems:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 45.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"no {what} within {timeout_s:g} s")
+    return wait_until(check, timeout_s, what)
 
 
 @pytest.fixture

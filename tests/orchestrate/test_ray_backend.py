@@ -24,6 +24,7 @@ from mcc.errors import OrchestratorError
 from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec
 from mcc.orchestrate.backends.ray import ENV_CLUSTER_SIZE, RayBackend
 from tests.conftest import IN_CI
+from tests.conftest import wait_for as wait_until
 
 try:
     import ray
@@ -73,15 +74,7 @@ while True:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.02)
+    return wait_until(check, timeout_s, what)
 
 
 def gone(pid: int) -> bool:

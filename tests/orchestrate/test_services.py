@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
 import pytest
 
+from mcc.compute.rodinia import hotspot
 from mcc.errors import ManifestError
+from mcc.orchestrate import Supervisor
 from mcc.orchestrate.manifest import parse_manifest
 from mcc.orchestrate.services import COMPUTE_APP, PERSIST_APP, durable_topics, with_services
+from tests.conftest import wait_for
+from tests.orchestrate import shared_gpu_app
 
 DURABLE_APP = "tests.orchestrate.durable_app:main"
 
@@ -91,3 +99,23 @@ def test_bad_services_are_located(services: str, message: str) -> None:
     with pytest.raises(ManifestError) as err:
         parse_manifest(f"mission: m\nservices: {services}\n", source="m.yaml")
     assert f"m.yaml:2: {message}" in str(err.value)
+
+
+def test_a_shared_gpu_system_computes_through_the_started_service(
+    run_supervisor: Callable[..., Supervisor], tmp_path: Path
+) -> None:
+    sup = run_supervisor(
+        "mission: gpu-share\ndomain: {domain}\nsystems:\n"
+        "  user: {app: 'tests.orchestrate.shared_gpu_app:main', restart: never,"
+        " resources: {cpus: 0.5, gpu: shared}}\n"
+    )
+    assert list(sup.systems) == ["compute", "user"]
+    result = tmp_path / "run" / "hotspot.npy"
+    wait_for(result.exists, 60.0, "the shared-GPU app's result")
+    states = {i["id"]: i for i in sup.status()["instances"]}
+    assert states["gpu-share/compute/0"]["state"] == "running"
+    assert states["gpu-share/compute/0"]["device"] == "cpu"  # no GPU here: the service's CPU
+    assert states["gpu-share/user/0"]["device"] == "remote:compute"
+    temp, power = shared_gpu_app.inputs()
+    expected = hotspot(temp, power, iterations=10)
+    np.testing.assert_allclose(np.load(result), expected, rtol=1e-12)

@@ -5,52 +5,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from mcc.orchestrate import LocalBackend, Supervisor, parse_manifest
+from mcc.orchestrate import Supervisor
+from tests.conftest import wait_for
 
 APP = "mcc.orchestrate.probe:idle"
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
-
-
-@pytest.fixture
-def run_supervisor(
-    tmp_path: Path, domain_id: int, bus_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., Supervisor]]:
-    """Start a supervisor for manifest text (``{domain}`` filled in); closed after the test."""
-    monkeypatch.setenv("MCC_HOME", str(tmp_path / "home"))
-    started: list[Supervisor] = []
-
-    def start(text: str, **options: Any) -> Supervisor:
-        mission = parse_manifest(text.replace("{domain}", str(domain_id)))
-        supervisor = Supervisor(
-            mission,
-            backend=LocalBackend(mission.nodes, mission=mission.mission),
-            run_dir=tmp_path / "run",
-            **options,
-        )
-        started.append(supervisor.start())
-        return supervisor
-
-    yield start
-    for supervisor in started:
-        if not supervisor._done.is_set():
-            supervisor.close()
 
 
 def instances(supervisor: Supervisor, state: str | None = None) -> dict[str, dict[str, Any]]:
