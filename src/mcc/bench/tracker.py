@@ -70,7 +70,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import chi2
 
 from mcc.apps.metrics import gospa
 from mcc.apps.scenario import Classic2D, Scenario, classic_2d, load_scenario
@@ -231,6 +230,8 @@ def run_stonesoup_classic(
     measurement = LinearGaussian(ndim_state=4, mapping=(0, 2), noise_covar=data.R)
     predictor = KalmanPredictor(transition)
     updater = KalmanUpdater(measurement)
+    from scipy.stats import chi2  # slow to import: only when Stone Soup runs
+
     gate = float(np.sqrt(chi2.ppf(config.gate_probability, 2)))
     hypothesiser = DistanceHypothesiser(predictor, updater, Mahalanobis(), missed_distance=gate)
 
