@@ -58,3 +58,7 @@ class ComputeError(MccError, ValueError):
 
 class ScenarioError(MccError, ValueError):
     """A scenario file is unreadable, not YAML, or breaks the schema (docs/scenario.md)."""
+
+
+class StoreError(MccError):
+    """A persistence store is unusable (not MCC's, wrong version, corrupt) or refused a sample."""

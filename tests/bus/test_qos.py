@@ -70,10 +70,18 @@ EXPECTED: dict[str, Qos] = {
         ),
     ),
     "durable": Qos(
-        RELIABLE, Policy.Durability.Transient, Policy.History.KeepLast(16), _durability_service(16)
+        RELIABLE,
+        Policy.Durability.Transient,
+        Policy.History.KeepLast(16),
+        _durability_service(16),
+        Policy.WriterDataLifecycle(autodispose=False),
     ),
     "persistent": Qos(
-        RELIABLE, Policy.Durability.Persistent, Policy.History.KeepLast(16), _durability_service(16)
+        RELIABLE,
+        Policy.Durability.Persistent,
+        Policy.History.KeepLast(16),
+        _durability_service(16),
+        Policy.WriterDataLifecycle(autodispose=False),
     ),
     "perf_reliable": Qos(RELIABLE, Policy.Durability.Volatile, Policy.History.KeepLast(50)),
     "perf_best_effort": Qos(

@@ -1,7 +1,19 @@
-"""An app that declares a durable topic (for the services tests)."""
+"""An app that declares a durable topic (for the services tests): it stores one Checkpoint."""
+
+from __future__ import annotations
+
+from mcc.orchestrate.runtime import AppContext
+from mcc.types import Checkpoint
 
 DURABLE_TOPICS = ("Checkpoint",)
 
 
-def main(ctx: object) -> int:
+def main(ctx: AppContext) -> int:
+    writer = ctx.bus.writer("Checkpoint")
+    checkpoint = Checkpoint(
+        job_id="services-test", worker_id=ctx.identity.id, items_done=7, last_item_id=6, state=b""
+    )
+    writer.write_stored(checkpoint, timeout_s=30.0)
+    (ctx.run_dir / "stored").write_text("ok")
+    ctx.stop.wait()
     return 0

@@ -13,6 +13,7 @@ from mcc.errors import ManifestError
 from mcc.orchestrate import Supervisor
 from mcc.orchestrate.manifest import parse_manifest
 from mcc.orchestrate.services import COMPUTE_APP, PERSIST_APP, durable_topics, with_services
+from mcc.persist import inspect_store
 from tests.conftest import wait_for
 from tests.orchestrate import shared_gpu_app
 
@@ -119,3 +120,18 @@ def test_a_shared_gpu_system_computes_through_the_started_service(
     temp, power = shared_gpu_app.inputs()
     expected = hotspot(temp, power, iterations=10)
     np.testing.assert_allclose(np.load(result), expected, rtol=1e-12)
+
+
+def test_a_durable_app_stores_through_the_started_persistence_service(
+    run_supervisor: Callable[..., Supervisor], tmp_path: Path
+) -> None:
+    sup = run_supervisor(
+        f"mission: durable\ndomain: {{domain}}\nsystems:\n"
+        f"  worker: {{app: '{DURABLE_APP}', restart: never, resources: {{cpus: 0.5}}}}\n"
+    )
+    assert list(sup.systems) == ["persist", "worker"]
+    run = tmp_path / "run"
+    wait_for((run / "stored").exists, 60.0, "the checkpoint acknowledged by the service")
+    report = inspect_store(run / "persist.sqlite")
+    checkpoint = {t.name: t for t in report.topics}["Checkpoint"]
+    assert (checkpoint.instances, checkpoint.samples) == (1, 1)

@@ -7,6 +7,7 @@
 
 from mcc.bus.core import Bus, BusStatistics, QosEvent, Reader, Writer, open_bus
 from mcc.bus.heartbeat import HeartbeatPublisher
+from mcc.bus.history import DurableWriter, HistoryReader, HistoryStatus, StoreError
 from mcc.bus.loop import ReaderLoop
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.rpc import Replier, Requester
@@ -18,13 +19,17 @@ __all__ = [
     "TOPICS",
     "Bus",
     "BusStatistics",
+    "DurableWriter",
     "HeartbeatPublisher",
+    "HistoryReader",
+    "HistoryStatus",
     "QosEvent",
     "QosLibrary",
     "Reader",
     "ReaderLoop",
     "Replier",
     "Requester",
+    "StoreError",
     "TopicSpec",
     "Transport",
     "Writer",

@@ -177,6 +177,8 @@ class Reader(Generic[T]):
             bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False), listener=listener
         )
         self.condition = ReadCondition(self._dds, _ANY_STATE)
+        # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
+        self.conditions: tuple[Any, ...] = (self.condition,)
         codec = flat_codec(self.type)  # type: ignore[arg-type]
         self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
         self._waitset: WaitSet | None = None
@@ -207,7 +209,8 @@ class Reader(Generic[T]):
         """Block until data is available; False on timeout."""
         if self._waitset is None:
             self._waitset = WaitSet(self.bus.participant)
-            self._waitset.attach(self.condition)
+            for condition in self.conditions:
+                self._waitset.attach(condition)
         return self._waitset.wait(duration(seconds=max(timeout_s, 0.0))) > 0
 
     def take_wait(self, max_samples: int = 256, *, timeout_s: float = 1.0) -> list[T]:
@@ -303,6 +306,7 @@ class Bus:
                 BuiltinDataReader(self.participant, BuiltinTopicDcpsSubscription),
             )
         self._closed = False
+        self._history_client: Any = None  # mcc.bus.history, created on first durable reader
 
     # -- entities -------------------------------------------------------------------------
     def topic(
@@ -336,9 +340,18 @@ class Bus:
         type: type | None = None,
         validate: bool = True,
     ) -> Writer[Any]:
-        """A writer on ``topic`` with QoS ``profile`` (default: the catalogue's)."""
+        """A writer on ``topic`` with QoS ``profile`` (default: the catalogue's).
+
+        For a TRANSIENT or PERSISTENT profile it is a ``DurableWriter``, whose
+        ``write_stored`` waits until the persistence service committed the sample.
+        """
         profile = profile or self._default_profile(topic)
-        return Writer(self, self.topic(topic, type, profile=profile), profile, validate=validate)
+        dds_topic = self.topic(topic, type, profile=profile)
+        if self._is_durable(profile):
+            from mcc.bus.history import DurableWriter
+
+            return DurableWriter(self, dds_topic, profile, validate=validate)
+        return Writer(self, dds_topic, profile, validate=validate)
 
     def reader(
         self,
@@ -347,15 +360,38 @@ class Bus:
         profile: str | None = None,
         type: type | None = None,
         on_data: Callable[[Reader[Any]], None] | None = None,
+        history: bool = True,
+        history_timeout_s: float | None = None,
     ) -> Reader[Any]:
         """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's).
 
         ``on_data(reader)`` is called on Cyclone's receive thread as data arrives: the lowest
         latency (no thread switch), for short handlers that ``take`` and maybe write. Use a
         ``ReaderLoop`` for anything longer.
+
+        For a TRANSIENT or PERSISTENT profile it is a ``HistoryReader``: the samples that the
+        persistence service retained come first (docs/persistence.md), unless ``history`` is
+        False; ``history_timeout_s`` bounds the wait for a service (default 3 s).
         """
         profile = profile or self._default_profile(topic)
-        return Reader(self, self.topic(topic, type, profile=profile), profile, on_data=on_data)
+        dds_topic = self.topic(topic, type, profile=profile)
+        if history and self._is_durable(profile):
+            from mcc.bus.history import DEFAULT_HISTORY_TIMEOUT_S, HistoryReader
+
+            timeout_s = (
+                DEFAULT_HISTORY_TIMEOUT_S if history_timeout_s is None else history_timeout_s
+            )
+            return HistoryReader(
+                self, dds_topic, profile, on_data=on_data, history_timeout_s=timeout_s
+            )
+        return Reader(self, dds_topic, profile, on_data=on_data)
+
+    def _is_durable(self, profile: str) -> bool:
+        qos = self.qos.reader_qos(profile)
+        return Policy.Durability in qos and qos[Policy.Durability] in (
+            Policy.Durability.Transient,
+            Policy.Durability.Persistent,
+        )
 
     def _default_profile(self, topic: str) -> str:
         return topic_spec(topic).profile
@@ -437,6 +473,8 @@ class Bus:
         if self._closed:
             return
         self._closed = True
+        if self._history_client is not None:
+            self._history_client.close()
         # Delete the participant (and with it, in C, every reader, writer and listener) now,
         # rather than leave it to the garbage collector: a listener's Python trampoline freed
         # before its C entity would be called after free (a segfault seen in the benchmarks).

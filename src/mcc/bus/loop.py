@@ -53,7 +53,8 @@ class ReaderLoop:
 
     def add(self, reader: Reader[Any], handler: Handler) -> ReaderLoop:
         """Call ``handler(samples)`` with each batch taken from ``reader``."""
-        self._waitset.attach(reader.condition)
+        for condition in reader.conditions:
+            self._waitset.attach(condition)
         self._handlers.append((reader, handler))
         return self
 

@@ -352,6 +352,80 @@ class Checkpoint(idl.IdlStruct, typename="mcc.Checkpoint"):
 @dataclass
 @annotate.appendable
 @annotate.autoid("sequential")
+class PersistRequest(idl.IdlStruct, typename="mcc.PersistRequest"):
+    request_id: str = ''
+    annotate.key("request_id")
+    client_id: str = ''
+    topic: str = ''
+    type_name: str = ''
+    partitions_json: str = ''
+    issue_ns: types.int64 = 0
+
+
+@dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
+class PersistTopic(idl.IdlStruct, typename="mcc.PersistTopic"):
+    topic: str = ''
+    type_name: str = ''
+    persistent: bool = False
+    history_depth: types.int32 = 0
+    max_samples: types.int32 = 0
+    max_instances: types.int32 = 0
+    max_samples_per_instance: types.int32 = 0
+    cleanup_delay_ns: types.int64 = 0
+
+
+@dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
+class PersistSample(idl.IdlStruct, typename="mcc.PersistSample"):
+    topic: str = ''
+    partitions_json: str = ''
+    key: bytes = b''
+    key_json: str = ''
+    writer_guid: str = ''
+    writer_seq: types.uint64 = 0
+    source_ns: types.int64 = 0
+    stored_ns: types.int64 = 0
+    data: bytes = b''
+
+
+@dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
+class PersistReply(idl.IdlStruct, typename="mcc.PersistReply"):
+    request_id: str = ''
+    annotate.key("request_id")
+    client_id: str = ''
+    replier_id: str = ''
+    complete: bool = False
+    ok: bool = False
+    message: str = ''
+    topics: types.sequence['PersistTopic'] = field(default_factory=list)
+    samples: types.sequence['PersistSample'] = field(default_factory=list)
+    reply_ns: types.int64 = 0
+
+
+@dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
+class PersistAck(idl.IdlStruct, typename="mcc.PersistAck"):
+    replica: str = ''
+    annotate.key("replica")
+    writer_guid: str = ''
+    annotate.key("writer_guid")
+    topic: str = ''
+    stored_source_ns: types.int64 = 0
+    stored: types.uint64 = 0
+    refused_source_ns: types.int64 = 0
+    refused_reason: str = ''
+    time_ns: types.int64 = 0
+
+
+@dataclass
+@annotate.appendable
+@annotate.autoid("sequential")
 class NavSample(idl.IdlStruct, typename="mcc.NavSample"):
     vehicle_id: str = ''
     seq: types.uint64 = 0
@@ -420,4 +494,4 @@ PACKED_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     },
 }
 
-__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS"]
+__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS"]

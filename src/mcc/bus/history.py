@@ -1,0 +1,579 @@
+"""Durable topics for apps: history from the persistence service, writes it has stored.
+
+Cyclone DDS 11 keeps no history for TRANSIENT or PERSISTENT writers (a late reader of a live
+transient writer gets nothing), so ``mcc.persist`` keeps it and this module fetches it:
+
+>>> reader = bus.reader("Checkpoint")        # durable profile: a HistoryReader
+>>> reader.wait_for_history(timeout_s=5.0)   # True once a replica of the service answered
+>>> reader.take()                            # the retained samples, then live ones
+>>> bus.writer("Checkpoint").write_stored(cp)  # returns once a replica committed ``cp``
+
+The history is asked for with ``PersistRequest``/``PersistReply`` (every replica answers);
+replies are merged, de-duplicated by (writer GUID, source timestamp), trimmed to the history
+depth per instance and sorted by source timestamp; live samples already in the history are
+dropped. docs/persistence.md tells the whole story.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cyclonedds._clayer import ddspy_read, ddspy_take, ddspy_write_ts
+from cyclonedds.core import (
+    DDSException,
+    GuardCondition,
+    InstanceState,
+    Policy,
+    Qos,
+    SampleState,
+    ViewState,
+)
+from cyclonedds.internal import SampleInfo
+
+from mcc.bus.core import _ANY_STATE, Reader, Writer, _poll
+from mcc.bus.loop import ReaderLoop
+from mcc.errors import MccError, RequestTimeoutError, StoreError
+from mcc.types import PersistAck, PersistReply, PersistRequest, PersistSample
+
+if TYPE_CHECKING:
+    from cyclonedds.topic import Topic
+
+    from mcc.bus.core import Bus
+
+T = TypeVar("T")
+log = logging.getLogger("mcc.bus.history")
+
+REQUEST_TOPIC = "PersistRequest"
+REPLY_TOPIC = "PersistReply"
+ACK_TOPIC = "PersistAck"
+RPC_PROFILE = "bulk"  # reliable, volatile, keep-all: a request or reply is never dropped
+ACK_PROFILE = "state"  # the latest ack per (replica, writer), replayed to a late ack reader
+DEFAULT_HISTORY_TIMEOUT_S = 3.0
+# Once a complete replica answered, how long to wait for the others: a replica killed a moment
+# ago stays matched until its lease expires, and must not hold every late joiner that long.
+REPLY_GRACE_S = 1.0
+RESEND_S = 0.5  # a request not answered by every replica asked is sent again after this
+
+_DURABLE_KINDS = (Policy.Durability.Transient, Policy.Durability.Persistent)
+
+
+@dataclass(frozen=True)
+class HistoryStatus:
+    """Where a HistoryReader's fetch of retained samples stands."""
+
+    done: bool = False
+    replicas: tuple[str, ...] = ()  # the replicas that answered
+    samples: int = 0  # retained samples delivered ahead of live data
+    error: str = ""
+
+
+def is_durable(qos: Qos) -> bool:
+    """True when ``qos`` asks for TRANSIENT or PERSISTENT durability."""
+    return Policy.Durability in qos and qos[Policy.Durability] in _DURABLE_KINDS
+
+
+def dds_type_name(type_: type) -> str:
+    """The DDS name of an IDL type: ``mcc.Checkpoint`` → ``mcc::Checkpoint``."""
+    return str(getattr(type_, "__idl_typename__", type_.__name__)).replace(".", "::")
+
+
+def history_depth(qos: Qos) -> int:
+    """A reader's keep-last depth; -1 for keep-all."""
+    history = qos[Policy.History] if Policy.History in qos else Policy.History.KeepLast(1)
+    return int(getattr(history, "depth", -1))
+
+
+def merge_history(
+    replies: Iterable[PersistReply], topic: str, *, reader_depth: int = -1
+) -> list[PersistSample]:
+    """The samples of ``topic`` in ``replies``, each once, at most the depth per instance.
+
+    A sample is identified by (writer GUID, source timestamp). The depth is the smaller of the
+    topic's (as the replicas keep it) and ``reader_depth`` (-1: no limit); samples are ordered by
+    source timestamp, oldest first.
+    """
+    unique: dict[tuple[str, int], PersistSample] = {}
+    depths: list[int] = [reader_depth] if reader_depth > 0 else []
+    for reply in replies:
+        depths.extend(
+            t.history_depth for t in reply.topics if t.topic == topic and t.history_depth > 0
+        )
+        for sample in reply.samples:
+            if sample.topic == topic:
+                unique.setdefault((sample.writer_guid, sample.source_ns), sample)
+    ordered = sorted(unique.values(), key=_order)
+    if not depths:
+        return ordered
+    depth = min(depths)
+    per_instance: dict[bytes, int] = {}
+    kept: list[PersistSample] = []
+    for sample in reversed(ordered):  # newest first: keep the last `depth` of each instance
+        seen = per_instance.get(sample.key, 0)
+        if seen < depth:
+            per_instance[sample.key] = seen + 1
+            kept.append(sample)
+    kept.reverse()
+    return kept
+
+
+def _order(sample: PersistSample) -> tuple[int, str]:
+    return sample.source_ns, sample.writer_guid
+
+
+class HistoryClient:
+    """Asks every replica of the persistence service for retained samples (one per bus)."""
+
+    def __init__(self, bus: Bus) -> None:
+        from mcc.bus.rpc import default_client_id
+
+        self.bus = bus
+        self.client_id = default_client_id()
+        self._seq = itertools.count(1)
+        self._cond = threading.Condition()
+        self._replies: dict[str, list[PersistReply]] = {}
+        self._complete_at: dict[str, float] = {}  # request → when a complete reply arrived
+        self._writer = bus.writer(REQUEST_TOPIC, type=PersistRequest, profile=RPC_PROFILE)
+        self._reader = bus.reader(
+            REPLY_TOPIC, type=PersistReply, profile=RPC_PROFILE, history=False
+        )
+        # Replies are taken by a loop of ours, not in a listener: the persistence service
+        # writes replies to its own client's reader too, and a Python listener called by
+        # Cyclone during that local delivery can deadlock on the GIL (seen as a hung write).
+        self._loop = ReaderLoop(bus).add(self._reader, self._on_replies).start("mcc-history")
+
+    def close(self) -> None:
+        """Stop taking replies (``Bus.close`` calls it)."""
+        self._loop.stop()
+
+    def _on_replies(self, replies: list[PersistReply]) -> None:
+        with self._cond:
+            for reply in replies:
+                waiting = self._replies.get(reply.request_id)
+                if waiting is not None and reply.client_id == self.client_id:
+                    waiting.append(reply)
+                    if reply.complete and reply.ok:
+                        self._complete_at.setdefault(reply.request_id, time.monotonic())
+            self._cond.notify_all()
+
+    def _replicas(self) -> tuple[set[str], set[str]]:
+        """Participants of replicas matched both ways, and those matched one way so far."""
+        requests, replies = self._writer.dds, self._reader.dds
+        readers = {
+            str(e.participant_key)
+            for e in map(
+                requests.get_matched_subscription_data, requests.get_matched_subscriptions()
+            )
+            if e is not None
+        }
+        writers = {
+            str(e.participant_key)
+            for e in map(replies.get_matched_publication_data, replies.get_matched_publications())
+            if e is not None
+        }
+        return readers & writers, readers - writers
+
+    def _answered(self, request_id: str) -> dict[str, PersistReply]:
+        """The first reply of each replica to ``request_id`` (caller holds the condition)."""
+        first: dict[str, PersistReply] = {}
+        for reply in self._replies.get(request_id, ()):
+            first.setdefault(reply.replier_id, reply)
+        return first
+
+    def fetch(
+        self,
+        topic: str,
+        *,
+        type_name: str = "",
+        partitions: Sequence[str] = (),
+        timeout_s: float = DEFAULT_HISTORY_TIMEOUT_S,
+        exclude: str = "",
+    ) -> list[PersistReply]:
+        """Replies of the replicas (all that are matched, but ``exclude``) within ``timeout_s``.
+
+        Waits for every matched replica, but no longer than ``REPLY_GRACE_S`` after a complete
+        one answered. An empty list when no replica showed up in time. ``topic=""`` asks for
+        every topic.
+        """
+        deadline = time.monotonic() + timeout_s
+        request = PersistRequest(
+            request_id=f"{self.client_id}/{next(self._seq)}",
+            client_id=self.client_id,
+            topic=topic,
+            type_name=type_name,
+            partitions_json=json.dumps(list(partitions)),
+        )
+        asked: set[str] = set()  # replicas (participants) the request was sent to
+        sent_at = 0.0
+        with self._cond:
+            self._replies[request.request_id] = []
+        try:
+            while True:
+                # Send to the replicas matched both ways, again when more show up (a replica
+                # discovered a moment later must not be missed: its reply is the one needed
+                # when the first one matched is a dead replica whose lease has not expired),
+                # and again after RESEND_S without every reply (a replica can take the request
+                # before its reply writer has matched our reader: that reply is lost).
+                ready, _ = self._replicas()
+                now = time.monotonic()
+                if ready - asked or (asked and now - sent_at >= RESEND_S):
+                    request.issue_ns = time.time_ns()
+                    self._writer.write(request)
+                    asked |= ready
+                    sent_at = now
+                with self._cond:
+                    answered = self._answered(request.request_id)
+                    if asked and len(answered) >= len(asked):
+                        break
+                    limit = deadline
+                    complete_at = self._complete_at.get(request.request_id)
+                    if complete_at is not None:
+                        limit = min(limit, complete_at + REPLY_GRACE_S)
+                    remaining = limit - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(min(remaining, 0.05))
+        finally:
+            with self._cond:
+                answered = self._answered(request.request_id)
+                self._replies.pop(request.request_id, None)
+                self._complete_at.pop(request.request_id, None)
+            if asked:
+                self._writer.dispose(request)
+        replies = list(answered.values())
+        if len(replies) < len(asked):
+            (log.info if replies else log.warning)(
+                "history of %r: %d of %d replicas answered within %.1f s",
+                topic or "every topic",
+                len(replies),
+                len(asked),
+                timeout_s,
+            )
+        return [r for r in replies if r.replier_id != exclude]
+
+
+_clients_lock = threading.Lock()
+
+
+def history_client(bus: Bus) -> HistoryClient:
+    """The bus's history client, created on first use."""
+    with _clients_lock:
+        client: HistoryClient | None = getattr(bus, "_history_client", None)
+        if client is None:
+            client = HistoryClient(bus)
+            bus._history_client = client
+        return client
+
+
+class HistoryReader(Reader[T]):
+    """A reader of a durable topic: the retained samples first, then live ones, each once.
+
+    Until the history has arrived (or ``history_timeout_s`` passed without a service),
+    ``take()`` returns nothing and live samples wait in the reader's cache, so the order
+    holds. History samples carry a ``sample_info`` whose ``publication_handle`` is 0.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        topic: Topic[Any],
+        profile: str,
+        *,
+        on_data: Callable[[Reader[T]], None] | None = None,
+        history_timeout_s: float = DEFAULT_HISTORY_TIMEOUT_S,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._pending: deque[T] = deque()
+        self._history_ids: set[tuple[str, int]] = set()
+        self._guids: dict[int, str] = {}
+        self._status = HistoryStatus()
+        self._guard = GuardCondition(bus.participant)
+        super().__init__(bus, topic, profile, on_data=on_data)
+        self.conditions = (self.condition, self._guard)
+        self.history_timeout_s = history_timeout_s
+        self._thread = threading.Thread(
+            target=self._fetch, name=f"mcc-history-{topic.name}", daemon=True
+        )
+        self._thread.start()
+
+    # -- the history ------------------------------------------------------------------------
+    @property
+    def history(self) -> HistoryStatus:
+        """Where the fetch of retained samples stands."""
+        return self._status
+
+    def wait_for_history(self, timeout_s: float = DEFAULT_HISTORY_TIMEOUT_S) -> bool:
+        """Wait for the history; True when at least one replica of the service answered."""
+        self._ready.wait(timeout_s)
+        return bool(self._status.replicas)
+
+    def _fetch(self) -> None:
+        decoded: list[T] = []
+        ids: set[tuple[str, int]] = set()
+        status = HistoryStatus(done=True)
+        try:
+            replies = history_client(self.bus).fetch(
+                self.topic_name,
+                type_name=dds_type_name(self.type),
+                partitions=self.bus.partitions,
+                timeout_s=self.history_timeout_s,
+            )
+            errors = [f"{r.replier_id}: {r.message}" for r in replies if not r.ok]
+            depth = history_depth(self._dds.get_qos())
+            for sample in merge_history(
+                (r for r in replies if r.ok), self.topic_name, reader_depth=depth
+            ):
+                try:
+                    value = self._decode(sample.data)
+                except Exception as exc:  # a replica holding bytes of another type
+                    errors.append(f"sample of writer {sample.writer_guid}: {exc}")
+                    continue
+                value.sample_info = _history_info(sample)
+                decoded.append(value)
+                ids.add((sample.writer_guid, sample.source_ns))
+            status = HistoryStatus(
+                True, tuple(r.replier_id for r in replies), len(decoded), "; ".join(errors)
+            )
+            if not replies:
+                log.warning(
+                    "no persistence service answered for topic %r within %.1f s: "
+                    "live data only (is `mcc persist serve` running on this domain?)",
+                    self.topic_name,
+                    self.history_timeout_s,
+                )
+            elif errors:
+                log.warning("history of %r: %s", self.topic_name, status.error)
+        except Exception as exc:  # the reader goes on with live data, whatever happened
+            status = HistoryStatus(done=True, error=f"{type(exc).__name__}: {exc}")
+            expected = isinstance(exc, MccError | DDSException)
+            (log.warning if expected else log.exception)(
+                "history of %r failed: %s", self.topic_name, exc
+            )
+        finally:
+            with self._lock:
+                self._pending.extend(decoded)
+                self._history_ids = ids
+                self._status = status
+                self._ready.set()
+        try:
+            self._guard.set(True)
+            if self._on_data is not None:
+                self._on_data(self)
+        except DDSException:  # the bus was closed meanwhile
+            log.debug("history of %r arrived after its bus closed", self.topic_name)
+
+    # -- reading ----------------------------------------------------------------------------
+    def take(self, max_samples: int = 256) -> list[T]:
+        if not self._ready.is_set():
+            return []
+        out: list[T] = []
+        with self._lock:
+            while self._pending and len(out) < max_samples:
+                out.append(self._pending.popleft())
+            if not self._pending:
+                self._guard.set(False)
+        if len(out) < max_samples:
+            raw = ddspy_take(self._dds._ref, _ANY_STATE, max_samples - len(out))
+            out.extend(self._fresh(raw, consume=True))
+        return out
+
+    def read(self, max_samples: int = 256) -> list[T]:
+        if not self._ready.is_set():
+            return []
+        with self._lock:
+            out = list(itertools.islice(self._pending, max_samples))
+        if len(out) < max_samples:
+            raw = ddspy_read(self._dds._ref, _ANY_STATE, max_samples - len(out))
+            out.extend(self._fresh(raw, consume=False))
+        return out
+
+    def _fresh(self, raw: Any, *, consume: bool) -> list[T]:
+        """Valid live samples that the history did not already hold."""
+        samples = self._valid(raw)
+        if not self._history_ids:
+            return samples
+        out = []
+        for sample in samples:
+            info = sample.sample_info  # type: ignore[attr-defined]
+            ident = (self._guid(info.publication_handle), info.source_timestamp)
+            if ident in self._history_ids:
+                if consume:
+                    self._history_ids.discard(ident)  # a sample arrives live only once
+                continue
+            out.append(sample)
+        return out
+
+    # -- writer identities ------------------------------------------------------------------
+    def _guid(self, handle: int) -> str:
+        """The GUID of the writer behind ``publication_handle`` (its discovery instance)."""
+        guid = self._guids.get(handle)
+        if guid is not None:
+            return guid
+        try:
+            endpoint = self._dds.get_matched_publication_data(handle)
+        except DDSException:
+            endpoint = None
+        if endpoint is None:  # gone already: discovery still has it (same instance handle)
+            builtin = self.bus._builtin[0] if self.bus._builtin is not None else None
+            found = builtin.read(100_000) if builtin is not None else []
+            endpoint = next((e for e in found if e.sample_info.instance_handle == handle), None)
+        if endpoint is None:
+            return f"handle:{handle:x}"
+        self._guids[handle] = guid = str(endpoint.key)
+        return guid
+
+
+def _history_info(sample: PersistSample) -> SampleInfo:
+    return SampleInfo(
+        sample_state=SampleState.NotRead,
+        view_state=ViewState.New,
+        instance_state=InstanceState.Alive,
+        valid_data=True,
+        source_timestamp=sample.source_ns,
+        instance_handle=0,
+        publication_handle=0,
+        disposed_generation_count=0,
+        no_writers_generation_count=0,
+        sample_rank=0,
+        generation_rank=0,
+        absolute_generation_rank=0,
+    )
+
+
+@dataclass
+class _Ack:
+    stored_source_ns: int = 0
+    refused_source_ns: int = 0
+    refused_reason: str = ""
+
+
+class DurableWriter(Writer[T]):
+    """A writer of a durable topic; ``write_stored`` returns once the service committed."""
+
+    def __init__(self, bus: Bus, topic: Topic[Any], profile: str, *, validate: bool) -> None:
+        super().__init__(bus, topic, profile, validate=validate)
+        self.guid = str(self._dds.guid)
+        self._acks: dict[str, _Ack] = {}
+        self._ack_reader: Reader[PersistAck] | None = None
+        self._last_ns = 0
+        self._stored_lock = threading.Lock()  # one write_stored at a time waits for acks
+
+    def write_stored(self, sample: T, *, timeout_s: float = 5.0, replicas: int = 1) -> int:
+        """Publish ``sample`` and wait until ``replicas`` replicas committed it to disk.
+
+        Returns the sample's source timestamp (ns). ``RequestTimeoutError`` when fewer
+        replicas stored it within ``timeout_s``; ``StoreError`` when a replica refused it.
+        """
+        if replicas < 1:
+            raise MccError(f"replicas = {replicas}: ask for at least one replica")
+        with self._stored_lock:
+            return self._write_stored(sample, timeout_s, replicas)
+
+    def _write_stored(self, sample: T, timeout_s: float, replicas: int) -> int:
+        deadline = time.monotonic() + timeout_s
+        acks = self._acks_reader()
+        # A replica subscribes when it discovers this writer: until its reader has matched,
+        # a sample would not reach it.
+        if not self.wait_for_replicas(replicas, timeout_s=timeout_s):
+            raise RequestTimeoutError(
+                f"{len(self._matched_replicas())} of {replicas} persistence replicas "
+                f"subscribed to topic {self.topic_name!r} within {timeout_s:g} s; is `mcc "
+                "persist serve` running on this domain (and enough replicas of it)?"
+            )
+        source_ns = max(time.time_ns(), self._last_ns + 1)
+        self._last_ns = source_ns
+        self._write_at(sample, source_ns)
+        while True:
+            self._take_acks(acks)
+            refusal, stored = self._refusal(source_ns), self._stored(source_ns)
+            remaining = deadline - time.monotonic()
+            if refusal is not None or stored >= replicas or remaining <= 0:
+                break
+            acks.wait(remaining)
+        if refusal is not None:
+            raise StoreError(
+                f"persistence replica {refusal[0]!r} refused a sample of topic "
+                f"{self.topic_name!r}: {refusal[1]}; raise the limit in the profile's "
+                "durability_service or write less"
+            )
+        if stored < replicas:
+            raise RequestTimeoutError(
+                f"{stored} of {replicas} persistence replicas stored the sample of topic "
+                f"{self.topic_name!r} within {timeout_s:g} s; is `mcc persist serve` running "
+                "on this domain (and enough replicas of it)?"
+            )
+        return source_ns
+
+    def wait_for_replicas(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
+        """Wait until ``count`` replicas of the persistence service read this writer.
+
+        Samples written before a replica subscribed never reach it (Cyclone keeps no history
+        for TRANSIENT writers); call this before the first ``write`` when that matters.
+        """
+        self._acks_reader()
+        return _poll(lambda: len(self._matched_replicas()) >= count, timeout_s)
+
+    def _write_at(self, sample: T, source_ns: int) -> None:
+        if self._validate:
+            from mcc.bus.validate import validate_sample
+
+            try:
+                validate_sample(sample)
+            except MccError:
+                self.bus.stats.invalid_samples_refused += 1
+                raise
+        if self._codec is None:
+            self._dds.write(sample, timestamp=source_ns)
+            return
+        ret = ddspy_write_ts(self._ref, self._codec.encode(sample), source_ns)
+        if ret < 0:
+            raise DDSException(ret, f"writing to topic {self.topic_name!r}")
+
+    def _matched_replicas(self) -> set[str]:
+        """Participants of the replicas that publish acks and read this writer."""
+        assert self._ack_reader is not None
+        ack_dds, data_dds = self._ack_reader.dds, self._dds
+        replicas = {
+            str(d.participant_key)
+            for d in map(ack_dds.get_matched_publication_data, ack_dds.get_matched_publications())
+            if d is not None
+        }
+        readers = {
+            str(d.participant_key)
+            for d in map(
+                data_dds.get_matched_subscription_data, data_dds.get_matched_subscriptions()
+            )
+            if d is not None
+        }
+        return replicas & readers
+
+    def _stored(self, source_ns: int) -> int:
+        return sum(1 for ack in self._acks.values() if ack.stored_source_ns >= source_ns)
+
+    def _refusal(self, source_ns: int) -> tuple[str, str] | None:
+        for replica, ack in self._acks.items():
+            if ack.refused_source_ns == source_ns:
+                return replica, ack.refused_reason
+        return None
+
+    def _acks_reader(self) -> Reader[PersistAck]:
+        if self._ack_reader is None:
+            self._ack_reader = self.bus.reader(
+                ACK_TOPIC, type=PersistAck, profile=ACK_PROFILE, history=False
+            )
+        return self._ack_reader
+
+    def _take_acks(self, reader: Reader[PersistAck]) -> None:
+        for ack in reader.take():
+            if ack.writer_guid == self.guid:
+                self._acks[ack.replica] = _Ack(
+                    ack.stored_source_ns, ack.refused_source_ns, ack.refused_reason
+                )

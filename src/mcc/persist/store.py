@@ -1,0 +1,641 @@
+"""The SQLite store of one persistence replica: one file, WAL mode, committed before acked.
+
+>>> with Store.open("persist.sqlite") as store:
+...     store.ensure_topic(policy)
+...     result = store.apply([Write(...), Dispose(...)])   # one transaction
+...     topics, samples = store.history("Checkpoint", partitions=["vc1"])
+
+A file is checked before it is used: an SQLite database of another application, another schema
+version, garbage bytes or a truncated file raise ``StoreError`` naming the file and the fix;
+the store never resets a file it cannot read. docs/persistence.md describes the schema.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from types import TracebackType
+
+from mcc.bus.history import StoreError
+from mcc.types import PersistSample, PersistTopic
+
+APPLICATION_ID = 0x4D434350  # "MCCP" in PRAGMA application_id: this file is an MCC store
+SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+UNLIMITED = -1
+
+_SCHEMA = """
+CREATE TABLE topics (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    type_name TEXT NOT NULL,
+    persistent INTEGER NOT NULL,
+    history_depth INTEGER NOT NULL,        -- keep-last depth; -1 = keep-all
+    max_samples INTEGER NOT NULL,          -- -1 = unlimited
+    max_instances INTEGER NOT NULL,
+    max_samples_per_instance INTEGER NOT NULL,
+    cleanup_delay_ns INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL,
+    UNIQUE (name, type_name)
+);
+CREATE TABLE instances (
+    id INTEGER PRIMARY KEY,
+    topic_id INTEGER NOT NULL REFERENCES topics (id),
+    partitions TEXT NOT NULL,              -- JSON list of the writers' partitions
+    key BLOB NOT NULL,                     -- key-only CDR
+    key_json TEXT NOT NULL,
+    disposed_ns INTEGER,                   -- when an explicit dispose arrived; NULL = alive
+    UNIQUE (topic_id, partitions, key)
+);
+CREATE TABLE writers (
+    guid TEXT PRIMARY KEY,
+    topic_id INTEGER NOT NULL REFERENCES topics (id),
+    partitions TEXT NOT NULL,
+    stored INTEGER NOT NULL,               -- samples committed from this writer
+    first_source_ns INTEGER NOT NULL,
+    last_source_ns INTEGER NOT NULL        -- newest committed source timestamp
+);
+CREATE TABLE samples (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, -- order of arrival at this replica
+    instance_id INTEGER NOT NULL REFERENCES instances (id),
+    writer_guid TEXT NOT NULL,
+    writer_seq INTEGER NOT NULL,           -- n-th sample of that writer stored here
+    source_ns INTEGER NOT NULL,
+    stored_ns INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE (writer_guid, source_ns)
+);
+CREATE INDEX samples_by_instance ON samples (instance_id, source_ns);
+"""
+
+
+@dataclass(frozen=True)
+class TopicPolicy:
+    """How a topic is kept: durability kind and the writers' ``durability_service`` policy."""
+
+    name: str
+    type_name: str
+    persistent: bool
+    history_depth: int = 16  # keep-last depth per instance; -1 = keep-all
+    max_samples: int = UNLIMITED
+    max_instances: int = UNLIMITED
+    max_samples_per_instance: int = UNLIMITED
+    cleanup_delay_ns: int = 0
+
+    @property
+    def durability(self) -> str:
+        return "persistent" if self.persistent else "transient"
+
+    def to_msg(self) -> PersistTopic:
+        return PersistTopic(
+            topic=self.name,
+            type_name=self.type_name,
+            persistent=self.persistent,
+            history_depth=self.history_depth,
+            max_samples=self.max_samples,
+            max_instances=self.max_instances,
+            max_samples_per_instance=self.max_samples_per_instance,
+            cleanup_delay_ns=self.cleanup_delay_ns,
+        )
+
+    @classmethod
+    def from_msg(cls, msg: PersistTopic) -> TopicPolicy:
+        return cls(
+            msg.topic,
+            msg.type_name,
+            msg.persistent,
+            msg.history_depth,
+            msg.max_samples,
+            msg.max_instances,
+            msg.max_samples_per_instance,
+            msg.cleanup_delay_ns,
+        )
+
+
+@dataclass(frozen=True)
+class Write:
+    """A sample to store."""
+
+    topic: str
+    type_name: str
+    partitions: tuple[str, ...]
+    key: bytes
+    key_json: str
+    writer_guid: str
+    source_ns: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Dispose:
+    """An explicit dispose of an instance: its samples go after the cleanup delay."""
+
+    topic: str
+    type_name: str
+    partitions: tuple[str, ...]
+    key: bytes
+    writer_guid: str
+    source_ns: int
+
+
+@dataclass
+class ApplyResult:
+    """What one ``apply`` did, per writer GUID: stored/duplicate/refused."""
+
+    stored: int = 0
+    duplicates: int = 0
+    disposed: int = 0
+    refused: list[tuple[Write, str]] = field(default_factory=list)
+    writers: set[str] = field(default_factory=set)  # writers with samples stored or refused
+
+
+@dataclass(frozen=True)
+class WriterState:
+    """What a replica has committed from one writer (the content of its ``PersistAck``)."""
+
+    guid: str
+    topic: str
+    stored: int
+    last_source_ns: int
+
+
+def partitions_match(reader: Sequence[str], writer: Sequence[str]) -> bool:
+    """DDS partition matching: some reader name matches some writer name (wildcards allowed)."""
+    return any(
+        fnmatchcase(w, r) or fnmatchcase(r, w) for r in (reader or ("",)) for w in (writer or ("",))
+    )
+
+
+class Store:
+    """One replica's SQLite file. Not thread-safe: one thread (the service loop) uses it."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock_fd: int | None) -> None:
+        self.path = path
+        self._conn = conn
+        self._lock_fd = lock_fd
+        self._topics: dict[tuple[str, str], tuple[int, TopicPolicy]] = {}
+        for row in conn.execute("SELECT * FROM topics"):
+            policy = _policy(row)
+            self._topics[(policy.name, policy.type_name)] = (row["id"], policy)
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = True, exclusive: bool = True) -> Store:
+        """Open (or create) the store at ``path``; ``StoreError`` if the file is not usable.
+
+        ``exclusive`` locks the file for this process (one service per store file).
+        """
+        path = Path(path).expanduser().absolute()
+        if not _check_file(path, create=create):
+            _create(path)
+        lock_fd = _lock(path) if exclusive else None
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            _unlock(lock_fd)
+            raise StoreError(
+                f"cannot open persistence store {path}: {exc}; check the path and its permissions"
+            ) from exc
+        conn.row_factory = sqlite3.Row
+        try:
+            _validate(conn, path)
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a commit is on disk before the service acknowledges it (power loss too);
+            # WAL alone already survives a kill -9 of the service.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            return cls(path, conn, lock_fd)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            _unlock(lock_fd)
+            raise _corrupt(path, exc) from exc
+        except BaseException:
+            conn.close()
+            _unlock(lock_fd)
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+        _unlock(self._lock_fd)
+        self._lock_fd = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- topics -----------------------------------------------------------------------------
+    def topics(self) -> list[TopicPolicy]:
+        return [policy for _, policy in self._topics.values()]
+
+    def topic(self, name: str, type_name: str) -> TopicPolicy | None:
+        entry = self._topics.get((name, type_name))
+        return entry[1] if entry else None
+
+    def ensure_topic(self, policy: TopicPolicy) -> TopicPolicy:
+        """Register ``policy`` for its topic; the first one registered wins (returned)."""
+        entry = self._topics.get((policy.name, policy.type_name))
+        if entry is not None:
+            return entry[1]
+        cur = self._conn.execute(
+            "INSERT INTO topics (name, type_name, persistent, history_depth, max_samples, "
+            "max_instances, max_samples_per_instance, cleanup_delay_ns, created_ns) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                policy.name,
+                policy.type_name,
+                int(policy.persistent),
+                policy.history_depth,
+                policy.max_samples,
+                policy.max_instances,
+                policy.max_samples_per_instance,
+                policy.cleanup_delay_ns,
+                time.time_ns(),
+            ),
+        )
+        self._topics[(policy.name, policy.type_name)] = (int(cur.lastrowid or 0), policy)
+        return policy
+
+    # -- writing ----------------------------------------------------------------------------
+    def apply(self, ops: Iterable[Write | Dispose], *, now_ns: int | None = None) -> ApplyResult:
+        """Store writes and disposes in order, in one transaction, committed on return."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        result = ApplyResult()
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for op in ops:
+                if isinstance(op, Write):
+                    self._write(op, now_ns, result)
+                else:
+                    self._dispose(op, now_ns, result)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _write(self, op: Write, now_ns: int, result: ApplyResult) -> None:
+        entry = self._topics.get((op.topic, op.type_name))
+        if entry is None:
+            raise StoreError(f"topic {op.topic!r} ({op.type_name}) is not registered")
+        topic_id, policy = entry
+        conn = self._conn
+        parts = json.dumps(sorted(op.partitions))
+        row = conn.execute(
+            "SELECT id, disposed_ns FROM instances WHERE topic_id = ? AND partitions = ? "
+            "AND key = ?",
+            (topic_id, parts, op.key),
+        ).fetchone()
+        if conn.execute(
+            "SELECT 1 FROM samples WHERE writer_guid = ? AND source_ns = ?",
+            (op.writer_guid, op.source_ns),
+        ).fetchone():
+            result.duplicates += 1
+            result.writers.add(op.writer_guid)
+            return
+        if row is None:
+            if (
+                policy.max_instances >= 0
+                and self._count(
+                    "SELECT COUNT(*) FROM instances WHERE topic_id = ? AND disposed_ns IS NULL",
+                    topic_id,
+                )
+                >= policy.max_instances
+            ):
+                return self._refuse(op, f"max_instances = {policy.max_instances} reached", result)
+            instance_id = int(
+                conn.execute(
+                    "INSERT INTO instances (topic_id, partitions, key, key_json) "
+                    "VALUES (?, ?, ?, ?)",
+                    (topic_id, parts, op.key, op.key_json),
+                ).lastrowid
+                or 0
+            )
+            in_instance = 0
+        else:
+            instance_id = row["id"]
+            if row["disposed_ns"] is not None:  # a write after a dispose brings it back
+                conn.execute("UPDATE instances SET disposed_ns = NULL WHERE id = ?", (instance_id,))
+                conn.execute("DELETE FROM samples WHERE instance_id = ?", (instance_id,))
+            in_instance = self._count(
+                "SELECT COUNT(*) FROM samples WHERE instance_id = ?", instance_id
+            )
+        keep_last = policy.history_depth > 0
+        full_instance = keep_last and in_instance >= policy.history_depth
+        if not keep_last and 0 <= policy.max_samples_per_instance <= in_instance:
+            return self._refuse(
+                op,
+                f"max_samples_per_instance = {policy.max_samples_per_instance} reached "
+                "(keep-all history)",
+                result,
+            )
+        if policy.max_samples >= 0 and not full_instance:
+            total = self._count(
+                "SELECT COUNT(*) FROM samples s JOIN instances i ON s.instance_id = i.id "
+                "WHERE i.topic_id = ?",
+                topic_id,
+            )
+            if total >= policy.max_samples:
+                return self._refuse(op, f"max_samples = {policy.max_samples} reached", result)
+        writer = conn.execute(
+            "SELECT stored FROM writers WHERE guid = ?", (op.writer_guid,)
+        ).fetchone()
+        writer_seq = (writer["stored"] if writer else 0) + 1
+        conn.execute(
+            "INSERT INTO samples (instance_id, writer_guid, writer_seq, source_ns, stored_ns, "
+            "data) VALUES (?, ?, ?, ?, ?, ?)",
+            (instance_id, op.writer_guid, writer_seq, op.source_ns, now_ns, op.data),
+        )
+        if writer is None:
+            conn.execute(
+                "INSERT INTO writers (guid, topic_id, partitions, stored, first_source_ns, "
+                "last_source_ns) VALUES (?, ?, ?, 1, ?, ?)",
+                (op.writer_guid, topic_id, parts, op.source_ns, op.source_ns),
+            )
+        else:
+            conn.execute(
+                "UPDATE writers SET stored = stored + 1, "
+                "last_source_ns = MAX(last_source_ns, ?) WHERE guid = ?",
+                (op.source_ns, op.writer_guid),
+            )
+        if full_instance:  # keep-last: the oldest samples of the instance make room
+            conn.execute(
+                "DELETE FROM samples WHERE seq IN (SELECT seq FROM samples WHERE instance_id = ? "
+                "ORDER BY source_ns DESC, writer_guid DESC LIMIT -1 OFFSET ?)",
+                (instance_id, policy.history_depth),
+            )
+        result.stored += 1
+        result.writers.add(op.writer_guid)
+
+    def _refuse(self, op: Write, reason: str, result: ApplyResult) -> None:
+        result.refused.append((op, f"topic {op.topic!r}: {reason}"))
+        result.writers.add(op.writer_guid)
+
+    def _dispose(self, op: Dispose, now_ns: int, result: ApplyResult) -> None:
+        entry = self._topics.get((op.topic, op.type_name))
+        if entry is None:
+            return
+        topic_id, policy = entry
+        parts = json.dumps(sorted(op.partitions))
+        if policy.cleanup_delay_ns <= 0:
+            ids = [
+                r["id"]
+                for r in self._conn.execute(
+                    "SELECT id FROM instances WHERE topic_id = ? AND partitions = ? AND key = ?",
+                    (topic_id, parts, op.key),
+                )
+            ]
+            self._delete_instances(ids)
+        else:
+            self._conn.execute(
+                "UPDATE instances SET disposed_ns = ? WHERE topic_id = ? AND partitions = ? "
+                "AND key = ? AND disposed_ns IS NULL",
+                (now_ns, topic_id, parts, op.key),
+            )
+        result.disposed += 1
+
+    def _delete_instances(self, ids: Sequence[int]) -> None:
+        for instance_id in ids:
+            self._conn.execute("DELETE FROM samples WHERE instance_id = ?", (instance_id,))
+            self._conn.execute("DELETE FROM instances WHERE id = ?", (instance_id,))
+
+    def sweep(self, now_ns: int | None = None) -> int:
+        """Delete disposed instances whose cleanup delay has passed; how many went."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        ids = [
+            r["id"]
+            for r in self._conn.execute(
+                "SELECT i.id FROM instances i JOIN topics t ON i.topic_id = t.id "
+                "WHERE i.disposed_ns IS NOT NULL AND i.disposed_ns + t.cleanup_delay_ns <= ?",
+                (now_ns,),
+            )
+        ]
+        if ids:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._delete_instances(ids)
+            self._conn.execute("COMMIT")
+        return len(ids)
+
+    def drop_transient(self) -> int:
+        """Delete the TRANSIENT samples (at start-up: they lived as long as the service did)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        transient = "SELECT id FROM topics WHERE persistent = 0"
+        instances = f"SELECT id FROM instances WHERE topic_id IN ({transient})"
+        count = self._count(f"SELECT COUNT(*) FROM samples WHERE instance_id IN ({instances})")
+        self._conn.execute(f"DELETE FROM samples WHERE instance_id IN ({instances})")
+        self._conn.execute(f"DELETE FROM instances WHERE topic_id IN ({transient})")
+        self._conn.execute(f"DELETE FROM writers WHERE topic_id IN ({transient})")
+        self._conn.execute("COMMIT")
+        return count
+
+    def _count(self, sql: str, *args: object) -> int:
+        return int(self._conn.execute(sql, args).fetchone()[0])
+
+    # -- reading ----------------------------------------------------------------------------
+    def writer_state(self, guid: str) -> WriterState | None:
+        row = self._conn.execute(
+            "SELECT w.guid, t.name, w.stored, w.last_source_ns FROM writers w "
+            "JOIN topics t ON w.topic_id = t.id WHERE w.guid = ?",
+            (guid,),
+        ).fetchone()
+        return WriterState(*row) if row else None
+
+    def writer_states(self) -> list[WriterState]:
+        rows = self._conn.execute(
+            "SELECT w.guid, t.name, w.stored, w.last_source_ns FROM writers w "
+            "JOIN topics t ON w.topic_id = t.id ORDER BY w.guid"
+        )
+        return [WriterState(*row) for row in rows]
+
+    def history(
+        self, topic: str = "", *, type_name: str = "", partitions: Sequence[str] = ("*",)
+    ) -> tuple[list[TopicPolicy], list[PersistSample]]:
+        """The retained samples of ``topic`` ("" = all) for a reader in ``partitions``.
+
+        Disposed instances are left out; samples come oldest first (by source timestamp).
+        """
+        wanted = [
+            (topic_id, policy)
+            for topic_id, policy in self._topics.values()
+            if (not topic or policy.name == topic)
+            and (not type_name or policy.type_name == type_name)
+        ]
+        samples: list[PersistSample] = []
+        for topic_id, policy in wanted:
+            rows = self._conn.execute(
+                "SELECT i.partitions, i.key, i.key_json, s.writer_guid, s.writer_seq, "
+                "s.source_ns, s.stored_ns, s.data FROM samples s "
+                "JOIN instances i ON s.instance_id = i.id "
+                "WHERE i.topic_id = ? AND i.disposed_ns IS NULL "
+                "ORDER BY s.source_ns, s.writer_guid",
+                (topic_id,),
+            )
+            for row in rows:
+                if not partitions_match(partitions, json.loads(row["partitions"])):
+                    continue
+                samples.append(
+                    PersistSample(
+                        topic=policy.name,
+                        partitions_json=row["partitions"],
+                        key=row["key"],
+                        key_json=row["key_json"],
+                        writer_guid=row["writer_guid"],
+                        writer_seq=row["writer_seq"],
+                        source_ns=row["source_ns"],
+                        stored_ns=row["stored_ns"],
+                        data=row["data"],
+                    )
+                )
+        samples.sort(key=lambda s: (s.source_ns, s.writer_guid))
+        return [policy for _, policy in wanted], samples
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (for ``mcc persist inspect``'s read-only queries)."""
+        return self._conn
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+def _check_file(path: Path, *, create: bool) -> bool:
+    """Whether ``path`` exists; ``StoreError`` when it cannot be an SQLite store."""
+    if path.is_dir():
+        raise StoreError(f"persistence store {path} is a directory; pass the path of a file")
+    if not path.exists():
+        if not create:
+            raise StoreError(
+                f"persistence store {path} does not exist; check the path "
+                "(`mcc persist serve --store FILE` creates one)"
+            )
+        if not path.parent.is_dir():
+            raise StoreError(
+                f"persistence store {path}: directory {path.parent} does not exist; create it "
+                "or pass another --store"
+            )
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"cannot read persistence store {path}: {exc.strerror}") from exc
+    if not head:
+        raise StoreError(
+            f"persistence store {path} is empty (0 bytes): not an MCC store, possibly "
+            "truncated; move it away (or delete it) to start an empty store, or restore it "
+            "from a backup"
+        )
+    if head != _SQLITE_MAGIC:
+        raise StoreError(
+            f"persistence store {path} is not an SQLite database (it starts with {head[:8]!r}); "
+            "it is not an MCC store or it is damaged: pass another --store, or move the file "
+            "away to start an empty store"
+        )
+    return True
+
+
+def _create(path: Path) -> None:
+    """Create an empty store at ``path`` atomically: a killed start-up leaves no half file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.executescript(
+            f"BEGIN; {_SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+            f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        )
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
+    try:
+        os.link(tmp, path)  # fails if another process created the store meanwhile: use that one
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
+def _validate(conn: sqlite3.Connection, path: Path) -> None:
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = sorted(
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    )
+    if application_id != APPLICATION_ID:
+        listed = ", ".join(tables) or "none"
+        raise StoreError(
+            f"persistence store {path} is an SQLite database of another application "
+            f"(application_id {application_id}, tables: {listed}), not an MCC store; pass "
+            "another --store: MCC never writes into a file it does not own"
+        )
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"persistence store {path} has schema version {version}; this MCC reads version "
+            f"{SCHEMA_VERSION}: use the MCC release that wrote it, or move it away to start an "
+            "empty store"
+        )
+    problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+    if problems != ["ok"]:
+        raise StoreError(
+            f"persistence store {path} is damaged (SQLite quick_check: {'; '.join(problems)}); "
+            "restore it from a backup, or move it away to start an empty store (its samples "
+            "would be lost)"
+        )
+    missing = {"topics", "instances", "writers", "samples"} - set(tables)
+    if missing:
+        raise StoreError(
+            f"persistence store {path} lacks table(s) {', '.join(sorted(missing))}; it is "
+            "damaged: restore it from a backup, or move it away to start an empty store"
+        )
+
+
+def _corrupt(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    return StoreError(
+        f"persistence store {path} is not a readable SQLite database ({exc}): it is damaged "
+        "(truncated?) or not an MCC store; restore it from a backup, or move it away to start "
+        "an empty store"
+    )
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(
+            f"persistence store {path} is in use by another persistence service; give each "
+            "replica its own --store file"
+        ) from None
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _policy(row: sqlite3.Row) -> TopicPolicy:
+    return TopicPolicy(
+        row["name"],
+        row["type_name"],
+        bool(row["persistent"]),
+        row["history_depth"],
+        row["max_samples"],
+        row["max_instances"],
+        row["max_samples_per_instance"],
+        row["cleanup_delay_ns"],
+    )
