@@ -136,6 +136,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         mission_file=args.mission or DEFAULT_MISSION,
         domain_id=args.domain,
+        console=not args.no_console,
+        console_port=args.console_port,
     )
 
 
@@ -165,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=float, default=60.0, help="seconds (default %(default)s)")
     demo.add_argument("--mission", help="mission manifest (default missions/sam-toc.yaml)")
     demo.add_argument("--domain", type=int, help="DDS domain id (default: the manifest's)")
+    demo.add_argument("--no-console", action="store_true", help="do not start the web console")
+    demo.add_argument(
+        "--console-port",
+        type=int,
+        default=8080,
+        help="console port (another free one when taken; default %(default)s)",
+    )
     demo.set_defaults(func=_cmd_demo)
 
     topic = sub.add_parser(
@@ -226,26 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Benchmarks; results as tables, JSON and Markdown.",
     )
     bsub = bench.add_subparsers(dest="bench_name", metavar="NAME", required=True)
-    lat = bsub.add_parser(
-        "latency",
-        help="one-way latency (RTT/2): mcc vs ddsperf vs sockperf",
-        description="Ping-pong between two processes over mcc.bus, Cyclone's "
-        "ddsperf and sockperf UDP, in the same run.",
-    )
-    lat.add_argument("--quick", action="store_true", help="a few seconds per row (smoke check)")
-    lat.add_argument("--sizes", default="64,1024", help="payload sizes in bytes (default 64,1024)")
-    lat.add_argument("--duration", type=float, help="seconds per row (default 10, quick 2)")
-    lat.add_argument(
-        "--impl",
-        default="mcc,mcc-waitset,ddsperf,sockperf",
-        help="implementations to run (default %(default)s); mcc handles samples "
-        "in a listener, mcc-waitset in an application thread",
-    )
-    lat.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    lat.add_argument(
-        "--record", action="store_true", help="append the table to benchmarks/README.md"
-    )
-    lat.set_defaults(func=_cmd_bench)
+    from mcc.bench.runner import add_parsers as add_perftest_parsers
+
+    add_perftest_parsers(bsub)  # latency, throughput, scale, blocked, load, all
 
     from mcc.bench.c2loop import add_parser as add_c2loop_parser
     from mcc.bench.deploy import add_parser as add_deploy_parser
@@ -254,6 +246,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_deploy_parser(bsub)
     add_tracker_parser(bsub)
     add_c2loop_parser(bsub)
+
+    from mcc.console.commands import add_parsers as add_console_parsers
+
+    add_console_parsers(sub)
+    from mcc.bench.netfault import add_parser as add_netfault_parser
+    from mcc.orchestrate.chaos import add_parser as add_chaos_parser
+
+    add_netfault_parser(bsub)
+    add_chaos_parser(sub)
+    from mcc.bench.hpc import add_parser as add_hpc_bench_parser
+    from mcc.hpc.cli import add_parsers as add_hpc_parsers
+
+    add_hpc_parsers(sub)
+    add_hpc_bench_parser(bsub)
+    from mcc.persist.cli import add_parser as add_persist_parser
+
+    add_persist_parser(sub, bsub)
+    from mcc.bench.compute import add_parser as add_compute_bench_parser
+    from mcc.compute.remote import add_parsers as add_compute_parsers
+
+    add_compute_parsers(sub)
+    add_compute_bench_parser(bsub)
     return parser
 
 

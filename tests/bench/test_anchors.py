@@ -12,14 +12,17 @@ import pytest
 from mcc.bench import anchors
 from mcc.bench.anchors import (
     parse_ddsperf_ping,
+    parse_ddsperf_sub,
     parse_sockperf_pingpong,
     run_ddsperf_pingpong,
+    run_ddsperf_throughput,
+    run_mpi_pingpong,
     run_sockperf_pingpong,
     tool_path,
 )
 from mcc.bench.stats import LatencyStats
 from mcc.errors import MccError
-from tests.conftest import require_tool
+from tests.conftest import IN_CI, require_tool
 
 # Captured on the development VM: `ddsperf -Qminmatch:1 -Qinitwait:10 -D 4 -i 93 ping size 64`
 # against `ddsperf -i 93 pong` on loopback (cyclonedds-tools 0.10.2).
@@ -69,7 +72,41 @@ sockperf: ---> <MIN> observation =    6.577
 """
 
 
+# Captured on the development VM: `ddsperf -i 62 -D 7 sub` against `ddsperf -i 62
+# -Qminmatch:1 -Qinitwait:5 -D 6 pub size 1k` on loopback (cyclonedds-tools 0.10.2).
+DDSPERF_SUB_1K = """\
+[29433] participant vm:29433: new (self)
+[29433] participant vm:29434: new
+[29433] 1.001  size 1024 total 184008 lost 0 delta 184008 lost 0 rate 183.91 kS/s \
+1506.56 Mb/s (18.39 kS/s 150.66 Mb/s)
+[29433] 1.001  rss:7.3MB vcsw:11565 ivcsw:929 ddsperf:1%+0% tev:1%+1% recvUC:45%+5%
+[29433] 2.000  size 1024 total 406954 lost 0 delta 222946 lost 0 rate 222.99 kS/s \
+1826.70 Mb/s (40.70 kS/s 333.44 Mb/s)
+[29433] 3.002  size 1024 total 544358 lost 0 delta 137404 lost 0 rate 137.22 kS/s \
+1124.12 Mb/s (54.36 kS/s 445.34 Mb/s)
+[29433] 4.000  size 1024 total 729013 lost 2 delta 184655 lost 2 rate 184.96 kS/s \
+1515.19 Mb/s (73.02 kS/s 598.19 Mb/s)
+[29433] participant vm:29434: gone
+[29433] 5.001  size 1024 total 760269 lost 2 delta 31256 lost 0 rate 31.24 kS/s \
+255.90 Mb/s (106.51 kS/s 872.51 Mb/s)
+[29433] 6.001  size 1024 total 760269 lost 2 delta 0 lost 0 rate 0.00 kS/s \
+0.00 Mb/s (106.51 kS/s 872.51 Mb/s)
+"""
+
 # -- parsers ----------------------------------------------------------------------------------
+
+
+def test_ddsperf_sub_steady_rate_leaves_out_ramp_up_and_the_last_second() -> None:
+    t = parse_ddsperf_sub(DDSPERF_SUB_1K, size_bytes=1024)
+    steady = [222.99e3, 137.22e3, 184.96e3]  # seconds 2-4; 1 is ramp-up, 5 partial, 6 idle
+    assert t.samples_per_s == pytest.approx(sum(steady) / 3, abs=0.1)
+    assert t.mb_per_s == pytest.approx(t.samples_per_s * 1024 / 1e6, abs=1e-3)
+    assert (t.received, t.lost) == (760269, 2)
+
+
+def test_ddsperf_sub_without_data_is_an_error() -> None:
+    with pytest.raises(MccError, match="received nothing"):
+        parse_ddsperf_sub("[1] participant vm:1: new (self)\n", size_bytes=64)
 
 
 def test_ddsperf_intervals_are_combined_by_count() -> None:
@@ -275,3 +312,38 @@ def test_sockperf_port_in_use_is_reported() -> None:
         port = s.getsockname()[1]
         with pytest.raises(MccError, match=f"port {port} .* already in use"):
             run_sockperf_pingpong(size_bytes=64, duration_s=1, port=port)
+
+
+@pytest.mark.tool
+def test_ddsperf_throughput_live() -> None:
+    require_tool("ddsperf")
+    before = child_pids()
+    t = run_ddsperf_throughput(size_bytes=1024, duration_s=1, domain_id=fresh_domain())
+    assert t.samples_per_s > 1000 and t.received > t.samples_per_s / 2
+    assert t.mb_per_s == pytest.approx(t.samples_per_s * 1024 / 1e6, rel=1e-3)
+    assert t.lost == 0
+    assert child_pids() <= before, "a ddsperf process was left behind"
+
+
+def test_mpi_pingpong_live() -> None:
+    try:
+        anchors.mpiexec_path()
+        import mpi4py  # noqa: F401
+    except (MccError, ImportError) as exc:
+        if IN_CI:
+            pytest.fail(f"the MPI anchor needs mpich and mpi4py: {exc}")
+        pytest.skip(f"the MPI anchor needs mpich and mpi4py: {exc}")
+    s = run_mpi_pingpong(size_bytes=64, duration_s=1, max_samples=2000, warmup=50)
+    assert s.count == 2000 and s.lost == 0
+    assert 0 < s.min_us <= s.p50_us <= s.p99_us <= s.max_us < 1_000_000
+
+
+def test_tcp_port_check_sees_only_listening_sockets() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        assert not anchors._port_bound(port, tcp=True)  # bound, not listening yet
+        s.listen()
+        assert anchors._port_bound(port, tcp=True)
+        assert anchors._port_bound(port, tcp=True, pid=os.getpid())
+    assert not anchors._port_bound(port, tcp=True)

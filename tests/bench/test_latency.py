@@ -8,57 +8,151 @@ from pathlib import Path
 import pytest
 
 from mcc.bench.latency import run_mcc_pingpong
+from mcc.bus.transport import tcp_supported
 from mcc.errors import MccError
+from tests.bench.perf_cli import bench_parser, run_mode
 from tests.conftest import require_tool, run_cli
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("mode", ["listener", "waitset"])
-def test_mcc_pingpong_measures_round_trips(mode: str, domain_id: int) -> None:
+@pytest.mark.parametrize(
+    ("mode", "interval_ms", "reliable", "keyed"),
+    [
+        ("listener", 0.0, True, False),
+        ("waitset", 5.0, True, False),
+        ("listener", 5.0, False, True),
+    ],
+    ids=["listener-flat-out", "waitset-paced", "listener-paced-best-effort-keyed"],
+)
+def test_mcc_pingpong_measures_round_trips(
+    mode: str, interval_ms: float, reliable: bool, keyed: bool, domain_id: int
+) -> None:
+    duration_s = 1.0
     stats = run_mcc_pingpong(
-        size_bytes=64, duration_s=1.0, domain_id=domain_id, mode=mode, warmup=10
+        size_bytes=64,
+        duration_s=duration_s,
+        domain_id=domain_id,
+        mode=mode,
+        interval_ms=interval_ms,
+        reliable=reliable,
+        keyed=keyed,
+        warmup=5,
     )
-    assert stats.count > 100
+    assert stats.count > 20
     assert 0 < stats.min_us <= stats.p50_us <= stats.p99_us <= stats.max_us
     assert stats.p50_us < 5_000  # loopback: anything near 5 ms means a broken loop
+    if reliable:
+        assert stats.lost == 0
+    if interval_ms:
+        assert stats.count <= duration_s * 1000 / interval_ms  # one ping per interval at most
+        assert stats.p50_us < interval_ms * 1000  # echoes came back within their interval
 
 
-def test_best_effort_pingpong(domain_id: int) -> None:
-    stats = run_mcc_pingpong(
-        size_bytes=1024, duration_s=1.0, domain_id=domain_id, reliable=False, warmup=10
-    )
-    assert stats.count > 100
-
-
-def test_bad_mode_is_refused(domain_id: int) -> None:
+def test_bad_arguments_are_refused(domain_id: int) -> None:
     with pytest.raises(MccError, match="mode = 'spin'"):
         run_mcc_pingpong(size_bytes=64, duration_s=1, domain_id=domain_id, mode="spin")
+    with pytest.raises(MccError, match="interval_ms = -1"):
+        run_mcc_pingpong(size_bytes=64, duration_s=1, domain_id=domain_id, interval_ms=-1)
 
 
 @pytest.mark.tool
 def test_cli_runs_mcc_and_anchors_side_by_side(tmp_path: Path, bus_env: dict[str, str]) -> None:
     require_tool("ddsperf")
-    require_tool("sockperf")
+    impls = "mcc,ddsperf"
     out = tmp_path / "latency.json"
+    plots = tmp_path / "plots"
     proc = run_cli(
-        ["bench", "latency", "--quick", "--duration", "1", "--sizes", "64", "--json", str(out)],
+        [
+            "bench",
+            "latency",
+            "--quick",
+            "--duration",
+            "1",
+            "--count",
+            "1000",
+            "--sizes",
+            "64",
+            "--intervals",
+            "0",
+            "--impl",
+            impls,
+            "--json",
+            str(out),
+            "--plot",
+            str(plots),
+        ],
         env=bus_env,
         timeout_s=180,
     )
     doc = json.loads(out.read_text())
     assert doc["bench"] == "latency" and doc["host"]["cores"] >= 1
     rows = {r["impl"]: r for r in doc["rows"]}
-    assert set(rows) == {"mcc", "mcc-waitset", "ddsperf", "sockperf"}
+    assert set(rows) == set(impls.split(","))
     for row in rows.values():
-        assert row["size_bytes"] == 64 and row["count"] > 0 and row["p50_us"] > 0
+        assert row["size_bytes"] == 64 and row["interval_ms"] == 0
+        assert row["count"] > 0 and row["p50_us"] > 0, row
     assert rows["ddsperf"]["ratio_p50_vs_ddsperf"] == 1.0
     assert rows["mcc"]["ratio_p50_vs_ddsperf"] == pytest.approx(
         rows["mcc"]["p50_us"] / rows["ddsperf"]["p50_us"], rel=0.01
     )
+    assert rows["mcc"]["ratio_p99_vs_ddsperf"] == pytest.approx(
+        rows["mcc"]["p99_us"] / rows["ddsperf"]["p99_us"], rel=0.01
+    )
+    cdf = rows["mcc"]["cdf_us"]
+    assert cdf[0][0] == 0 and cdf[-1][0] == 100 and cdf[-1][1] == rows["mcc"]["max_us"]
+    targets = {t["target"]: t for t in doc["targets"]}
+    p50 = next(t for name, t in targets.items() if name.startswith("latency p50 at 64 B"))
+    expected = "met" if rows["mcc"]["ratio_p50_vs_ddsperf"] <= 3 else "missed"
+    assert p50["status"] == expected
+    assert (plots / "latency_vs_size.png").stat().st_size > 1000
+    assert (plots / "latency_cdf.png").stat().st_size > 1000
     assert "one-way latency" in proc.stdout
 
 
-def test_cli_rejects_bad_sizes(bus_env: dict[str, str]) -> None:
-    proc = run_cli(["bench", "latency", "--sizes", "64,abc"], env=bus_env, check=False)
-    assert proc.returncode == 2 and "--sizes" in proc.stderr
+@pytest.mark.tool
+def test_tcp_runs_the_anchors_and_refuses_mcc_clearly(tmp_path: Path) -> None:
+    require_tool("ddsperf")
+    require_tool("sockperf")
+    doc = run_mode(
+        tmp_path,
+        "latency",
+        "--transport",
+        "tcp",
+        "--sizes",
+        "64",
+        "--intervals",
+        "0",
+        "--count",
+        "500",
+        "--duration",
+        "1",
+        "--impl",
+        "mcc,ddsperf,sockperf",
+    )
+    rows = {r["impl"]: r for r in doc["rows"]}
+    assert all(r["transport"] == "tcp" for r in rows.values())
+    for anchor in ("ddsperf", "sockperf"):
+        assert rows[anchor]["count"] > 0 and not rows[anchor].get("error"), rows[anchor]
+    if tcp_supported():
+        assert rows["mcc"]["count"] > 0
+    else:
+        assert "TCP not supported" in rows["mcc"]["error"]
+        assert rows["mcc"].get("count") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--sizes", "64,abc"], "--sizes '64,abc'"),
+        (["--intervals", "1,fast"], "--intervals '1,fast'"),
+        (["--impl", "mcc,zmq"], "zmq"),
+        (["--net", "vm"], "--net 'vm'"),
+        (["--send-queue", "0"], "--send-queue 0"),
+        (["--transport", "tcp", "--multicast"], "TCP has no multicast"),
+    ],
+)
+def test_bad_options_are_refused_with_the_option(argv: list[str], message: str) -> None:
+    args = bench_parser().parse_args(["latency", *argv])
+    with pytest.raises(MccError, match=message):
+        args.func(args)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mcc.bench.stats import HIGHEST_NS, LatencyRecorder, LatencyStats
+from mcc.bench.stats import CDF_PERCENTILES, HIGHEST_NS, LatencyRecorder, LatencyStats
 
 HDR_REL = 1e-3  # 3 significant digits: every reported value is within 0.1 % of the truth
 
@@ -110,3 +110,55 @@ def test_lost_passes_through_and_row_keys_are_the_fields() -> None:
     assert row["count"] == 1 and row["p50_us"] == pytest.approx(12.345, rel=HDR_REL)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.count = 2  # type: ignore[misc]
+
+
+# -- CDF, transport between processes, merging ---------------------------------------------------
+
+
+def test_cdf_points_are_the_nearest_rank_percentiles(lognormal_ns: np.ndarray) -> None:
+    rec = LatencyRecorder()
+    rec.record_many_ns(lognormal_ns)
+    us = lognormal_ns / 1e3
+    points = rec.cdf()
+    assert [q for q, _ in points] == list(CDF_PERCENTILES)
+    assert points[0][1] == pytest.approx(us.min(), rel=HDR_REL)
+    assert points[-1][1] == pytest.approx(us.max(), rel=HDR_REL)
+    for q, value in points[1:-1]:
+        assert value == pytest.approx(nearest_rank(us, q), rel=HDR_REL), q
+    values = [v for _, v in points]
+    assert values == sorted(values)
+
+
+def test_cdf_refuses_bad_percentiles_and_empty_recorders() -> None:
+    rec = LatencyRecorder()
+    with pytest.raises(ValueError, match="no latency samples"):
+        rec.cdf()
+    rec.record_ns(1000)
+    with pytest.raises(ValueError, match="outside 0 .. 100"):
+        rec.cdf([50.0, 101.0])
+
+
+def test_encode_decode_round_trip_is_exact(lognormal_ns: np.ndarray) -> None:
+    rec = LatencyRecorder()
+    rec.record_many_ns(lognormal_ns[:5000])
+    text = rec.encode()
+    assert isinstance(text, str) and text.isascii()
+    back = LatencyRecorder.decode(text)
+    assert back.stats() == rec.stats()
+    assert back.cdf() == rec.cdf()
+
+
+def test_decode_of_garbage_is_refused() -> None:
+    with pytest.raises(ValueError, match="not an encoded latency histogram"):
+        LatencyRecorder.decode("this is not a histogram")
+
+
+def test_merge_equals_recording_everything_in_one(lognormal_ns: np.ndarray) -> None:
+    a, b, both = LatencyRecorder(), LatencyRecorder(), LatencyRecorder()
+    a.record_many_ns(lognormal_ns[:70_000])
+    b.record_many_ns(lognormal_ns[70_000:])
+    both.record_many_ns(lognormal_ns)
+    a.merge(b)
+    assert a.stats() == both.stats()
+    us = lognormal_ns / 1e3
+    assert a.stats().p99_us == pytest.approx(nearest_rank(us, 99), rel=HDR_REL)

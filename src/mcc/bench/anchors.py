@@ -15,25 +15,33 @@ own warm-up, rounded up to whole seconds.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 from xml.sax.saxutils import quoteattr
 
-from mcc.bench.stats import LatencyStats
+from mcc.bench.stats import LatencyRecorder, LatencyStats
 from mcc.errors import MccError
 
 __all__ = [
     "DDSPERF_MIN_SIZE_BYTES",
+    "Background",
+    "DdsperfThroughput",
+    "background",
+    "parse_ddsperf_sub",
+    "run_ddsperf_throughput",
+    "run_mpi_pingpong",
     "SOCKPERF_MAX_SIZE_BYTES",
     "SOCKPERF_MIN_SIZE_BYTES",
     "parse_ddsperf_ping",
@@ -86,6 +94,11 @@ def run_ddsperf_pingpong(
     domain_id: int,
     reliable: bool = True,
     interface: str | None = None,
+    rate_hz: float = 0.0,
+    ping_config: str | None = None,
+    pong_config: str | None = None,
+    ping_prefix: Sequence[str] = (),
+    pong_prefix: Sequence[str] = (),
 ) -> LatencyStats:
     """Cyclone DDS ping-pong latency between two `ddsperf` processes (one-way, µs).
 
@@ -94,40 +107,52 @@ def run_ddsperf_pingpong(
     processes are confined to loopback with multicast off and unicast discovery via 127.0.0.1;
     another interface name uses that interface with Cyclone's default multicast discovery.
     Either way a per-run discovery tag keeps other DDS participants in `domain_id` out.
+    `ping_config`/`pong_config` replace that configuration (a `CYCLONEDDS_URI` value each,
+    e.g. `Transport.to_xml()` for TCP or a lab interface) and `ping_prefix`/`pong_prefix` run
+    a side elsewhere (e.g. `ip netns exec NS`). `rate_hz` > 0 pings at that rate (`ping
+    1000Hz`) instead of right after each pong.
 
     The ping side waits (at most 10 s) for the pong side to match, starts pinging one second
     later and prints one summary per second; see `parse_ddsperf_ping` for how they are combined.
     """
-    if size_bytes < DDSPERF_MIN_SIZE_BYTES:
-        raise MccError(
-            f"ddsperf cannot send {size_bytes}-byte samples; its KS topic needs at least "
-            f"{DDSPERF_MIN_SIZE_BYTES} bytes (size includes the fixed part)"
-        )
-    if not 0 <= domain_id <= MAX_DOMAIN_ID:
-        raise MccError(f"DDS domain id {domain_id} is out of range; use 0 .. {MAX_DOMAIN_ID}")
+    _check_ddsperf_size(size_bytes)
+    _check_domain(domain_id)
+    if not (rate_hz >= 0 and math.isfinite(rate_hz)):
+        raise MccError(f"ping rate {rate_hz} Hz: use 0 (after each pong) or a positive rate")
     intervals = _whole_seconds(_positive_duration(duration_s))
     exe = tool_path("ddsperf")
     tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "CYCLONEDDS_URI": _cyclone_config(interface=interface, tag=tag)}
+    default = _cyclone_config(interface=interface, tag=tag)
+    ping_env = {**os.environ, "CYCLONEDDS_URI": ping_config or default}
+    pong_env = {**os.environ, "CYCLONEDDS_URI": pong_config or default}
     common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
     # Pinging starts 1 s after the ping process's clock starts, so one extra second yields
     # `intervals` full one-second summaries.
     ping_run_s = intervals + 1
+    rate = [f"{rate_hz:g}Hz"] if rate_hz > 0 else []
     ping_argv = [
+        *ping_prefix,
         *common,
         "-Qminmatch:1",
         f"-Qinitwait:{_DISCOVERY_TIMEOUT_S}",
         "-D",
         str(ping_run_s),
         "ping",
+        *rate,
         "size",
         str(size_bytes),
     ]
     # -D bounds the pong even if we are killed before we can stop it.
-    pong_argv = [*common, "-D", str(ping_run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S), "pong"]
-    with _background(pong_argv, env=env) as pong:
+    pong_argv = [
+        *pong_prefix,
+        *common,
+        "-D",
+        str(ping_run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S),
+        "pong",
+    ]
+    with background(pong_argv, env=pong_env) as pong:
         rc, output = _run(
-            ping_argv, env=env, timeout_s=ping_run_s + _DISCOVERY_TIMEOUT_S + _SLACK_S
+            ping_argv, env=ping_env, timeout_s=ping_run_s + _DISCOVERY_TIMEOUT_S + _SLACK_S
         )
         if rc != 0:
             raise MccError(
@@ -135,6 +160,118 @@ def run_ddsperf_pingpong(
                 f"\n--- ddsperf pong said:\n{_tail(pong.output())}"
             )
     return parse_ddsperf_ping(output)
+
+
+def _check_ddsperf_size(size_bytes: int) -> None:
+    if size_bytes < DDSPERF_MIN_SIZE_BYTES:
+        raise MccError(
+            f"ddsperf cannot send {size_bytes}-byte samples; its KS topic needs at least "
+            f"{DDSPERF_MIN_SIZE_BYTES} bytes (size includes the fixed part)"
+        )
+
+
+def _check_domain(domain_id: int) -> None:
+    if not 0 <= domain_id <= MAX_DOMAIN_ID:
+        raise MccError(f"DDS domain id {domain_id} is out of range; use 0 .. {MAX_DOMAIN_ID}")
+
+
+@dataclass(frozen=True)
+class DdsperfThroughput:
+    """What `ddsperf sub` counted: steady samples/s and MB/s, total received and lost."""
+
+    samples_per_s: float
+    mb_per_s: float
+    received: int
+    lost: int
+
+
+def run_ddsperf_throughput(
+    *,
+    size_bytes: int,
+    duration_s: float,
+    domain_id: int,
+    reliable: bool = True,
+    rate_hz: float = 0.0,
+    pub_config: str | None = None,
+    sub_config: str | None = None,
+    pub_prefix: Sequence[str] = (),
+    sub_prefix: Sequence[str] = (),
+) -> DdsperfThroughput:
+    """`ddsperf pub [RATE] size S` → `ddsperf sub`: the subscriber's steady throughput.
+
+    ddsperf's data writer always batches writes (`dds_qset_writer_batching`) and keeps all
+    samples (resource limit 10000); `rate_hz` 0 publishes flat out. Configuration and
+    prefixes as for `run_ddsperf_pingpong`.
+    """
+    _check_ddsperf_size(size_bytes)
+    _check_domain(domain_id)
+    seconds = _whole_seconds(_positive_duration(duration_s))
+    exe = tool_path("ddsperf")
+    tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    default = _cyclone_config(interface=None, tag=tag)
+    pub_env = {**os.environ, "CYCLONEDDS_URI": pub_config or default}
+    sub_env = {**os.environ, "CYCLONEDDS_URI": sub_config or default}
+    common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
+    rate = [f"{rate_hz:g}Hz"] if rate_hz > 0 else []
+    # the first second after matching is ramp-up, the last a partial one: two more seconds
+    pub_run_s = seconds + 2
+    pub_argv = [
+        *pub_prefix,
+        *common,
+        "-Qminmatch:1",
+        f"-Qinitwait:{_DISCOVERY_TIMEOUT_S}",
+        "-D",
+        str(pub_run_s),
+        "pub",
+        *rate,
+        "size",
+        str(size_bytes),
+    ]
+    sub_argv = [
+        *sub_prefix,
+        *common,
+        "-D",
+        str(pub_run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S),
+        "sub",
+    ]
+    with background(sub_argv, env=sub_env) as sub:
+        rc, output = _run(
+            pub_argv, env=pub_env, timeout_s=pub_run_s + _DISCOVERY_TIMEOUT_S + _SLACK_S
+        )
+        if rc != 0:
+            raise MccError(
+                f"ddsperf pub exited with status {rc} ({_describe(pub_argv)}):\n{_tail(output)}"
+                f"\n--- ddsperf sub said:\n{_tail(sub.output())}"
+            )
+        sub.stop()
+        return parse_ddsperf_sub(sub.output(), size_bytes=size_bytes)
+
+
+_DDSPERF_SUB_LINE = re.compile(
+    r"^\[\d+\]\s+(?P<t>[\d.]+)\s+size (?P<size>\d+) total (?P<total>\d+) lost (?P<lost>\d+)"
+    r" delta (?P<delta>\d+) lost \d+ rate (?P<rate>[\d.]+) kS/s",
+    re.MULTILINE,
+)
+
+
+def parse_ddsperf_sub(text: str, *, size_bytes: int) -> DdsperfThroughput:
+    """Steady throughput from `ddsperf sub`'s per-second lines.
+
+    Each line reports the samples of the second before it (`delta`, `rate … kS/s`) and running
+    totals (`total`, `lost`). The steady rate is the mean of the lines that saw data, less the
+    first (matching, ramp-up) and the last (a partial second) when there are three or more.
+    """
+    lines = [m for m in _DDSPERF_SUB_LINE.finditer(text) if int(m["delta"]) > 0]
+    if not lines:
+        raise MccError(f"ddsperf sub received nothing:\n{_tail(text)}")
+    steady = lines[1:-1] if len(lines) >= 3 else lines
+    rate = sum(float(m["rate"]) * 1e3 for m in steady) / len(steady)
+    return DdsperfThroughput(
+        samples_per_s=round(rate, 1),
+        mb_per_s=round(rate * size_bytes / 1e6, 3),
+        received=max(int(m["total"]) for m in lines),
+        lost=max(int(m["lost"]) for m in lines),
+    )
 
 
 @dataclass(frozen=True)
@@ -237,13 +374,26 @@ def _cyclone_config(*, interface: str | None, tag: str) -> str:
 # sockperf
 
 
-def run_sockperf_pingpong(*, size_bytes: int, duration_s: float, port: int) -> LatencyStats:
-    """UDP ping-pong latency between `sockperf server` and `sockperf ping-pong` (one-way, µs).
+def run_sockperf_pingpong(
+    *,
+    size_bytes: int,
+    duration_s: float,
+    port: int,
+    address: str = _LOCALHOST,
+    tcp: bool = False,
+    mps: int | None = None,
+    server_prefix: Sequence[str] = (),
+    client_prefix: Sequence[str] = (),
+) -> LatencyStats:
+    """UDP (or TCP) ping-pong latency between `sockperf server` and `sockperf ping-pong`.
 
-    Both ends use 127.0.0.1:`port`. `size_bytes` must be 14 .. 65507 (sockperf's header is 14
-    bytes). sockperf runs whole seconds and discards its first 400 ms and last 50 ms, so it is
-    run for `ceil(duration_s + 0.45)` s. The server counts as ready once it has bound the port
-    (seen in /proc/net/udp; datagrams sent after that are queued), so this needs Linux.
+    Both ends use `address`:`port` (127.0.0.1 by default). `size_bytes` must be 14 .. 65507
+    (sockperf's header is 14 bytes). sockperf runs whole seconds and discards its first 400 ms
+    and last 50 ms, so it is run for `ceil(duration_s + 0.45)` s. `mps` limits the messages
+    per second (default: as fast as the replies come). The server counts as ready once it has
+    bound the port (seen in its /proc/PID/net/udp or tcp; datagrams sent after that are
+    queued), so this needs Linux. `server_prefix`/`client_prefix` run a side elsewhere (e.g.
+    `ip netns exec NS`).
     """
     if not SOCKPERF_MIN_SIZE_BYTES <= size_bytes <= SOCKPERF_MAX_SIZE_BYTES:
         raise MccError(
@@ -251,26 +401,38 @@ def run_sockperf_pingpong(*, size_bytes: int, duration_s: float, port: int) -> L
             f"{SOCKPERF_MIN_SIZE_BYTES} .. {SOCKPERF_MAX_SIZE_BYTES} bytes"
         )
     if not 1 <= port <= 65535:
-        raise MccError(f"UDP port {port} is out of range; use 1 .. 65535")
+        raise MccError(f"{'TCP' if tcp else 'UDP'} port {port} is out of range; use 1 .. 65535")
+    if mps is not None and mps < 1:
+        raise MccError(f"sockperf rate {mps} messages/s: use 1 or more (or None: flat out)")
     seconds = _whole_seconds(_positive_duration(duration_s) + _SOCKPERF_WARMUP_S)
     exe = tool_path("sockperf")
-    if _udp_port_bound(port):
-        raise MccError(f"UDP port {port} on {_LOCALHOST} is already in use; pick another port")
-    server_argv = [exe, "server", "-i", _LOCALHOST, "-p", str(port)]
+    proto = ["--tcp"] if tcp else []
+    if not server_prefix and _port_bound(port, tcp=tcp):
+        raise MccError(
+            f"{'TCP' if tcp else 'UDP'} port {port} on {address} is already in use; "
+            "pick another port"
+        )
+    server_argv = [*server_prefix, exe, "server", "-i", address, "-p", str(port), *proto]
     client_argv = [
+        *client_prefix,
         exe,
         "ping-pong",
         "-i",
-        _LOCALHOST,
+        address,
         "-p",
         str(port),
+        *proto,
         "-m",
         str(size_bytes),
         "-t",
         str(seconds),
+        *(["--mps", str(mps)] if mps else []),
     ]
-    with _background(server_argv) as server:
-        server.wait_until(lambda: _udp_port_bound(port), what=f"bind UDP port {port}")
+    with background(server_argv) as server:
+        server.wait_until(
+            lambda: _port_bound(port, tcp=tcp, pid=server.proc.pid),
+            what=f"bind {'TCP' if tcp else 'UDP'} port {port}",
+        )
         rc, output = _run(client_argv, timeout_s=seconds + _SLACK_S)
         if rc != 0:
             raise MccError(
@@ -337,22 +499,136 @@ def parse_sockperf_pingpong(text: str) -> LatencyStats:
 
 def _udp_port_bound(port: int) -> bool:
     """Whether an IPv4 UDP socket is bound to `port` on 127.0.0.1 or the wildcard address."""
+    return _port_bound(port, tcp=False)
+
+
+def _port_bound(port: int, *, tcp: bool, pid: int | None = None) -> bool:
+    """Whether an IPv4 socket is bound to `port` (any local address) in the network namespace
+    of process `pid` (ours by default): a TCP one listening, or a UDP one."""
+    table = f"/proc/{pid or 'self'}/net/{'tcp' if tcp else 'udp'}"
     try:
-        with open("/proc/net/udp", encoding="ascii") as f:
+        with open(table, encoding="ascii") as f:
             lines = f.readlines()[1:]
     except OSError as exc:
+        if pid is not None:
+            return False  # the process is gone; its exit is reported by the caller
+        raise MccError(f"cannot read {table} ({exc}); the sockperf anchor needs Linux") from exc
+    suffix = f":{port:04X}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 3 and fields[1].endswith(suffix) and (not tcp or fields[3] == "0A"):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# MPI (mpi4py over MPICH)
+
+
+def mpiexec_path() -> str:
+    """`mpiexec` of the environment running us (the mpich wheel puts it next to python)."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("mpiexec")
+    if found is None:
         raise MccError(
-            f"cannot read /proc/net/udp ({exc}); the sockperf anchor needs Linux"
-        ) from exc
-    wanted = {f"0100007F:{port:04X}", f"00000000:{port:04X}"}
-    return any(line.split()[1] in wanted for line in lines if line.strip())
+            "benchmark anchor tool 'mpiexec' was not found; install it with "
+            "`pip install mpich mpi4py` (the extra `mcc[mpi]`)"
+        )
+    return found
+
+
+def run_mpi_pingpong(
+    *, size_bytes: int, duration_s: float, max_samples: int = 1_000_000, warmup: int = 200
+) -> LatencyStats:
+    """Ping-pong between two MPI ranks on this host (mpi4py `Send`/`Recv` of a byte buffer):
+    one-way latency (RTT/2, µs) in the same HDR histogram as MCC's rows. MPICH moves the bytes
+    through shared memory here, so this is the floor for message passing between processes on
+    one host, below any network stack."""
+    if size_bytes < 1:
+        raise MccError(f"MPI ping-pong size {size_bytes}: use 1 byte or more")
+    _positive_duration(duration_s)
+    argv = [
+        mpiexec_path(),
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "mcc.bench.anchors",
+        "mpi-pingpong",
+        "--size",
+        str(size_bytes),
+        "--duration",
+        str(duration_s),
+        "--max-samples",
+        str(max_samples),
+        "--warmup",
+        str(warmup),
+    ]
+    rc, output = _run(argv, timeout_s=duration_s + 60)
+    for line in reversed(output.splitlines()):
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT ") :])
+            recorder = LatencyRecorder.decode(result["hist"])
+            return recorder.stats(lost=0)
+    raise MccError(
+        f"MPI ping-pong exited {rc} without a result ({_describe(argv)}):\n{_tail(output)}"
+    )
+
+
+def _mpi_pingpong_rank(size_bytes: int, duration_s: float, max_samples: int, warmup: int) -> int:
+    """Body of each rank: rank 0 pings and prints the result, rank 1 echoes."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    buf = bytearray(size_bytes)
+    stop = bytearray(1)
+    if rank == 1:
+        status = MPI.Status()
+        while True:
+            comm.Recv([buf, MPI.BYTE], source=0, tag=MPI.ANY_TAG, status=status)
+            if status.Get_tag() == 1:
+                return 0
+            comm.Send([buf, MPI.BYTE], dest=0, tag=0)
+    rtts: list[int] = []
+    clock = time.perf_counter_ns
+    end = time.monotonic() + duration_s
+    n = 0
+    while n < max_samples + warmup and time.monotonic() < end:
+        t0 = clock()
+        comm.Send([buf, MPI.BYTE], dest=1, tag=0)
+        comm.Recv([buf, MPI.BYTE], source=1, tag=0)
+        if n >= warmup:
+            rtts.append(clock() - t0)
+        n += 1
+    comm.Send([stop, MPI.BYTE], dest=1, tag=1)
+    recorder = LatencyRecorder()
+    recorder.record_many_ns([rtt // 2 for rtt in rtts])
+    print("RESULT " + json.dumps({"hist": recorder.encode()}), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m mcc.bench.anchors mpi-pingpong …`: one rank of the MPI anchor."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m mcc.bench.anchors")
+    parser.add_argument("role", choices=["mpi-pingpong"])
+    parser.add_argument("--size", type=int, required=True)
+    parser.add_argument("--duration", type=float, required=True)
+    parser.add_argument("--max-samples", type=int, default=1_000_000)
+    parser.add_argument("--warmup", type=int, default=200)
+    args = parser.parse_args(argv)
+    return _mpi_pingpong_rank(args.size, args.duration, args.max_samples, args.warmup)
 
 
 # --------------------------------------------------------------------------------------------
 # processes
 
 
-class _Background:
+class Background:
     """A started child process whose combined output goes to a temporary file."""
 
     def __init__(self, argv: list[str], proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
@@ -395,7 +671,7 @@ class _Background:
 
 
 @contextmanager
-def _background(argv: list[str], *, env: Mapping[str, str] | None = None) -> Iterator[_Background]:
+def background(argv: list[str], *, env: Mapping[str, str] | None = None) -> Iterator[Background]:
     """Run `argv` for the duration of the block; it is stopped on exit, whatever happened."""
     with tempfile.TemporaryFile() as log:
         # Its own session: a Ctrl-C reaches only us, and we decide how the child ends.
@@ -407,7 +683,7 @@ def _background(argv: list[str], *, env: Mapping[str, str] | None = None) -> Ite
             env=env,
             start_new_session=True,
         )
-        child = _Background(argv, proc, log)
+        child = Background(argv, proc, log)
         try:
             yield child
         finally:
@@ -453,3 +729,7 @@ def _describe(argv: list[str]) -> str:
 
 def _tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -82,6 +82,11 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _short(text: str, limit: int = 60) -> str:
+    """Long text (an error) cut for a terminal cell; the JSON keeps all of it."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_fmt(r.get(c)) for c in columns) + " |" for r in rows]
@@ -96,27 +101,56 @@ def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[st
     for c in columns:
         table.add_column(c, justify="left" if c == "impl" else "right")
     for r in rows:
-        table.add_row(*(_fmt(r.get(c)) for c in columns))
-    Console().print(table)
+        table.add_row(*(_short(_fmt(r.get(c))) for c in columns))
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # a log file or pipe: do not squeeze wide tables to 80
+    console.print(table)
+
+
+HEADER = (
+    "# MCC benchmarks\n\nEach `mcc bench NAME --record` replaces the section of its bench with "
+    "its newest run; the other sections stay. Method: docs/benchmarks.md.\n"
+)
+_OLD_HEADER_LINE = (
+    "Tables appended by `mcc bench NAME --record`; the newest run of each bench is last. "
+    "Method: docs/benchmarks.md."
+)
 
 
 def record(
-    doc: dict[str, Any], columns: Sequence[str], *, notes: str = "", readme: Path = BENCH_README
+    doc: dict[str, Any],
+    columns: Sequence[str],
+    *,
+    notes: str = "",
+    readme: Path = BENCH_README,
+    table: bool = True,
 ) -> None:
-    """Append this run's table (with its command and host) to ``benchmarks/README.md``."""
+    """Put this run's section (command, host, table, notes) into ``benchmarks/README.md``.
+
+    The section of the same bench (``## NAME — …`` up to the next ``## ``) is replaced where it
+    was; a bench without one gets it appended. Other benches' sections are kept as they are.
+    """
     readme.parent.mkdir(parents=True, exist_ok=True)
-    if not readme.exists():
-        readme.write_text(
-            "# MCC benchmarks\n\nTables appended by `mcc bench NAME --record`; "
-            "the newest run of each bench is last. Method: docs/benchmarks.md.\n"
-        )
+    text = readme.read_text() if readme.exists() else HEADER
+    text = text.replace(_OLD_HEADER_LINE, HEADER.split("\n\n", 1)[1].rstrip("\n"))
     host = doc["host"]
     versions = ", ".join(f"{k} {v}" for k, v in host["versions"].items())
+    body = f"\n\n{markdown_table(doc['rows'], columns)}\n" if table else "\n"
     section = (
-        f"\n## {doc['bench']} — {doc['created']}\n\n"
+        f"## {doc['bench']} — {doc['created']}\n\n"
         f"`{doc['command']}` on {host['cpu']} ({host['cores']} cores), Python {host['python']}, "
-        f"{versions}.\n\n{markdown_table(doc['rows'], columns)}\n"
-        + (f"\n{notes}\n" if notes else "")
+        f"{versions}.{body}" + (f"\n{notes}\n" if notes else "")
     )
-    with readme.open("a") as f:
-        f.write(section)
+    readme.write_text(replace_section(text, doc["bench"], section))
+
+
+def replace_section(text: str, bench: str, section: str) -> str:
+    """``text`` with the ``## BENCH — …`` section replaced by ``section`` (or it appended)."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"## {bench} — ")), None)
+    if start is None:
+        return text.rstrip("\n") + "\n\n" + section
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = "".join(lines[end:])
+    return "".join(lines[:start]) + section + ("\n" + tail if tail else "")

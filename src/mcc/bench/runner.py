@@ -1,114 +1,324 @@
-"""``mcc bench NAME``: run a benchmark, its anchors in the same invocation, and report."""
+"""``mcc bench latency|throughput|scale|blocked|load|all``: run, report, plot, record.
+
+Each perftest mode module (``mcc.bench.latency`` …) measures and returns rows; this module
+turns them into the outputs every bench gives: a rich table, the targets met or missed, JSON
+(DESIGN.md's shape, plus ``targets``), PNG plots and, with ``--record``, its section of
+``benchmarks/README.md``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from mcc.bench import report
 from mcc.errors import MccError
 
-LATENCY_COLUMNS = (
-    "impl",
-    "size_bytes",
-    "count",
-    "lost",
-    "p50_us",
-    "p90_us",
-    "p99_us",
-    "p999_us",
-    "max_us",
-    "mean_us",
-    "ratio_p50_vs_ddsperf",
-)
-IMPLS = ("mcc", "mcc-waitset", "ddsperf", "sockperf")
-
-
-def run_latency(
-    *,
-    sizes: list[int],
-    duration_s: float,
-    impls: list[str],
-    reliable: bool = True,
-    domain_id: int | None = None,
-) -> list[dict[str, Any]]:
-    """Rows of one-way latency for every size and implementation, side by side."""
-    from mcc.bench.anchors import run_ddsperf_pingpong, run_sockperf_pingpong
-    from mcc.bench.latency import run_mcc_pingpong
-
-    unknown = sorted(set(impls) - set(IMPLS))
-    if unknown:
-        raise MccError(f"--impl: unknown implementation(s) {unknown}; choose from {list(IMPLS)}")
-    base_domain = domain_id if domain_id is not None else 100 + os.getpid() % 50
-    rows: list[dict[str, Any]] = []
-    for size in sizes:
-        by_impl: dict[str, dict[str, Any]] = {}
-        for impl in impls:
-            domain = base_domain + len(rows)  # a fresh domain per row: no leftovers between rows
-            if impl in ("mcc", "mcc-waitset"):
-                stats = run_mcc_pingpong(
-                    size_bytes=size,
-                    duration_s=duration_s,
-                    domain_id=domain,
-                    reliable=reliable,
-                    mode="waitset" if impl == "mcc-waitset" else "listener",
-                )
-            elif impl == "ddsperf":
-                stats = run_ddsperf_pingpong(
-                    size_bytes=size, duration_s=duration_s, domain_id=domain, reliable=reliable
-                )
-            else:
-                stats = run_sockperf_pingpong(
-                    size_bytes=size, duration_s=duration_s, port=20000 + os.getpid() % 20000
-                )
-            row = {
-                "impl": impl,
-                "size_bytes": size,
-                "reliable": reliable if impl != "sockperf" else None,
-                **stats.as_row(),
-            }
-            by_impl[impl] = row
-            rows.append(row)
-        anchor = by_impl.get("ddsperf")
-        for row in by_impl.values():
-            if anchor and anchor.get("p50_us"):
-                row["ratio_p50_vs_ddsperf"] = round(row["p50_us"] / anchor["p50_us"], 2)
-    return rows
+PLOTS_DIR = report.REPO_ROOT / "benchmarks" / "plots"
+RESULTS_DIR = report.REPO_ROOT / "benchmarks" / "results"
+TARGET_COLUMNS = ("target", "measured", "limit", "status")
+PERFTEST_MODES = ("latency", "throughput", "scale", "blocked", "load")
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """Entry point of ``mcc bench``."""
-    if args.bench_name != "latency":
-        raise MccError(f"unknown bench {args.bench_name!r}")
+    """Entry point of ``mcc bench NAME`` for parsers that route here (all set ``func``)."""
+    func = getattr(args, "func", None)
+    if func is None or func is run_bench:
+        raise MccError(f"unknown bench {getattr(args, 'bench_name', None)!r}")
+    return int(func(args))
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+def parse_ints(option: str, text: str | None) -> tuple[int, ...]:
+    """``"64,1024"`` → (64, 1024); suffixes k/KiB multiply by 1024. Empty → ()."""
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        scale = 1
+        for suffix in ("KiB", "k", "K"):
+            if item.endswith(suffix):
+                item, scale = item[: -len(suffix)], 1024
+                break
+        try:
+            out.append(int(item) * scale)
+        except ValueError:
+            raise MccError(
+                f"{option} {text!r}: use comma-separated whole numbers, e.g. 64,1024,10KiB"
+            ) from None
+    return tuple(out)
+
+
+def parse_floats(option: str, text: str | None) -> tuple[float, ...]:
+    """``"0,1,0.1"`` → (0.0, 1.0, 0.1). Empty → ()."""
+    if not text:
+        return ()
     try:
-        sizes = [int(s) for s in args.sizes.split(",") if s]
+        return tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise MccError(
-            f"--sizes {args.sizes!r}: use comma-separated byte counts, e.g. 64,1024"
-        ) from None
-    duration_s = args.duration or (2.0 if args.quick else 10.0)
-    impls = [i.strip() for i in args.impl.split(",") if i.strip()]
-    rows = run_latency(sizes=sizes, duration_s=duration_s, impls=impls)
-    command = (
-        "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "mcc bench latency"
+        raise MccError(f"{option} {text!r}: use comma-separated numbers, e.g. 0,1,0.1") from None
+
+
+def parse_pairs(option: str, text: str | None) -> tuple[tuple[int, int], ...]:
+    """``"1x1,4x4"`` (or ``1-1``) → ((1, 1), (4, 4)). Empty → ()."""
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        item = item.strip().lower().replace("-", "x")
+        if not item:
+            continue
+        try:
+            n, m = (int(x) for x in item.split("x"))
+        except ValueError:
+            raise MccError(
+                f"{option} {text!r}: use publishers x subscribers, e.g. 1x1,2x2,4x4"
+            ) from None
+        if n < 1 or m < 1:
+            raise MccError(f"{option} {item!r}: need at least one publisher and subscriber")
+        out.append((n, m))
+    return tuple(out)
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def progress(total: int, what: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr for ``total`` rows; yields ``step(text)``, called per row."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("[bold]{task.fields[what]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=not console.is_terminal,
     )
-    doc = report.document("latency", rows, command=command)
-    report.print_table("one-way latency (RTT/2), loopback, µs", rows, LATENCY_COLUMNS)
+    with bar:
+        task = bar.add_task("", total=total, what=what)
+        started = [False]
+
+        def step(text: str) -> None:
+            if started[0]:
+                bar.advance(task)
+            started[0] = True
+            bar.update(task, description=text)
+            if not console.is_terminal:
+                console.print(f"{what}: {text}")
+
+        yield step
+        bar.update(task, completed=total)
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+
+def target_row(
+    target: str, measured: float | None, limit: float, *, unit: str = "", at_least: bool = False
+) -> dict[str, Any]:
+    """One line of a targets table: met when ``measured`` ≤ ``limit`` (≥ with ``at_least``)."""
+    if measured is None:
+        status = "not measured"
+        shown = "-"
+    else:
+        met = measured >= limit if at_least else measured <= limit
+        status = "met" if met else "missed"
+        shown = f"{measured:g}{unit}" if isinstance(measured, int) else f"{measured:.2f}{unit}"
+    sign = "≥" if at_least else "≤"
+    return {
+        "target": target,
+        "measured": shown,
+        "limit": f"{sign} {limit:g}{unit}",
+        "status": status,
+    }
+
+
+# -- networks -----------------------------------------------------------------------------------
+
+
+def over_nets(
+    args: argparse.Namespace,
+    options: Any,
+    run: Callable[[Any], list[dict[str, Any]]],
+    *,
+    key: Sequence[str],
+    metric: str,
+    higher_is_better: bool,
+) -> list[dict[str, Any]]:
+    """``run(options)`` once per network of ``--net``; with ``host`` and ``netns`` both, each
+    netns row gets ``efficiency_vs_host``: its ``metric`` relative to the host row with the
+    same ``key`` (1.0 = no loss; the papers' "virtualisation efficiency")."""
+    import dataclasses
+
+    from mcc.bench.perftest import nets_from_args
+
+    rows: list[dict[str, Any]] = []
+    for net in nets_from_args(args):
+        rows += run(dataclasses.replace(options, net=net))
+    host = {tuple(r.get(k) for k in key): r for r in rows if r.get("net") == "host"}
+    for row in rows:
+        ref = host.get(tuple(row.get(k) for k in key))
+        if row.get("net") == "netns" and ref and ref.get(metric) and row.get(metric):
+            ratio = row[metric] / ref[metric] if higher_is_better else ref[metric] / row[metric]
+            row["efficiency_vs_host"] = round(ratio, 3)
+    return rows
+
+
+def per_net(
+    targets: Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]],
+    rows: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """``targets(rows)`` of each network on its own; with several, each target names its net."""
+    nets = list(dict.fromkeys(r.get("net") for r in rows))
+    if len(nets) <= 1:
+        return targets(rows)
+    out = []
+    for net in nets:
+        for row in targets([r for r in rows if r.get("net") == net]):
+            out.append({**row, "target": f"{row['target']} [{net}]"})
+    return out
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def command_line(bench: str) -> str:
+    """How this run was invoked, for the JSON and the README."""
+    if sys.argv[1:2] == ["bench"]:
+        return "mcc bench " + " ".join(sys.argv[2:])
+    return f"mcc bench {bench}"
+
+
+def present_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
+    """``columns`` less those no row has a value for (e.g. ``error`` when all went well)."""
+    return [c for c in columns if any(r.get(c) is not None for r in rows)]
+
+
+def finish(
+    bench: str,
+    rows: list[dict[str, Any]],
+    columns: Sequence[str],
+    *,
+    args: argparse.Namespace,
+    title: str,
+    notes: str = "",
+    targets: Sequence[dict[str, Any]] = (),
+    record: bool | None = None,
+) -> dict[str, Any]:
+    """Print the table and targets; write JSON, plots and the README section as asked."""
+    from mcc.bench import plots
+
+    shown = present_columns(rows, columns)
+    report.print_table(title, rows, shown)
+    if targets:
+        report.print_table(f"{bench}: targets (this run)", list(targets), TARGET_COLUMNS)
+    doc = report.document(bench, rows, command=command_line(bench))
+    doc["targets"] = list(targets)
+    if args.json:
+        report.write_json(doc, args.json)
+    plot_dir = Path(args.plot) if args.plot else (PLOTS_DIR if _recording(args, record) else None)
+    if plot_dir is not None:
+        for path in plots.plot_bench(bench, rows, plot_dir):
+            print(f"plot: {path}", file=sys.stderr)
+    if _recording(args, record):
+        if not args.json:
+            report.write_json(doc, RESULTS_DIR / f"{bench}.json")
+        extra = ""
+        if targets:
+            extra = "Targets (ratios from this run):\n\n" + report.markdown_table(
+                list(targets), TARGET_COLUMNS
+            )
+        report.record(doc, shown, notes="\n\n".join(x for x in (notes, extra) if x))
+    return doc
+
+
+def _recording(args: argparse.Namespace, record: bool | None) -> bool:
+    return bool(args.record) if record is None else record
+
+
+# -- mcc bench all ------------------------------------------------------------------------------
+
+
+def add_parsers(bench_subparsers: Any) -> None:
+    """Register the perftest modes and ``all`` on the ``mcc bench`` sub-command parsers."""
+    from mcc.bench import blocked, latency, load, scale, throughput
+
+    for module in (latency, throughput, scale, blocked, load):
+        module.add_parser(bench_subparsers)
+    add_all_parser(bench_subparsers)
+
+
+def add_all_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``all``: every perftest mode in one invocation."""
+    from mcc.bench import perftest
+
+    p: argparse.ArgumentParser = bench_subparsers.add_parser(
+        "all",
+        help="the whole perftest: latency, throughput, scale, blocked writes, load",
+        description="Run every perftest mode with its defaults (or --quick) and the anchors, "
+        "then the targets table of all of them.",
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(PERFTEST_MODES),
+        help="modes to run, comma-separated (default %(default)s)",
+    )
+    perftest.add_common_options(p)
+    p.set_defaults(func=cmd_all)
+    return p
+
+
+def cmd_all(args: argparse.Namespace) -> int:
+    from mcc.bench import blocked, latency, load, perftest, scale, throughput
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = sorted(set(modes) - set(PERFTEST_MODES))
+    if unknown or not modes:
+        raise MccError(f"--modes {args.modes!r}: choose from {', '.join(PERFTEST_MODES)}")
+    options = perftest.options_from_args(args)
+    per_mode = argparse.Namespace(**{**vars(args), "json": None})
+    all_rows: list[dict[str, Any]] = []
+    all_targets: list[dict[str, Any]] = []
+    for mode in modes:
+        module = {
+            "latency": latency,
+            "throughput": throughput,
+            "scale": scale,
+            "blocked": blocked,
+            "load": load,
+        }[mode]
+        defaults = module.add_parser(argparse.ArgumentParser().add_subparsers()).parse_args(
+            ["--quick"] if args.quick else []
+        )
+        mode_args = argparse.Namespace(**{**vars(defaults), **vars(per_mode)})
+        doc = module.run_mode(mode_args, options)
+        all_rows += [{"mode": mode, **r} for r in doc["rows"]]
+        all_targets += doc["targets"]
+    report.print_table("perftest: targets (this run)", all_targets, TARGET_COLUMNS)
+    doc = report.document("perftest", all_rows, command=command_line("all"))
+    doc["targets"] = all_targets
     if args.json:
         report.write_json(doc, args.json)
     if args.record:
-        report.record(doc, LATENCY_COLUMNS, notes=_latency_notes(rows))
+        report.record(
+            doc,
+            (),
+            notes="Each target from the mode sections above, all measured in one "
+            "`mcc bench all` run:\n\n" + report.markdown_table(all_targets, TARGET_COLUMNS),
+            table=False,
+        )
     return 0
-
-
-def _latency_notes(rows: list[dict[str, Any]]) -> str:
-    ratios = [
-        f"{r['size_bytes']} B: {r['ratio_p50_vs_ddsperf']}×"
-        for r in rows
-        if r["impl"] == "mcc" and r.get("ratio_p50_vs_ddsperf")
-    ]
-    if not ratios:
-        return ""
-    return "mcc p50 / ddsperf p50 (same run): " + ", ".join(ratios) + ". Target: ≤ 3× at 64 B."

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-__all__ = ["LatencyRecorder", "LatencyStats"]
+__all__ = ["CDF_PERCENTILES", "LatencyRecorder", "LatencyStats"]
 
 LOWEST_NS = 1
 HIGHEST_NS = 60 * 1_000_000_000
@@ -23,6 +23,12 @@ SIGNIFICANT_DIGITS = 3
 # each doubling above that halves the resolution (see `_quantize`).
 _SUB_BUCKET_COUNT = 2048
 _PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+
+CDF_PERCENTILES = (
+    0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 97.5, 99.0,
+    99.5, 99.9, 99.95, 99.99, 100.0,
+)  # fmt: skip
+"""Where `LatencyRecorder.cdf` samples the distribution (percent)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +71,38 @@ class LatencyRecorder:
     def count(self) -> int:
         """Number of samples recorded so far."""
         return int(self._hist.get_total_count())
+
+    def merge(self, other: LatencyRecorder) -> None:
+        """Add everything `other` recorded to this recorder (e.g. one per subscriber → all)."""
+        self._hist.add(other._hist)
+
+    def encode(self) -> str:
+        """The histogram as compact text (HdrHistogram's compressed base64 form), to send it
+        from a benchmark process to the one that reports; `decode` reads it back exactly."""
+        return bytes(self._hist.encode()).decode("ascii")
+
+    @classmethod
+    def decode(cls, text: str) -> LatencyRecorder:
+        """A recorder holding the histogram that `encode` wrote."""
+        recorder = cls()
+        try:
+            recorder._hist.add(HdrHistogram.decode(text.encode("ascii")))
+        except Exception as exc:  # hdrh raises assorted errors on bad input
+            raise ValueError(f"not an encoded latency histogram: {text[:40]!r} ({exc})") from exc
+        return recorder
+
+    def cdf(self, percentiles: Iterable[float] = CDF_PERCENTILES) -> list[tuple[float, float]]:
+        """(percentile, µs) points of the distribution, for CDF plots; 0 and 100 are min, max."""
+        h = self._hist
+        if h.get_total_count() == 0:
+            raise ValueError("no latency samples recorded; cannot compute a CDF")
+        points = []
+        for q in percentiles:
+            if not 0.0 <= q <= 100.0:
+                raise ValueError(f"percentile {q} is outside 0 .. 100")
+            ns = h.get_min_value() if q == 0.0 else h.get_value_at_percentile(q)
+            points.append((float(q), ns / 1e3))
+        return points
 
     def record_ns(self, value: int) -> None:
         """Record one latency of `value` nanoseconds (0 .. 60 s)."""

@@ -1,0 +1,275 @@
+"""``mcc bench blocked``: writes that block on a full send queue, apart from the steady state.
+
+A reliable writer may hold ``--send-queue`` unacknowledged samples (50 by default, as in the
+paper); a write beyond that blocks until acknowledgements free a slot, at most the profile's
+``max_blocking_time`` (100 ms), after which it fails (``timeouts``). Each row runs one
+publisher and one subscriber process; the publisher times every ``write`` call with
+``perf_counter_ns`` and, after each, reads Cyclone's own writer statistics
+(``throttle_count``, ``time_throttle`` through ``dds_create_statistics``, as ddsperf does):
+
+- ``blocked``: writes during which Cyclone throttled the writer, i.e. the send queue was
+  full; their durations in ``blocked_p50_us``/``blocked_max_us``, the total in
+  ``throttle_ms``;
+- ``stalls``: other writes that took at least ``--stall-threshold-ms`` (1 ms): the process
+  was pre-empted or waited on a lock, not on the queue (on a loaded 2-core machine these
+  happen; a VM's are the paper's 30 ms stalls at 0.1 ms intervals);
+- the steady state: all other writes (``write_p50_us``, ``write_p99_us``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcc.bench import perftest
+from mcc.bench.perftest import Node, PerfOptions, PubSpec
+from mcc.bench.stats import LatencyRecorder
+from mcc.errors import MccError
+
+__all__ = ["COLUMNS", "BlockedPlan", "add_parser", "run_blocked"]
+
+DEFAULT_SIZES = (64, 1024, 4096, 10240, 65536)
+QUICK_SIZES = (1024,)
+DEFAULT_INTERVALS_MS = (1.0, 0.1, 0.0)
+QUICK_INTERVALS_MS = (1.0, 0.0)
+DEFAULT_DURATION_S = 5.0
+QUICK_DURATION_S = 1.0
+DEFAULT_THRESHOLD_MS = 1.0
+COLUMNS = (
+    "impl",
+    "size_bytes",
+    "interval_ms",
+    "writes",
+    "blocked",
+    "blocked_pct",
+    "blocked_p50_us",
+    "blocked_max_us",
+    "throttle_ms",
+    "timeouts",
+    "stalls",
+    "stall_max_us",
+    "write_p50_us",
+    "write_p99_us",
+    "samples_per_s",
+    "lost",
+    "net",
+    "efficiency_vs_host",
+    "error",
+)
+TARGET_INTERVAL_MS = 1.0
+TARGET_MAX_SIZE_BYTES = 10240
+
+
+@dataclass(frozen=True)
+class BlockedPlan:
+    """What ``mcc bench blocked`` runs."""
+
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    intervals_ms: tuple[float, ...] = DEFAULT_INTERVALS_MS
+    duration_s: float = DEFAULT_DURATION_S
+    threshold_ms: float = DEFAULT_THRESHOLD_MS
+    options: PerfOptions = PerfOptions()
+
+    def __post_init__(self) -> None:
+        if not self.sizes or any(s < 1 or s > 1 << 24 for s in self.sizes):
+            raise MccError(f"--sizes {list(self.sizes)}: use byte counts from 1 to 16 MiB")
+        if not self.intervals_ms or any(not i >= 0 for i in self.intervals_ms):
+            raise MccError(f"--intervals {list(self.intervals_ms)}: use ms >= 0 (0 = flat out)")
+        if not self.duration_s > 0:
+            raise MccError(f"--duration {self.duration_s}: use seconds > 0")
+        if not self.threshold_ms > 0:
+            raise MccError(f"--stall-threshold-ms {self.threshold_ms}: use ms > 0")
+
+    @property
+    def rows(self) -> int:
+        return len(self.sizes) * len(self.intervals_ms)
+
+
+def run_blocked(
+    plan: BlockedPlan, *, progress: Any = None, nodes: Sequence[Node] | None = None
+) -> list[dict[str, Any]]:
+    """One row per size × send interval."""
+    if nodes is None:
+        with perftest.open_network(plan.options.net, 2, name="blk") as opened:
+            return run_blocked(plan, progress=progress, nodes=opened)
+    rows = []
+    for interval in plan.intervals_ms:
+        for size in plan.sizes:
+            if progress is not None:
+                every = "flat out" if not interval else f"every {interval:g} ms"
+                progress(f"blocked writes {size} B {every}")
+            rows.append(_row(plan, size, interval, nodes))
+    return rows
+
+
+def _row(plan: BlockedPlan, size: int, interval_ms: float, nodes: Sequence[Node]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "impl": "mcc",
+        "size_bytes": size,
+        "interval_ms": interval_ms,
+        "threshold_ms": plan.threshold_ms,
+        "duration_s": plan.duration_s,
+        **plan.options.row(),
+    }
+    spec = PubSpec(
+        domain=perftest.next_domain(),
+        writer_id="p1",
+        size_bytes=size,
+        rate_hz=1000.0 / interval_ms if interval_ms else 0.0,
+        duration_s=plan.duration_s,
+        block_threshold_us=plan.threshold_ms * 1000,
+        count_throttles=True,
+    )
+    try:
+        run = perftest.run_pubsub(plan.options, nodes, [spec], latency=False)
+    except MccError as exc:
+        row["error"] = str(exc).splitlines()[0][:300]
+        return row
+    pub = run.pubs[0]
+    steady = LatencyRecorder.decode(pub["steady_hist"]) if pub["steady_hist"] else None
+    blocked = LatencyRecorder.decode(pub["blocked_hist"]) if pub["blocked_hist"] else None
+    stalled = LatencyRecorder.decode(pub["stall_hist"]) if pub["stall_hist"] else None
+    writes = pub["sent"]
+    result = perftest.throughput_of(run.subs[0], run.sent_samples)
+    row.update(
+        writes=writes,
+        blocked=pub["blocked"],
+        blocked_pct=round(100.0 * pub["blocked"] / writes, 3) if writes else None,
+        timeouts=pub["timeouts"],
+        throttle_ms=round(pub["throttle_ms"], 3),
+        throttle_count=pub["throttle_count"],
+        stalls=pub["stalls"],
+        samples_per_s=round(result.samples_per_s, 1),
+        lost=result.lost,
+    )
+    if steady is not None:
+        s = steady.stats()
+        row.update(write_p50_us=s.p50_us, write_p99_us=s.p99_us, write_steady_max_us=s.max_us)
+    if blocked is not None:
+        b = blocked.stats()
+        row.update(blocked_p50_us=b.p50_us, blocked_max_us=b.max_us)
+    if stalled is not None:
+        row["stall_max_us"] = stalled.stats().max_us
+    row["write_max_us"] = max(
+        (
+            x
+            for x in (
+                row.get("write_steady_max_us"),
+                row.get("blocked_max_us"),
+                row.get("stall_max_us"),
+            )
+            if x
+        ),
+        default=None,
+    )
+    return row
+
+
+def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At 1 ms intervals no write blocks, for every size up to 10 KiB."""
+    from mcc.bench.runner import target_row
+
+    relevant = [
+        r
+        for r in rows
+        if r["interval_ms"] == TARGET_INTERVAL_MS
+        and r["size_bytes"] <= TARGET_MAX_SIZE_BYTES
+        and r.get("writes")
+    ]
+    blocked = sum(r["blocked"] + r["timeouts"] for r in relevant) if relevant else None
+    return [
+        target_row(
+            f"zero blocked writes at {TARGET_INTERVAL_MS:g} ms intervals, sizes ≤ 10 KiB "
+            f"({len(relevant)} rows)",
+            blocked,
+            0,
+            unit=" blocked",
+        )
+    ]
+
+
+def notes(plan: BlockedPlan) -> str:
+    return (
+        f"One publisher and one subscriber process, {plan.duration_s:g} s per row, profile "
+        f"{plan.options.stream_profile} with a send queue of {plan.options.send_queue} samples "
+        "(reliable: keep-all, writes block while that many are unacknowledged, at most 100 ms). "
+        "blocked = writes during which Cyclone throttled the writer (its throttle_count rose: "
+        "the queue was full), blocked_* their durations, throttle_ms Cyclone's total "
+        "time_throttle; timeouts = writes that failed after 100 ms blocked; stalls = other "
+        f"writes of ≥ {plan.threshold_ms:g} ms (pre-emption, locks: not the queue); "
+        "write_p50/p99 = the remaining steady writes. interval_ms 0 = flat out (the queue "
+        "fills by construction). samples_per_s and lost at the subscriber."
+    )
+
+
+def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``blocked`` on the ``mcc bench`` sub-command parsers."""
+    p: argparse.ArgumentParser = bench_subparsers.add_parser(
+        "blocked",
+        help="writes that block on a full send queue, counted apart from the steady state",
+        description="Time every write of a publisher at 1 ms, 0.1 ms and flat out: how many "
+        "block on a full send queue and for how long, beside the steady writes.",
+    )
+    p.add_argument("--sizes", help="sizes in bytes (default 64,1024,4096,10240,65536)")
+    p.add_argument("--intervals", help="send intervals in ms, 0 = flat out (default 1,0.1,0)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        help=f"seconds per row (default {DEFAULT_DURATION_S:g}, quick {QUICK_DURATION_S:g})",
+    )
+    p.add_argument(
+        "--stall-threshold-ms",
+        type=float,
+        default=DEFAULT_THRESHOLD_MS,
+        help="an unthrottled write this long or longer counts as a stall (default %(default)g)",
+    )
+    perftest.add_common_options(p)
+    p.set_defaults(func=cmd_blocked)
+    return p
+
+
+def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> BlockedPlan:
+    from mcc.bench.runner import parse_floats, parse_ints
+
+    return BlockedPlan(
+        sizes=parse_ints("--sizes", args.sizes) or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
+        intervals_ms=parse_floats("--intervals", args.intervals)
+        or (QUICK_INTERVALS_MS if args.quick else DEFAULT_INTERVALS_MS),
+        duration_s=args.duration or (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S),
+        threshold_ms=args.stall_threshold_ms,
+        options=options,
+    )
+
+
+def cmd_blocked(args: argparse.Namespace) -> int:
+    run_mode(args, perftest.options_from_args(args))
+    return 0
+
+
+def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
+    """Run the blocked-writes bench as ``args`` ask, report it; the JSON document."""
+    from mcc.bench import runner
+
+    plan = plan_from_args(args, options)
+    nets = perftest.nets_from_args(args)
+    with runner.progress(plan.rows * len(nets), "blocked") as step:
+        rows = runner.over_nets(
+            args,
+            options,
+            lambda o: run_blocked(dataclasses.replace(plan, options=o), progress=step),
+            key=("size_bytes", "interval_ms"),
+            metric="samples_per_s",
+            higher_is_better=True,
+        )
+    return runner.finish(
+        "blocked",
+        rows,
+        COLUMNS,
+        args=args,
+        title=f"blocked writes (send queue {options.send_queue}), {' + '.join(nets)} network",
+        notes=notes(plan),
+        targets=runner.per_net(targets, rows),
+    )

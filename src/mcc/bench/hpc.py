@@ -1,0 +1,383 @@
+"""``mcc bench hpc``: the DDS task farm against MPI, side by side in one run.
+
+Four measurements, each on both implementations (``mcc.hpc.jobs``), same algorithm and chunking:
+
+1. **primes vs workers**: [1, N] with 1, 2 and 4 workers (4 oversubscribes a 2-core host);
+2. **primes vs N**: 2 workers, N over two decades;
+3. **stream vs chunk size**: a buffer sent to another process and back, one-way MB/s; MPI runs
+   twice, as configured by default (shared memory between ranks of one host) and over TCP
+   (``mpi-tcp``, the path two nodes would use);
+4. **recovery**: a worker killed (``kill -9``) once 40 % of the results are in. DDS: the
+   orchestrator restarts it under the same identity, it reads its checkpoint back through the
+   persistence service and the master re-issues what it left unfinished. MPI: the job aborts
+   and runs again from the start (MPI has no way to replace a rank).
+   ``recovery_s`` = median over the runs of (runtime with the kill − runtime of the undisturbed
+   run just before it, same N, W and items); ``replacement_s`` = kill → the replacement's
+   hello at the master (DDS) or → the rerun's first item (MPI).
+
+Clocks (``mcc.hpc.base``): ``runtime_s`` from the first work item sent to the last result
+received, measured by the job's master on both; ``launch_s`` (processes, bus or MPI start,
+workers ready) apart. Each figure is the median of ``--repeats`` runs, DDS and MPI interleaved.
+``ratio_vs_mpi``: DDS runtime / MPI runtime (primes), DDS MB/s / MPI MB/s (stream).
+Targets: primes ratio ≤ 1.02, stream ≥ 0.9, recovery < 0.5 s with no lost or duplicate items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcc.bench import report
+from mcc.errors import MccError
+from mcc.hpc.base import JobResult
+from mcc.hpc.primes import PrimeCount, base_primes, count_primes, isqrt
+
+COLUMNS = (
+    "impl",
+    "app",
+    "workers",
+    "n",
+    "chunk_kib",
+    "launch_s",
+    "runtime_s",
+    "mb_per_s",
+    "recovery_s",
+    "replacement_s",
+    "lost_items",
+    "duplicate_items",
+    "reissued_items",
+    "ratio_vs_mpi",
+    "correct",
+)
+_KIB = 1 << 10
+#: Checkpoint period of the recovery runs' workers (DDS): a killed worker loses at most this.
+CHECKPOINT_INTERVAL_S = 0.05
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one invocation measures."""
+
+    workers: tuple[int, ...]
+    n_workers: int  # N of the workers sweep
+    ns: tuple[int, ...]  # the N sweep (2 workers)
+    stream_bytes: int
+    chunks_kib: tuple[int, ...]
+    stream_impls: tuple[str, ...]
+    recovery_n: int
+    recovery_workers: int
+    recovery_items: int  # few, long items: a kill lands inside one
+    repeats: int
+    kill_repeats: int
+
+
+QUICK = Plan(
+    workers=(1, 2),
+    n_workers=20_000_000,
+    ns=(),
+    stream_bytes=_GIB // 32,
+    chunks_kib=(256,),
+    stream_impls=("dds", "mpi", "mpi-tcp"),
+    recovery_n=200_000_000,
+    recovery_workers=2,
+    recovery_items=4,
+    repeats=1,
+    kill_repeats=1,
+)
+FULL = Plan(
+    workers=(1, 2, 4),
+    n_workers=1_000_000_000,
+    ns=(10_000_000, 100_000_000, 1_000_000_000),
+    stream_bytes=_GIB,
+    chunks_kib=(64, 256, 1024, 4096),
+    stream_impls=("dds", "mpi", "mpi-tcp"),
+    recovery_n=500_000_000,
+    recovery_workers=2,
+    recovery_items=8,
+    repeats=3,
+    kill_repeats=5,
+)
+
+
+def add_parser(bench_subparsers: Any) -> None:
+    parser = bench_subparsers.add_parser(
+        "hpc",
+        help="DDS task farm vs MPI: primes runtime, streaming MB/s, recovery from a kill",
+        description="The fault-tolerant task farm on the bus against mpi4py + MPICH, same "
+        "algorithm and chunking, in one run: primes runtime vs workers and vs N, streaming "
+        "MB/s vs chunk size, and the delay a killed and replaced worker adds.",
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (< 1 min)")
+    parser.add_argument("--repeats", type=int, help="runs per figure (default 3, quick 1)")
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
+    parser.set_defaults(func=cmd_hpc)
+
+
+def cmd_hpc(args: argparse.Namespace) -> int:
+    plan = QUICK if args.quick else FULL
+    if args.repeats is not None:
+        if args.repeats < 1:
+            raise MccError(f"--repeats {args.repeats}: give at least 1")
+        plan = Plan(**{**plan.__dict__, "repeats": args.repeats, "kill_repeats": args.repeats})
+    rows = run_hpc(plan, progress=lambda text: print(text, flush=True))
+    command = "mcc bench hpc " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else ""
+    doc = report.document("hpc", rows, command=command.strip() or "mcc bench hpc")
+    report.print_table("DDS task farm vs MPI", rows, COLUMNS)
+    notes = summary(rows)
+    print(notes)
+    if args.json:
+        print(f"wrote {report.write_json(doc, args.json)}")
+    if args.record:
+        report.record(doc, COLUMNS, notes=NOTES + "\n\n" + notes)
+    return 0
+
+
+NOTES = (
+    "runtime_s: first work item sent → last result received (the job's master, both impls); "
+    "launch_s apart (DDS: supervisor, fork server, bus, persistence service; MPI: mpiexec, "
+    "MPI_Init). Stream: one-way MB/s = 2 × bytes / (first chunk sent → last chunk back). "
+    "recovery_s: median of (runtime with one worker killed at 40 % − runtime of the undisturbed "
+    "run just before it); "
+    "replacement_s: kill → the replacement's hello (DDS) or the rerun's first item (MPI). "
+    "Method: docs/hpc.md."
+)
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return round(statistics.median(got), 4) if got else None
+
+
+class _Domains:
+    """A fresh DDS domain (120-219) per DDS job: a killed worker's participant lingers until
+    its lease expires, and should not meet the next job's."""
+
+    def __init__(self) -> None:
+        self._k = os.getpid() % 100
+
+    def __call__(self) -> int:
+        self._k = (self._k + 1) % 100
+        return 120 + self._k
+
+
+def run_hpc(
+    plan: Plan, *, progress: Callable[[str], None] = lambda _: None
+) -> list[dict[str, Any]]:
+    """Every row of the plan (the JSON's ``rows``)."""
+    from mcc.hpc.jobs import run_primes
+
+    domains = _Domains()
+    rows: list[dict[str, Any]] = []
+    references: dict[int, PrimeCount] = {}
+    with tempfile.TemporaryDirectory(prefix="mcc-bench-hpc-") as tmp:
+        home = os.environ.get("MCC_HOME")
+        os.environ["MCC_HOME"] = str(Path(tmp) / "home")
+        try:
+            sweep = [(w, plan.n_workers) for w in plan.workers]
+            sweep += [(2, n) for n in plan.ns if (2, n) not in sweep]
+            for workers, n in sweep:
+                expected = references.setdefault(n, _reference(n))
+                results: dict[str, list[JobResult]] = {"dds": [], "mpi": []}
+                for _ in range(plan.repeats):
+                    for impl in ("dds", "mpi"):
+                        progress(f"primes {impl}: n={n} workers={workers}")
+                        domain = domains()
+                        results[impl].append(run_primes(impl, n=n, workers=workers, domain=domain))
+                rows += _primes_rows(results, workers, n, expected)
+            rows += _recovery_rows(plan, domains, references, progress)
+            rows += _stream_rows(plan, domains, progress)
+        finally:
+            if home is None:
+                os.environ.pop("MCC_HOME", None)
+            else:
+                os.environ["MCC_HOME"] = home
+    return rows
+
+
+def _reference(n: int) -> PrimeCount:
+    """The answer, computed here in one process (the same kernel, no farm)."""
+    return count_primes(1, n + 1, base_primes(isqrt(n)))
+
+
+def _primes_rows(
+    results: dict[str, list[JobResult]], workers: int, n: int, expected: PrimeCount
+) -> list[dict[str, Any]]:
+    rows = []
+    medians = {impl: _median([r.runtime_s for r in runs]) for impl, runs in results.items()}
+    for impl, runs in results.items():
+        row = {
+            "impl": impl,
+            "app": "primes",
+            "workers": workers,
+            "n": n,
+            "launch_s": _median([r.launch_s for r in runs]),
+            "runtime_s": medians[impl],
+            "lost_items": sum(r.lost_items for r in runs),
+            "duplicate_items": _duplicates(runs, expected),
+            "correct": all(
+                (r.count, r.largest) == (expected.count, expected.largest) for r in runs
+            ),
+            "repeats": len(runs),
+        }
+        if impl == "dds" and medians["dds"] and medians["mpi"]:
+            row["ratio_vs_mpi"] = round(medians["dds"] / medians["mpi"], 3)
+        rows.append(row)
+    return rows
+
+
+def _duplicates(runs: Sequence[JobResult], expected: PrimeCount) -> int:
+    """Items counted twice: the master drops repeated results (``duplicate_results`` counts
+    those); a count above the true one would be a duplicate that got through."""
+    return sum(1 for r in runs if (r.count or 0) > expected.count)
+
+
+def _recovery_rows(
+    plan: Plan,
+    domains: _Domains,
+    references: dict[int, PrimeCount],
+    progress: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    from mcc.hpc.jobs import KillPlan, run_primes
+
+    n, workers, items = plan.recovery_n, plan.recovery_workers, plan.recovery_items
+    expected = references.setdefault(n, _reference(n))
+    kill = KillPlan(worker=workers - 1, at_fraction=0.4, mid_item=True)
+    common: dict[str, Any] = {"n": n, "workers": workers, "items": items}
+    rows = []
+    for impl in ("dds", "mpi"):
+        if impl == "dds":
+            common["checkpoint_interval_s"] = CHECKPOINT_INTERVAL_S
+        else:
+            common.pop("checkpoint_interval_s", None)
+        base: list[float] = []
+        killed: list[JobResult] = []
+        for _ in range(plan.kill_repeats):  # undisturbed and killed runs interleaved
+            progress(f"primes {impl} undisturbed (recovery baseline): {common}")
+            base.append(run_primes(impl, domain=domains(), **common).runtime_s or 0.0)
+            progress(f"primes {impl} with worker {kill.worker} killed at 40 %: {common}")
+            killed.append(run_primes(impl, kill=kill, domain=domains(), **common))
+        done = [r for r in killed if r.extra.get("kill")]
+        runtime = _median([r.runtime_s for r in done])
+        base_s = _median(base)
+        # Each killed run against the undisturbed run just before it: drift in the host's
+        # load cancels out of the pairs.
+        added = _median(
+            [
+                (k.runtime_s or 0.0) - b
+                for k, b in zip(killed, base, strict=True)
+                if k.extra.get("kill")
+            ]
+        )
+        row: dict[str, Any] = {
+            "impl": impl,
+            "app": "primes-kill",
+            "workers": workers,
+            "n": n,
+            "items": items,
+            "launch_s": _median([r.launch_s for r in done]),
+            "runtime_s": runtime,
+            "recovery_s": added,
+            "replacement_s": _median([r.extra["kill"].get("replacement_s") for r in done]),
+            "lost_items": sum(r.lost_items for r in killed),
+            "duplicate_items": _duplicates(killed, expected),
+            "duplicate_results_dropped": sum(r.duplicate_results for r in killed),
+            "reissued_items": _median([r.reissued_items for r in done]),
+            "results_thrown_away": sum(r.extra["kill"].get("results_thrown_away", 0) for r in done),
+            "correct": all(
+                (r.count, r.largest) == (expected.count, expected.largest) for r in killed
+            ),
+            "undisturbed_runtime_s": base_s,
+            "repeats": len(done),
+        }
+        if len(done) < len(killed):
+            row["error"] = (
+                f"{len(killed) - len(done)} of {len(killed)} runs ended before the victim was "
+                "caught inside an item (not counted)"
+            )
+        rows.append(row)
+    return rows
+
+
+def _stream_rows(
+    plan: Plan, domains: _Domains, progress: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    from mcc.hpc.jobs import run_stream
+
+    rows = []
+    for chunk_kib in plan.chunks_kib:
+        runs: dict[str, list[JobResult]] = {impl: [] for impl in plan.stream_impls}
+        for _ in range(plan.repeats):
+            for impl in plan.stream_impls:
+                progress(f"stream {impl}: {plan.stream_bytes} B in {chunk_kib} KiB chunks")
+                domain = domains() if impl == "dds" else None
+                runs[impl].append(
+                    run_stream(
+                        impl,
+                        size_bytes=plan.stream_bytes,
+                        chunk_bytes=chunk_kib * _KIB,
+                        domain=domain,
+                    )
+                )
+        mb = {impl: _median([r.mb_per_s for r in rs]) for impl, rs in runs.items()}
+        for impl, rs in runs.items():
+            row: dict[str, Any] = {
+                "impl": impl,
+                "app": "stream",
+                "workers": 1,
+                "chunk_kib": chunk_kib,
+                "size_bytes": plan.stream_bytes,
+                "launch_s": _median([r.launch_s for r in rs]),
+                "runtime_s": _median([r.runtime_s for r in rs]),
+                "mb_per_s": mb[impl],
+                "correct": all(r.verified for r in rs),
+                "repeats": len(rs),
+            }
+            dds, mpi, tcp = mb["dds"], mb.get("mpi"), mb.get("mpi-tcp")
+            if impl == "dds" and dds and mpi:
+                row["ratio_vs_mpi"] = round(dds / mpi, 3)
+                if tcp:
+                    row["ratio_vs_mpi_tcp"] = round(dds / tcp, 3)
+            rows.append(row)
+    return rows
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> str:
+    """The targets, met or not, from this run's rows."""
+    lines = []
+    primes = [r for r in rows if r["app"] == "primes" and r.get("ratio_vs_mpi")]
+    if primes:
+        worst = max(primes, key=lambda r: r["ratio_vs_mpi"])
+        largest = max(primes, key=lambda r: (r["n"], r["workers"]))
+        lines.append(
+            f"primes DDS/MPI runtime: {largest['ratio_vs_mpi']} at n={largest['n']}, "
+            f"{largest['workers']} workers; worst {worst['ratio_vs_mpi']} (n={worst['n']}, "
+            f"{worst['workers']} workers); target <= 1.02"
+        )
+    stream = [r for r in rows if r["app"] == "stream" and r.get("ratio_vs_mpi")]
+    if stream:
+        best = max(stream, key=lambda r: r["ratio_vs_mpi"])
+        tcp = (
+            f", {best['ratio_vs_mpi_tcp']} of MPI over TCP" if best.get("ratio_vs_mpi_tcp") else ""
+        )
+        lines.append(
+            f"stream DDS/MPI MB/s: best {best['ratio_vs_mpi']} ({best['chunk_kib']} KiB chunks, "
+            f"{best['mb_per_s']} MB/s){tcp}; target >= 0.9"
+        )
+    for r in rows:
+        if r["app"] == "primes-kill":
+            lines.append(
+                f"recovery {r['impl']}: +{r['recovery_s']} s runtime, replacement "
+                f"{r['replacement_s']} s, lost {r['lost_items']}, duplicate "
+                f"{r['duplicate_items']}, correct {r['correct']}"
+                + ("; target < 0.5 s, 0 lost, 0 duplicate" if r["impl"] == "dds" else "")
+            )
+    return "\n".join(lines)

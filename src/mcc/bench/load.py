@@ -1,0 +1,310 @@
+"""``mcc bench load``: ping-pong latency unloaded and loaded (CPU, bus, both), MCC and ddsperf.
+
+For each load condition the load starts first, then the latency rows of the
+``latency`` bench (MCC and ``ddsperf``, same sizes and send interval) run under it:
+
+* ``none``: nothing else runs;
+* ``cpu``: one busy-loop process per core (``os.cpu_count()``);
+* ``bus``: a publisher process writing 8 KiB samples flat out (reliable) to a subscriber
+  process over the same network (loopback or the lab bridge), on a domain of its own;
+* ``cpu+bus``: both.
+
+``ratio_p50_vs_unloaded`` / ``ratio_p99_vs_unloaded`` compare each row with the same
+implementation and size under ``none`` in the same run. ``bus_load_mb_s`` is what the load's
+subscriber took meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcc.bench import latency, perftest
+from mcc.bench.perftest import Node, PerfOptions, PubSpec, SubSpec
+from mcc.errors import MccError
+
+__all__ = ["COLUMNS", "LOADS", "LoadPlan", "add_parser", "run_load"]
+
+LOADS = ("none", "cpu", "bus", "cpu+bus")
+QUICK_LOADS = ("none", "cpu+bus")
+IMPLS = ("mcc", "ddsperf")
+DEFAULT_SIZES = (64, 1024)
+QUICK_SIZES = (64,)
+DEFAULT_INTERVAL_MS = 1.0
+DEFAULT_DURATION_S = 5.0
+QUICK_DURATION_S = 1.0
+BUS_LOAD_SIZE_BYTES = 8192
+COLUMNS = (
+    "impl",
+    "load",
+    "size_bytes",
+    "interval_ms",
+    "count",
+    "lost",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "ratio_p50_vs_unloaded",
+    "ratio_p99_vs_unloaded",
+    "ratio_p50_vs_ddsperf",
+    "bus_load_mb_s",
+    "net",
+    "efficiency_vs_host",
+    "error",
+)
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What ``mcc bench load`` runs."""
+
+    loads: tuple[str, ...] = LOADS
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    interval_ms: float = DEFAULT_INTERVAL_MS
+    impls: tuple[str, ...] = IMPLS
+    duration_s: float = DEFAULT_DURATION_S
+    count: int = latency.DEFAULT_COUNT
+    options: PerfOptions = PerfOptions()
+
+    def __post_init__(self) -> None:
+        bad = sorted(set(self.loads) - set(LOADS))
+        if bad or not self.loads:
+            raise MccError(f"--loads {bad}: choose from {', '.join(LOADS)}")
+        bad = sorted(set(self.impls) - set(latency.IMPLS))
+        if bad or not self.impls:
+            raise MccError(f"--impl {bad}: choose from {', '.join(latency.IMPLS)}")
+        if not self.interval_ms >= 0:
+            raise MccError(f"--interval {self.interval_ms}: use ms >= 0 (0 = flat out)")
+
+    def latency_plan(self) -> latency.LatencyPlan:
+        return latency.LatencyPlan(
+            sizes=self.sizes,
+            intervals_ms=(self.interval_ms,),
+            impls=self.impls,
+            count=self.count,
+            max_duration_s=self.duration_s,
+            options=self.options,
+        )
+
+    @property
+    def rows(self) -> int:
+        return len(self.loads) * self.latency_plan().rows
+
+
+def run_load(
+    plan: LoadPlan, *, progress: Any = None, nodes: Sequence[Node] | None = None
+) -> list[dict[str, Any]]:
+    """The latency rows under every load condition; ratios to the unloaded rows."""
+    if nodes is None:
+        with perftest.open_network(plan.options.net, 2, name="load") as opened:
+            return run_load(plan, progress=progress, nodes=opened)
+    rows: list[dict[str, Any]] = []
+    lat_plan = plan.latency_plan()
+    for load in plan.loads:
+        step = None
+        if progress is not None:
+            step = lambda text, load=load: progress(f"load {load}: {text}")  # noqa: E731
+        with applied_load(
+            load, plan.options, nodes, max_s=20 * lat_plan.rows * plan.duration_s + 120
+        ) as info:
+            group = latency.run_latency(lat_plan, progress=step, nodes=nodes)
+        for row in group:
+            row.update(load=load, cpu_load_procs=info.cpu_procs, bus_load_mb_s=info.bus_mb_s)
+        rows += group
+    _ratios(rows)
+    return rows
+
+
+def _ratios(rows: list[dict[str, Any]]) -> None:
+    base = {
+        (r["impl"], r["size_bytes"]): r for r in rows if r["load"] == "none" and r.get("p50_us")
+    }
+    for row in rows:
+        ref = base.get((row["impl"], row["size_bytes"]))
+        if ref is not None and row.get("p50_us"):
+            row["ratio_p50_vs_unloaded"] = round(row["p50_us"] / ref["p50_us"], 2)
+            row["ratio_p99_vs_unloaded"] = round(row["p99_us"] / ref["p99_us"], 2)
+
+
+@dataclass
+class LoadInfo:
+    """The load that ran: busy-loop processes and what the bus load's subscriber took."""
+
+    cpu_procs: int = 0
+    bus_mb_s: float | None = None
+
+
+@contextlib.contextmanager
+def applied_load(
+    load: str, options: PerfOptions, nodes: Sequence[Node], *, max_s: float
+) -> Iterator[LoadInfo]:
+    """Run ``load`` for the duration of the block (every process stops when it ends).
+
+    ``info.bus_mb_s`` is filled in when the block ends. Load processes also stop by
+    themselves after ``max_s`` seconds, should this process die without stopping them.
+    """
+    if load not in LOADS:
+        raise MccError(f"load {load!r}: choose from {', '.join(LOADS)}")
+    info = LoadInfo()
+    with perftest.workers() as ws:
+        if "cpu" in load:
+            info.cpu_procs = os.cpu_count() or 1
+            burn = (
+                f"import time\nend = time.monotonic() + {max_s}\nwhile time.monotonic() < end: pass"
+            )
+            for i in range(info.cpu_procs):
+                ws.start(
+                    f"cpu-{i}", nodes[0], [sys.executable, "-S", "-c", burn], env=dict(os.environ)
+                )
+        pub = sub = None
+        if "bus" in load:
+            reason = perftest.require_mcc_transport(options)
+            if reason is not None:
+                raise MccError(f"bus load: {reason}")
+            domain = perftest.next_domain()
+            tag = perftest.run_tag("load")
+            bus_options = dataclasses.replace(options, reliable=True, keyed=False)
+            queue = perftest.queue_xml(bus_options.send_queue)
+            sub_env = perftest.child_env(
+                perftest.node_transport(bus_options, nodes[-1], nodes, tag=tag, extra_xml=queue),
+                bus_options,
+            )
+            pub_env = perftest.child_env(
+                perftest.node_transport(bus_options, nodes[0], nodes, tag=tag, extra_xml=queue),
+                bus_options,
+            )
+            sub = ws.start_role(
+                "bus-load-sub",
+                nodes[-1],
+                "sub",
+                dataclasses.asdict(
+                    SubSpec(domain=domain, max_s=max_s, latency=False, idle_s=max_s)
+                ),
+                env=sub_env,
+            )
+            pub = ws.start_role(
+                "bus-load-pub",
+                nodes[0],
+                "pub",
+                dataclasses.asdict(
+                    PubSpec(
+                        domain=domain,
+                        writer_id="load",
+                        size_bytes=BUS_LOAD_SIZE_BYTES,
+                        duration_s=max_s,
+                    )
+                ),
+                env=pub_env,
+            )
+            _wait_flowing(sub)
+        yield info
+        if pub is not None and sub is not None:
+            pub.bg.proc.terminate()  # the publisher stops, sends its end and reports
+            sent = pub.result(30)["sent_samples"]
+            info.bus_mb_s = round(perftest.throughput_of(sub.result(30), sent).mb_per_s, 1)
+
+
+def _wait_flowing(sub: perftest.Worker, timeout_s: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while perftest.FLOWING_LINE not in sub.bg.output():
+        if sub.bg.proc.poll() is not None or time.monotonic() > deadline:
+            raise MccError(f"the bus load did not start flowing:\n{sub.bg.output()[-2000:]}")
+        time.sleep(0.05)
+
+
+def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """No target is set for loaded latency; the rows are for judging, not pass/fail."""
+    return []
+
+
+def notes(plan: LoadPlan) -> str:
+    every = "flat out" if not plan.interval_ms else f"one ping every {plan.interval_ms:g} ms"
+    return (
+        f"Ping-pong one-way latency (µs), {every}, {plan.duration_s:g} s per row, under each "
+        f"load: cpu = one busy-loop process per core; bus = {BUS_LOAD_SIZE_BYTES} B samples "
+        "flat out (reliable) between two more processes over the same network, own domain; "
+        "the load starts before and runs through the rows of its condition. ratio_*_vs_unloaded "
+        "= this row's percentile over the same implementation and size under none, same run."
+    )
+
+
+def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``load`` on the ``mcc bench`` sub-command parsers."""
+    p: argparse.ArgumentParser = bench_subparsers.add_parser(
+        "load",
+        help="latency unloaded vs loaded (CPU, bus, both): mcc and ddsperf",
+        description="Ping-pong latency of mcc and ddsperf while other processes load the CPU, "
+        "the bus, or both; ratios to the unloaded rows of the same run.",
+    )
+    p.add_argument("--loads", default=None, help=f"load conditions (default {','.join(LOADS)})")
+    p.add_argument("--sizes", help="sizes in bytes (default 64,1024)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL_MS,
+        help="ms between pings, 0 = flat out (default %(default)g)",
+    )
+    p.add_argument("--impl", default=",".join(IMPLS), help="implementations (default %(default)s)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        help=f"seconds per row (default {DEFAULT_DURATION_S:g}, quick {QUICK_DURATION_S:g})",
+    )
+    perftest.add_common_options(p)
+    p.set_defaults(func=cmd_load)
+    return p
+
+
+def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> LoadPlan:
+    from mcc.bench.runner import parse_ints
+
+    loads = tuple(x.strip() for x in (args.loads or "").split(",") if x.strip())
+    return LoadPlan(
+        loads=loads or (QUICK_LOADS if args.quick else LOADS),
+        sizes=parse_ints("--sizes", args.sizes) or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
+        interval_ms=args.interval,
+        impls=tuple(i.strip() for i in args.impl.split(",") if i.strip()),
+        duration_s=args.duration or (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S),
+        count=latency.QUICK_COUNT if args.quick else latency.DEFAULT_COUNT,
+        options=options,
+    )
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    run_mode(args, perftest.options_from_args(args))
+    return 0
+
+
+def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
+    """Run the load bench as ``args`` ask, report it; the JSON document."""
+    from mcc.bench import runner
+
+    plan = plan_from_args(args, options)
+    nets = perftest.nets_from_args(args)
+    with runner.progress(plan.rows * len(nets), "load") as step:
+        rows = runner.over_nets(
+            args,
+            options,
+            lambda o: run_load(dataclasses.replace(plan, options=o), progress=step),
+            key=("impl", "load", "size_bytes"),
+            metric="p50_us",
+            higher_is_better=False,
+        )
+    return runner.finish(
+        "load",
+        rows,
+        COLUMNS,
+        args=args,
+        title=f"latency unloaded vs loaded, {' + '.join(nets)} network, µs",
+        notes=notes(plan),
+        targets=runner.per_net(targets, rows),
+    )

@@ -1,0 +1,694 @@
+"""The task farm on the bus: a master hands out ``WorkItem``s, workers answer ``WorkResult``s.
+
+Fault tolerance comes from three things working together:
+
+* **identity**: a worker is ``mission/worker/i``; the orchestrator's restart policy (or a
+  standby) starts a replacement under the same identity;
+* **the master is authoritative**: it counts a result once per ``(job_id, item_id)`` (a second
+  one is dropped and counted as a duplicate), and when a worker says hello with a new pid it
+  sends that identity's unfinished items again; a worker silent for ``reassign_after_s`` has
+  its unfinished items moved to live workers. No item is lost or counted twice, whatever dies;
+* **checkpoints**: a worker publishes ``Checkpoint`` (profile ``durable``) as it goes: items
+  done and the state of the item in progress (``PrimeScan.pack``). The persistence service
+  keeps them; a replacement reads its identity's last checkpoint at start and resumes the
+  interrupted item where it stood, instead of from its beginning.
+
+Protocol (all on the job's ``job_id``; ``CONTROL_ID`` = 2^64-1):
+
+====================  =========================================================================
+worker → master       ``WorkResult(item_id=CONTROL_ID, value=pid, count=items done)``: hello,
+                      repeated until the first item (or the end) arrives
+master → worker       ``WorkItem(worker_id=w, item_id=k, lo, hi)``: count the primes in [lo, hi)
+                      (profile ``state``: kept for late readers, disposed once done)
+worker → master       ``WorkResult(item_id=k, count, value=largest, elapsed_ns)``
+master → all          ``WorkItem(item_id=CONTROL_ID, worker_id="")``: the job is over, exit
+====================  =========================================================================
+
+Assignment: ``strided`` (item k to the k mod W-th worker, all items up front: the paper's
+scheme, and the MPI baseline's) or ``dynamic`` (each worker holds ``prefetch`` items; a result
+brings the next one: load balancing for uneven workers). ``WorkItem.worker_id`` is always set:
+DDS delivers every sample to every matched reader, so a shared pool needs an arbiter, the master.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from math import isqrt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mcc.bus import Bus, Reader
+from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, default_job_id, write_result
+from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS, PrimeCount, PrimeScan, base_primes, split_range
+from mcc.orchestrate.runtime import AppContext
+from mcc.types import Checkpoint, Heartbeat, WorkItem, WorkResult
+
+__all__ = [
+    "FarmMaster",
+    "FarmWorker",
+    "master",
+    "result_path",
+    "worker",
+]
+
+log = logging.getLogger("mcc.hpc.farm")
+
+MODES = ("strided", "dynamic")
+#: Work items are state, not a stream: the latest assignment of each item (its own instance,
+#: keyed by job and item), reliable and kept by the master's writer for readers that match
+#: later (transient-local). A worker whose reader the master has not discovered yet when it
+#: sends the items, and a replacement that starts after they were sent, both get them on
+#: matching; the master disposes an item once its result is in, so a late joiner gets only
+#: unfinished ones. (The catalogue's ``bulk`` is volatile: items sent before the match would
+#: never reach the worker.)
+ITEM_PROFILE = "state"
+_STATE_HEADER = np.dtype("<u8")  # the checkpoint state: item id, then PrimeScan.pack()
+
+
+def result_path(run_dir: Path, job_id: str) -> Path:
+    """Where the master of ``job_id`` writes its ``JobResult``."""
+    return Path(run_dir) / f"hpc-{job_id}.json"
+
+
+def _worker_order(worker_id: str) -> tuple[str, int, str]:
+    """Sort key: ``mission/system/index`` by system, then index as a number."""
+    head, _, index = worker_id.rpartition("/")
+    return (head, int(index), "") if index.isdigit() else (worker_id, 0, worker_id)
+
+
+# -- master ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _WorkerView:
+    """What the master knows of one worker identity."""
+
+    worker_id: str
+    pid: int
+    seen_mono: float
+    pending: list[int] = field(default_factory=list)  # issued, no result yet (in issue order)
+    done: int = 0
+    lost: bool = False  # its items were moved to others (reassign_after_s)
+
+
+class FarmMaster:
+    """Hand out the items of one primes job and gather the results.
+
+    Args:
+        bus: the master's bus.
+        job_id: the job (a key of every sample).
+        n: search [1, n].
+        workers: how many worker identities to wait for before sending work.
+        items: work items (default 8 per worker).
+        mode: ``strided`` or ``dynamic``.
+        prefetch: items each worker holds in dynamic mode.
+        reassign_after_s: a worker with unfinished items that is silent (no heartbeat, hello
+            or result) this long has them moved to live workers; ``None``: never.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        job_id: str,
+        n: int,
+        workers: int,
+        items: int | None = None,
+        mode: str = "strided",
+        prefetch: int = 2,
+        reassign_after_s: float | None = 10.0,
+    ) -> None:
+        if workers < 1:
+            raise HpcError(f"workers = {workers}: a farm needs at least 1 worker")
+        if mode not in MODES:
+            raise HpcError(f"mode = {mode!r}: use one of {', '.join(MODES)}")
+        if prefetch < 1:
+            raise HpcError(f"prefetch = {prefetch}: each worker must hold at least 1 item")
+        self.bus = bus
+        self.job_id = job_id
+        self.n = n
+        self.expected_workers = workers
+        self.ranges = split_range(n, items if items is not None else 8 * workers)
+        self.mode = mode
+        self.prefetch = prefetch
+        self.reassign_after_s = reassign_after_s
+        self.workers: dict[str, _WorkerView] = {}
+        self.owner: dict[int, str] = {}
+        self.results: dict[int, PrimeCount] = {}
+        self.pool: deque[int] = deque()
+        self.duplicates = 0
+        self.reissued = 0
+        self.replacements: list[dict[str, Any]] = []
+        self.first_item_ns = 0
+        self.last_result_ns = 0
+        self._issuing = False
+        self._items = bus.writer("WorkItem", profile=ITEM_PROFILE)
+        self._results = bus.reader("WorkResult")
+        self._beats: Reader[Heartbeat] = bus.reader("Heartbeat")
+
+    # -- the job ----------------------------------------------------------------------------
+
+    def run(
+        self, stop: threading.Event, *, start_timeout_s: float = 120.0, timeout_s: float = 3600.0
+    ) -> JobResult:
+        """Wait for the workers, hand out every item, gather every result; the job's result."""
+        deadline = time.monotonic() + start_timeout_s
+        while len(self.workers) < self.expected_workers:
+            if stop.is_set():
+                raise HpcError("stopped before the workers were ready")
+            if time.monotonic() > deadline:
+                came = ", ".join(self.workers) or "none"
+                raise HpcError(
+                    f"job {self.job_id}: {len(self.workers)} of {self.expected_workers} workers "
+                    f"said hello within {start_timeout_s:g} s ({came}); are the workers "
+                    "running on this domain and discovery tag?"
+                )
+            self._receive(0.05)
+        self._start_issuing()
+        deadline = time.monotonic() + timeout_s
+        while len(self.results) < len(self.ranges):
+            if stop.is_set():
+                raise HpcError(f"stopped with {len(self.results)}/{len(self.ranges)} results")
+            if time.monotonic() > deadline:
+                raise HpcError(
+                    f"job {self.job_id}: {len(self.results)}/{len(self.ranges)} results after "
+                    f"{timeout_s:g} s"
+                )
+            self._receive(0.2)
+            self._reassign_silent()
+        self._finish()
+        return self.result()
+
+    def _start_issuing(self) -> None:
+        order = sorted(self.workers, key=_worker_order)[: self.expected_workers]
+        self._issuing = True
+        self.first_item_ns = time.time_ns()
+        if self.mode == "strided":
+            for item_id in range(len(self.ranges)):
+                self._issue(item_id, order[item_id % len(order)])
+        else:
+            self.pool.extend(range(len(self.ranges)))
+            for _ in range(self.prefetch):
+                for worker_id in order:
+                    self._issue_next(worker_id)
+
+    def _issue(self, item_id: int, worker_id: str) -> None:
+        lo, hi = self.ranges[item_id]
+        self.owner[item_id] = worker_id
+        view = self.workers[worker_id]
+        if item_id not in view.pending:
+            view.pending.append(item_id)
+        self._items.write(
+            WorkItem(
+                job_id=self.job_id,
+                item_id=item_id,
+                worker_id=worker_id,
+                lo=lo,
+                hi=hi,
+                payload=b"",
+                issue_ns=time.time_ns(),
+            )
+        )
+
+    def _issue_next(self, worker_id: str) -> None:
+        while self.pool:
+            item_id = self.pool.popleft()
+            if item_id not in self.results:
+                self._issue(item_id, worker_id)
+                return
+
+    def _receive(self, timeout_s: float) -> None:
+        now = time.monotonic()
+        for beat in self._beats.take():
+            view = self.workers.get(beat.system_id)
+            if view is not None and beat.pid == view.pid:
+                view.seen_mono = now
+        for sample in self._results.take_wait(256, timeout_s=timeout_s):
+            if sample.job_id != self.job_id:
+                continue
+            if sample.item_id == CONTROL_ID:
+                self._on_hello(sample.worker_id, int(sample.value))
+            else:
+                self._on_result(sample)
+
+    def _on_hello(self, worker_id: str, pid: int) -> None:
+        now = time.monotonic()
+        view = self.workers.get(worker_id)
+        if view is None:
+            if not self._issuing and len(self.workers) < self.expected_workers:
+                self.workers[worker_id] = _WorkerView(worker_id, pid, now)
+                log.info("worker %s ready (pid %d)", worker_id, pid)
+            elif self.mode == "dynamic" and self._issuing:  # a standby joins the pool
+                self.workers[worker_id] = _WorkerView(worker_id, pid, now)
+                for _ in range(self.prefetch):
+                    self._issue_next(worker_id)
+            return
+        view.seen_mono = now
+        if view.pid == pid:
+            return
+        # A replacement under the same identity: send it what its predecessor left unfinished.
+        unfinished = [i for i in view.pending if i not in self.results]
+        self.replacements.append(
+            {
+                "worker_id": worker_id,
+                "old_pid": view.pid,
+                "new_pid": pid,
+                "hello_ns": time.time_ns(),
+                "reissued": len(unfinished),
+            }
+        )
+        log.warning(
+            "worker %s replaced (pid %d -> %d): re-issuing %d items",
+            worker_id,
+            view.pid,
+            pid,
+            len(unfinished),
+        )
+        view.pid = pid
+        view.lost = False
+        if self._issuing:
+            view.pending = []
+            for item_id in unfinished:
+                self._issue(item_id, worker_id)
+            self.reissued += len(unfinished)
+            if self.mode == "dynamic":
+                for _ in range(self.prefetch - len(unfinished)):
+                    self._issue_next(worker_id)
+
+    def _on_result(self, sample: WorkResult) -> None:
+        item_id = int(sample.item_id)
+        if item_id >= len(self.ranges):
+            log.warning("result for unknown item %d of job %s dropped", item_id, self.job_id)
+            return
+        view = self.workers.get(sample.worker_id)
+        if view is not None:
+            view.seen_mono = time.monotonic()
+        if item_id in self.results:
+            self.duplicates += 1
+            return
+        self.results[item_id] = PrimeCount(int(sample.count), int(sample.value))
+        self.last_result_ns = time.time_ns()
+        self._items.dispose(WorkItem(job_id=self.job_id, item_id=item_id))
+        owner = self.workers.get(self.owner.get(item_id, ""))
+        if owner is not None and item_id in owner.pending:
+            owner.pending.remove(item_id)
+        if view is not None:
+            view.done += 1
+            if self.mode == "dynamic":
+                self._issue_next(sample.worker_id)
+
+    def _reassign_silent(self) -> None:
+        if self.reassign_after_s is None:
+            return
+        now = time.monotonic()
+        window = self.reassign_after_s
+        silent = [
+            v
+            for v in self.workers.values()
+            if not v.lost and v.pending and now - v.seen_mono > window
+        ]
+        for view in silent:
+            others = [v for v in self.workers.values() if not v.lost and v is not view]
+            # Prefer workers heard from lately; else any idle one (an idle worker may be quiet
+            # only because it has nothing to say, e.g. without heartbeats).
+            targets = [v for v in others if now - v.seen_mono <= window] or [
+                v for v in others if v not in silent
+            ]
+            if not targets:
+                continue  # nobody to take them: wait for a replacement's hello
+            moved = [i for i in view.pending if i not in self.results]
+            log.warning(
+                "worker %s silent for %.1f s: moving its %d items to %s",
+                view.worker_id,
+                now - view.seen_mono,
+                len(moved),
+                ", ".join(v.worker_id for v in targets),
+            )
+            view.lost, view.pending = True, []
+            for k, item_id in enumerate(moved):
+                target = targets[k % len(targets)]
+                target.seen_mono = max(target.seen_mono, now)  # a full window to answer
+                self._issue(item_id, target.worker_id)
+            self.reissued += len(moved)
+
+    def _finish(self) -> None:
+        self._items.write(
+            WorkItem(
+                job_id=self.job_id,
+                item_id=CONTROL_ID,
+                worker_id="",
+                lo=0,
+                hi=0,
+                payload=b"",
+                issue_ns=time.time_ns(),
+            )
+        )
+
+    def result(self) -> JobResult:
+        """The job's ``JobResult`` so far (``launch_s`` is the launcher's to fill in)."""
+        total = PrimeCount()
+        for found in self.results.values():
+            total = total + found
+        runtime_s = (
+            (self.last_result_ns - self.first_item_ns) / 1e9 if self.last_result_ns else None
+        )
+        return JobResult(
+            app="primes",
+            impl="dds",
+            workers=self.expected_workers,
+            job_id=self.job_id,
+            n=self.n,
+            items=len(self.ranges),
+            count=total.count,
+            largest=total.largest,
+            runtime_s=runtime_s,
+            reissued_items=self.reissued,
+            duplicate_results=self.duplicates,
+            lost_items=len(self.ranges) - len(self.results),
+            replacements=self.replacements,
+            extra={
+                "mode": self.mode,
+                "first_item_ns": self.first_item_ns,
+                "last_result_ns": self.last_result_ns,
+                "items_per_worker": {w: v.done for w, v in sorted(self.workers.items())},
+            },
+        )
+
+
+# -- worker ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Resume:
+    """A checkpointed item in progress: resume ``scan`` when ``item_id`` comes again."""
+
+    item_id: int
+    scan: PrimeScan
+
+
+class FarmWorker:
+    """Count primes for the master, checkpointing as it goes.
+
+    Args:
+        bus: the worker's bus.
+        worker_id: its identity (``mission/system/index``), the same after a restart.
+        job_id: the job it serves.
+        checkpoint: this identity's last checkpoint (from the persistence service), if any.
+        checkpoint_interval_s: the longest time between two checkpoints inside an item.
+        segment_numbers: sieve segment (and the finest resume granularity).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        worker_id: str,
+        job_id: str,
+        checkpoint: Checkpoint | None = None,
+        checkpoint_interval_s: float = 0.25,
+        segment_numbers: int = DEFAULT_SEGMENT_NUMBERS,
+    ) -> None:
+        self.bus = bus
+        self.worker_id = worker_id
+        self.job_id = job_id
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.segment_numbers = segment_numbers
+        self.items_done = 0
+        self.last_item_id = 0
+        self.resumed_from: dict[str, int] | None = None
+        self._resume: _Resume | None = None
+        if checkpoint is not None:
+            self._restore(checkpoint)
+        self._queue: deque[WorkItem] = deque()
+        self._queued: set[int] = set()
+        self._wake = threading.Event()
+        self._over = threading.Event()
+        self._got_any = threading.Event()
+        self._base = np.zeros(0, dtype=np.int64)
+        self._base_limit = 0
+        self._results = bus.writer("WorkResult")
+        self._checkpoints = bus.writer("Checkpoint")
+        self._items = bus.reader("WorkItem", profile=ITEM_PROFILE, on_data=self._on_items)
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        self.items_done = int(checkpoint.items_done)
+        self.last_item_id = int(checkpoint.last_item_id)
+        state = bytes(checkpoint.state)
+        if len(state) > _STATE_HEADER.itemsize:
+            item_id = int(np.frombuffer(state[:8], dtype=_STATE_HEADER)[0])
+            scan = PrimeScan.unpack(state[8:], segment_numbers=self.segment_numbers)
+            self._resume = _Resume(item_id, scan)
+        log.info(
+            "%s: restored checkpoint: %d items done%s",
+            self.worker_id,
+            self.items_done,
+            f", item {self._resume.item_id} at {self._resume.scan.next_lo}" if self._resume else "",
+        )
+
+    def _on_items(self, reader: Reader[WorkItem]) -> None:
+        """On Cyclone's thread: keep this worker's items, in order, once each."""
+        got = False
+        for item in reader.take():
+            if item.job_id != self.job_id:
+                continue
+            if item.item_id == CONTROL_ID:
+                self._over.set()
+                got = True
+            elif item.worker_id == self.worker_id and item.item_id not in self._queued:
+                self._queued.add(item.item_id)
+                self._queue.append(item)
+                got = True
+        if got:
+            self._got_any.set()
+            self._wake.set()
+
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        start_timeout_s: float = 120.0,
+        hello_interval_s: float = 0.25,
+        on_item: Callable[[WorkResult], None] | None = None,
+    ) -> int:
+        """Say hello, then work until the master says the job is over (or ``stop``); items done."""
+        if not self._results.wait_for_readers(1, timeout_s=start_timeout_s):
+            raise HpcError(
+                f"{self.worker_id}: no master read WorkResult within {start_timeout_s:g} s "
+                f"(job {self.job_id}); is the master running on this domain and discovery tag?"
+            )
+        self._items.wait_for_writers(1, timeout_s=start_timeout_s)
+        done_here = 0
+        self._hello()  # at least once: the master learns of a replacement from it
+        next_hello = time.monotonic() + hello_interval_s
+        while not stop.is_set():
+            if not self._got_any.is_set() and time.monotonic() >= next_hello:
+                self._hello()
+                next_hello = time.monotonic() + hello_interval_s
+            if self._queue:
+                item = self._queue.popleft()
+                result = self._work(item, stop)
+                if result is None:  # stopped in the middle: the checkpoint has it
+                    break
+                self._results.write(result)
+                done_here += 1
+                if on_item is not None:
+                    on_item(result)
+                continue
+            if self._over.is_set():
+                break
+            self._wake.wait(hello_interval_s)
+            self._wake.clear()
+        return done_here
+
+    def _hello(self) -> None:
+        self._results.write(
+            WorkResult(
+                job_id=self.job_id,
+                item_id=CONTROL_ID,
+                worker_id=self.worker_id,
+                count=self.items_done,
+                value=os.getpid(),
+                payload=b"",
+                elapsed_ns=0,
+                done_ns=time.time_ns(),
+            )
+        )
+
+    def _base_for(self, hi: int) -> np.ndarray:
+        limit = isqrt(max(hi - 1, 0))
+        if limit > self._base_limit:
+            self._base = base_primes(limit)
+            self._base_limit = limit
+        return self._base
+
+    def _work(self, item: WorkItem, stop: threading.Event) -> WorkResult | None:
+        start_ns = time.time_ns()
+        resume = self._resume
+        if (
+            resume is not None
+            and resume.item_id == item.item_id
+            and (resume.scan.lo, resume.scan.hi) == (item.lo, item.hi)
+        ):
+            scan = resume.scan
+            log.info("%s: item %d resumes at %d", self.worker_id, item.item_id, scan.next_lo)
+            self.resumed_from = {"item_id": int(item.item_id), "next_lo": scan.next_lo}
+        else:
+            scan = PrimeScan(item.lo, item.hi, segment_numbers=self.segment_numbers)
+        self._resume = None
+        base = self._base_for(item.hi)
+        last_checkpoint = time.monotonic()
+        for _ in scan.run(base):
+            if stop.is_set():
+                self._checkpoint(item.item_id, scan)
+                return None
+            if time.monotonic() - last_checkpoint >= self.checkpoint_interval_s:
+                self._checkpoint(item.item_id, scan)
+                last_checkpoint = time.monotonic()
+        self.items_done += 1
+        self.last_item_id = int(item.item_id)
+        self._checkpoint(item.item_id, None)
+        return WorkResult(
+            job_id=self.job_id,
+            item_id=item.item_id,
+            worker_id=self.worker_id,
+            count=scan.total.count,
+            value=scan.total.largest,
+            payload=b"",
+            elapsed_ns=time.time_ns() - start_ns,
+            done_ns=time.time_ns(),
+        )
+
+    def _checkpoint(self, item_id: int, scan: PrimeScan | None) -> None:
+        state = b"" if scan is None else np.array([item_id], _STATE_HEADER).tobytes() + scan.pack()
+        self._checkpoints.write(
+            Checkpoint(
+                job_id=self.job_id,
+                worker_id=self.worker_id,
+                items_done=self.items_done,
+                last_item_id=self.last_item_id,
+                state=state,
+                time_ns=time.time_ns(),
+            )
+        )
+
+
+# -- apps ----------------------------------------------------------------------------------------
+
+
+def _parse(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
+    try:
+        return parser.parse_args(list(args))
+    except SystemExit:  # argparse printed the reason; fail as an app, not as the interpreter
+        raise HpcError(
+            f"{parser.prog}: bad arguments {list(args)!r} (see the usage above)"
+        ) from None
+
+
+def _master_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mcc.hpc.farm:master")
+    p.add_argument("--n", type=int, required=True, help="search the primes in [1, N]")
+    p.add_argument("--workers", type=int, required=True, help="worker identities to wait for")
+    p.add_argument("--items", type=int, help="work items (default 8 per worker)")
+    p.add_argument("--mode", choices=MODES, default="strided", help="assignment (strided)")
+    p.add_argument("--prefetch", type=int, default=2, help="items per worker, dynamic mode")
+    p.add_argument("--job", help="job id (default primes-<mission epoch>)")
+    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for workers")
+    p.add_argument("--timeout-s", type=float, default=3600.0, help="the whole job")
+    p.add_argument(
+        "--reassign-after-s",
+        type=float,
+        default=10.0,
+        help="move a silent worker's items to live workers after this long (0: never)",
+    )
+    return p
+
+
+def master(ctx: AppContext) -> int:
+    """App ``mcc.hpc.farm:master``: run one primes job, write ``hpc-<job>.json`` to the run
+    folder, tell the workers to exit, and exit 0."""
+    args = _parse(_master_parser(), ctx.args)
+    job_id = args.job or default_job_id("primes")
+    farm = FarmMaster(
+        ctx.bus,
+        job_id=job_id,
+        n=args.n,
+        workers=args.workers,
+        items=args.items,
+        mode=args.mode,
+        prefetch=args.prefetch,
+        reassign_after_s=args.reassign_after_s or None,
+    )
+    ctx.log.info(
+        "job %s: primes in [1, %d], %d items, %d workers",
+        job_id,
+        args.n,
+        len(farm.ranges),
+        args.workers,
+    )
+    result = farm.run(ctx.stop, start_timeout_s=args.start_timeout_s, timeout_s=args.timeout_s)
+    path = write_result(result, result_path(ctx.run_dir, job_id))
+    ctx.log.info(
+        "job %s: %d primes, largest %d, %.3f s; %s",
+        job_id,
+        result.count or 0,
+        result.largest or 0,
+        result.runtime_s or 0.0,
+        path,
+    )
+    return 0
+
+
+def _worker_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mcc.hpc.farm:worker")
+    p.add_argument("--job", help="job id (default primes-<mission epoch>)")
+    p.add_argument("--checkpoint-interval-s", type=float, default=0.25)
+    p.add_argument("--segment", type=int, default=DEFAULT_SEGMENT_NUMBERS, help="numbers/segment")
+    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the master")
+    p.add_argument(
+        "--restore-timeout-s",
+        type=float,
+        default=5.0,
+        help="wait this long for the persistence service's replay of my checkpoint (0: do not "
+        "ask: a mission without the service)",
+    )
+    return p
+
+
+def worker(ctx: AppContext) -> int:
+    """App ``mcc.hpc.farm:worker``: restore this identity's checkpoint, serve the master."""
+    from mcc.hpc.checkpoint import restore_checkpoint
+
+    args = _parse(_worker_parser(), ctx.args)
+    job_id = args.job or default_job_id("primes")
+    worker_id = ctx.identity.id
+    checkpoint = (
+        restore_checkpoint(
+            ctx.bus, job_id=job_id, worker_id=worker_id, timeout_s=args.restore_timeout_s
+        )
+        if args.restore_timeout_s > 0
+        else None
+    )
+    farm = FarmWorker(
+        ctx.bus,
+        worker_id=worker_id,
+        job_id=job_id,
+        checkpoint=checkpoint,
+        checkpoint_interval_s=args.checkpoint_interval_s,
+        segment_numbers=args.segment,
+    )
+    done = farm.run(
+        ctx.stop,
+        start_timeout_s=args.start_timeout_s,
+        on_item=lambda _result: ctx.heartbeat.count_out(),
+    )
+    ctx.log.info("%s: %d items done here (%d in all)", worker_id, done, farm.items_done)
+    return 0

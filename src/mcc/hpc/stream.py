@@ -1,0 +1,358 @@
+"""Node-to-node streaming on the bus: a large buffer sent in chunks to a peer and back.
+
+Two apps, as two nodes would run them:
+
+* ``mcc.hpc.stream:source`` fills a buffer (seeded random bytes), waits for the echo's hello,
+  sends the buffer as ``WorkItem`` chunks (``item_id`` = chunk index, ``lo`` = offset, ``hi`` =
+  total size, ``payload`` = the bytes), receives it back as ``WorkResult`` chunks and checks it
+  byte for byte. It writes ``hpc-<job>.json`` (a ``JobResult``) to the run folder.
+* ``mcc.hpc.stream:echo`` stores the chunks at their offsets and, once it has the whole
+  buffer, sends it back chunk by chunk.
+
+Reliability and flow control are the bus's: the ``bulk`` profile is RELIABLE with KEEP_ALL
+history bounded by resource limits, so a writer whose reader falls behind blocks in ``write``
+(``max_blocking_time``) instead of dropping; a write that times out is retried. The clock is
+the source's: the first chunk sent → the last chunk back; one-way MB/s = 2 × size / that time
+(10^6 bytes/s), the same as the MPI baseline (``mcc.hpc.mpi stream``).
+
+``BULK_TRANSPORT_XML`` tunes Cyclone for large samples (UDP datagrams up to 64 KB instead of
+1.4 KB fragments, a larger unacknowledged window); ``bulk_env`` applies it to child processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from cyclonedds.core import DDSException
+
+from mcc.bus import Bus, ReaderLoop, Transport, Writer
+from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
+from mcc.hpc.base import (
+    CONTROL_ID,
+    HpcError,
+    JobResult,
+    buffers_equal,
+    default_job_id,
+    random_buffer,
+    touched_buffer,
+    write_result,
+)
+from mcc.hpc.farm import _parse, result_path
+from mcc.orchestrate.runtime import AppContext
+from mcc.types import WorkItem, WorkResult
+
+__all__ = [
+    "BULK_TRANSPORT_XML",
+    "bulk_env",
+    "bulk_transport",
+    "echo",
+    "run_echo",
+    "run_source",
+    "source",
+]
+
+#: Cyclone settings for bulk transfers: 64 KB datagrams (the loopback MTU; Cyclone's defaults
+#: are 14 KB messages of 1.4 KB fragments) and socket buffers up to 8 MB where the kernel allows.
+#: The unacknowledged window stays Cyclone's (500 kB): larger ones (1-4 MB, measured) overran
+#: the receiver's socket buffer and its 256-sample cache on a busy host, and retransmissions
+#: cost more than the window gained.
+BULK_TRANSPORT_XML = (
+    "<General><MaxMessageSize>65500B</MaxMessageSize><FragmentSize>63000B</FragmentSize>"
+    '</General><Internal><SocketReceiveBufferSize max="8MB"/>'
+    '<SocketSendBufferSize max="8MB"/></Internal>'
+)
+
+_WRITE_RETRIES = 60  # × the profile's 1 s max_blocking_time: a peer that stalls a minute failed
+
+
+def bulk_transport(transport: Transport) -> Transport:
+    """``transport`` with ``BULK_TRANSPORT_XML`` added (once)."""
+    if BULK_TRANSPORT_XML in transport.extra_xml:
+        return transport
+    return replace(transport, extra_xml=transport.extra_xml + BULK_TRANSPORT_XML)
+
+
+def bulk_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the bulk transport (on its transport, else loopback) for child processes."""
+    base = Transport.from_env(env) if env.get(TRANSPORT_ENV) else Transport.loopback()
+    return bulk_transport(base).apply_to_env(env)
+
+
+def _write(writer: Any, sample: Any) -> None:
+    """Write, retrying while the reader holds back (flow control), failing after a minute."""
+    for _ in range(_WRITE_RETRIES):
+        try:
+            writer.write(sample)
+            return
+        except DDSException as exc:  # a full reader: write() blocked max_blocking_time
+            if exc.code != DDSException.DDS_RETCODE_TIMEOUT:
+                raise
+    raise HpcError(f"stream: the peer has not taken a chunk for {_WRITE_RETRIES} s")
+
+
+class _Assembly:
+    """Chunks arriving into a buffer at their offsets, on Cyclone's receive thread."""
+
+    def __init__(self, job_id: str, size_bytes: int | None = None) -> None:
+        self.job_id = job_id
+        self.buffer: np.ndarray | None = None
+        self.size_bytes = 0
+        self.received_bytes = 0
+        self.chunk_bytes = 0
+        self.complete = threading.Event()
+        self.first = threading.Event()
+        self.last_ns = 0
+        if size_bytes is not None:
+            self._allocate(size_bytes)
+
+    def _allocate(self, size_bytes: int) -> None:
+        self.buffer = touched_buffer(size_bytes)
+        self.size_bytes = size_bytes
+
+    def add(self, offset: int, total: int, payload: bytes) -> None:
+        if self.buffer is None:
+            self._allocate(total)
+        assert self.buffer is not None
+        self.buffer[offset : offset + len(payload)] = np.frombuffer(payload, dtype=np.uint8)
+        self.received_bytes += len(payload)
+        self.chunk_bytes = max(self.chunk_bytes, len(payload))
+        self.first.set()
+        if self.received_bytes >= self.size_bytes:
+            self.last_ns = time.time_ns()
+            self.complete.set()
+
+
+def _chunks(size_bytes: int, chunk_bytes: int) -> range:
+    return range(0, size_bytes, chunk_bytes)
+
+
+# -- source --------------------------------------------------------------------------------------
+
+
+def _source_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mcc.hpc.stream:source")
+    p.add_argument("--bytes", type=int, required=True, help="buffer size, bytes")
+    p.add_argument("--chunk", type=int, default=1 << 20, help="chunk size, bytes (1 MiB)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random buffer")
+    p.add_argument("--job", help="job id (default stream-<mission epoch>)")
+    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the echo")
+    return p
+
+
+def run_source(
+    bus: Bus,
+    *,
+    job_id: str,
+    size_bytes: int,
+    chunk_bytes: int,
+    seed: int = 1,
+    stop: threading.Event | None = None,
+    start_timeout_s: float = 120.0,
+) -> JobResult:
+    """Send ``size_bytes`` in ``chunk_bytes`` chunks to the echo and get them back, checked."""
+    if size_bytes < 1 or chunk_bytes < 1:
+        raise HpcError(f"stream: size {size_bytes} B, chunk {chunk_bytes} B: both must be >= 1")
+    stop = stop or threading.Event()
+    data = random_buffer(size_bytes, seed)
+    back = _Assembly(job_id, size_bytes)
+    hellos: list[str] = []
+
+    def on_results(samples: list[WorkResult]) -> None:
+        for sample in samples:
+            if sample.job_id != job_id:
+                continue
+            if sample.item_id == CONTROL_ID:
+                hellos.append(sample.worker_id)
+            else:
+                back.add(int(sample.value), size_bytes, sample.payload)
+
+    writer = bus.writer("WorkItem")
+    with ReaderLoop(bus, batch=64).add(bus.reader("WorkResult"), on_results):
+        first_ns = _send(writer, data, chunk_bytes, job_id, hellos, stop, start_timeout_s)
+        while not back.complete.wait(0.1):
+            if stop.is_set():
+                raise HpcError(
+                    f"stream {job_id}: stopped with {back.received_bytes}/{size_bytes} bytes back"
+                )
+    runtime_s = (back.last_ns - first_ns) / 1e9
+    assert back.buffer is not None
+    verified = buffers_equal(back.buffer, data)
+    _write(
+        writer,
+        WorkItem(job_id=job_id, item_id=CONTROL_ID, worker_id="", lo=0, hi=0, payload=b""),
+    )
+    return JobResult(
+        app="stream",
+        impl="dds",
+        workers=1,
+        job_id=job_id,
+        size_bytes=size_bytes,
+        chunk_bytes=chunk_bytes,
+        verified=verified,
+        runtime_s=runtime_s,
+        mb_per_s=2 * size_bytes / runtime_s / 1e6,
+        extra={"first_item_ns": first_ns, "last_result_ns": back.last_ns, "peer": hellos[0]},
+    )
+
+
+def _send(
+    writer: Writer[WorkItem],
+    data: np.ndarray,
+    chunk_bytes: int,
+    job_id: str,
+    hellos: list[str],
+    stop: threading.Event,
+    start_timeout_s: float,
+) -> int:
+    """Wait for the echo's hello, send ``data`` to it in chunks; when the first one went."""
+    size_bytes = len(data)
+    deadline = time.monotonic() + start_timeout_s
+    while not hellos:
+        if stop.is_set() or time.monotonic() > deadline:
+            raise HpcError(
+                f"stream {job_id}: no echo said hello within {start_timeout_s:g} s; is "
+                "mcc.hpc.stream:echo running on this domain and discovery tag?"
+            )
+        time.sleep(0.01)
+    peer = hellos[0]
+    first_ns = time.time_ns()
+    for k, offset in enumerate(_chunks(size_bytes, chunk_bytes)):
+        if stop.is_set():
+            raise HpcError(f"stream {job_id}: stopped while sending")
+        _write(
+            writer,
+            WorkItem(
+                job_id=job_id,
+                item_id=k,
+                worker_id=peer,
+                lo=offset,
+                hi=size_bytes,
+                payload=data[offset : offset + chunk_bytes].tobytes(),
+                issue_ns=0,
+            ),
+        )
+    return first_ns
+
+
+def source(ctx: AppContext) -> int:
+    """App ``mcc.hpc.stream:source``: stream, check, write ``hpc-<job>.json``; 1 if corrupted."""
+    args = _parse(_source_parser(), ctx.args)
+    job_id = args.job or default_job_id("stream")
+    result = run_source(
+        ctx.bus,
+        job_id=job_id,
+        size_bytes=args.bytes,
+        chunk_bytes=args.chunk,
+        seed=args.seed,
+        stop=ctx.stop,
+        start_timeout_s=args.start_timeout_s,
+    )
+    write_result(result, result_path(ctx.run_dir, job_id))
+    ctx.log.info(
+        "stream %s: %d bytes there and back in %.3f s, %.1f MB/s one-way, verified %s",
+        job_id,
+        args.bytes,
+        result.runtime_s or 0.0,
+        result.mb_per_s or 0.0,
+        result.verified,
+    )
+    return 0 if result.verified else 1
+
+
+# -- echo ----------------------------------------------------------------------------------------
+
+
+def _echo_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mcc.hpc.stream:echo")
+    p.add_argument("--job", help="job id (default stream-<mission epoch>)")
+    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the source")
+    return p
+
+
+def run_echo(
+    bus: Bus,
+    *,
+    job_id: str,
+    echo_id: str,
+    stop: threading.Event,
+    start_timeout_s: float = 120.0,
+    hello_interval_s: float = 0.25,
+) -> int:
+    """Receive the buffer, send it back; repeat for every stream of ``job_id`` until told to
+    stop (``CONTROL_ID``) or ``stop``. The bytes echoed."""
+    over = threading.Event()
+    state = {"assembly": _Assembly(job_id)}
+
+    def on_items(items: list[WorkItem]) -> None:
+        for item in items:
+            if item.job_id != job_id:
+                continue
+            if item.item_id == CONTROL_ID:
+                over.set()
+            elif item.worker_id == echo_id:
+                state["assembly"].add(int(item.lo), int(item.hi), item.payload)
+
+    writer = bus.writer("WorkResult")
+    with ReaderLoop(bus, batch=64).add(bus.reader("WorkItem"), on_items):
+        if not writer.wait_for_readers(1, timeout_s=start_timeout_s):
+            raise HpcError(f"stream {job_id}: no source read WorkResult in {start_timeout_s:g} s")
+        return _echo_until_over(writer, state, echo_id, job_id, over, stop, hello_interval_s)
+
+
+def _echo_until_over(
+    writer: Writer[WorkResult],
+    state: dict[str, _Assembly],
+    echo_id: str,
+    job_id: str,
+    over: threading.Event,
+    stop: threading.Event,
+    hello_interval_s: float,
+) -> int:
+    echoed = 0
+    while not stop.is_set() and not over.is_set():
+        assembly = state["assembly"]
+        if not assembly.first.is_set():
+            writer.write(
+                WorkResult(job_id=job_id, item_id=CONTROL_ID, worker_id=echo_id, payload=b"")
+            )
+        if not assembly.complete.wait(hello_interval_s):
+            continue
+        state["assembly"] = _Assembly(job_id)
+        assert assembly.buffer is not None
+        buffer = assembly.buffer
+        chunk = assembly.chunk_bytes  # back in the chunks it came in
+        for k, offset in enumerate(_chunks(assembly.size_bytes, chunk)):
+            _write(
+                writer,
+                WorkResult(
+                    job_id=job_id,
+                    item_id=k,
+                    worker_id=echo_id,
+                    count=k,
+                    value=offset,
+                    payload=buffer[offset : offset + chunk].tobytes(),
+                ),
+            )
+        echoed += assembly.size_bytes
+    return echoed
+
+
+def echo(ctx: AppContext) -> int:
+    """App ``mcc.hpc.stream:echo``: send every buffer it receives back to its source."""
+    args = _parse(_echo_parser(), ctx.args)
+    job_id = args.job or default_job_id("stream")
+    echoed = run_echo(
+        ctx.bus,
+        job_id=job_id,
+        echo_id=ctx.identity.id,
+        stop=ctx.stop,
+        start_timeout_s=args.start_timeout_s,
+    )
+    ctx.log.info("stream %s: echoed %d bytes", job_id, echoed)
+    return 0

@@ -1,0 +1,43 @@
+"""The DDS task farm as a mission: real worker processes under the supervisor, a real kill -9."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcc.hpc.jobs import KillPlan, run_primes
+from mcc.hpc.primes import base_primes, count_primes, isqrt
+
+
+def test_a_killed_worker_is_replaced_under_its_identity_and_resumes_from_its_checkpoint(
+    hpc_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    n, items = 200_000_000, 4
+    expected = count_primes(1, n + 1, base_primes(isqrt(n)))  # the kernel alone, no farm
+    undisturbed = run_primes("dds", n=n, workers=2, items=items, domain=domain_id, timeout_s=180)
+    run = tmp_path / "run"
+    killed = run_primes(
+        "dds",
+        n=n,
+        workers=2,
+        items=items,
+        kill=KillPlan(worker=1, at_fraction=0.25, mid_item=True),
+        checkpoint_interval_s=0.05,
+        run_dir=run,
+        domain=domain_id,
+        timeout_s=180,
+    )
+    assert (undisturbed.count, undisturbed.largest) == (expected.count, expected.largest)
+    assert (killed.count, killed.largest) == (undisturbed.count, undisturbed.largest)
+    assert (killed.lost_items, killed.duplicate_results) == (0, 0)
+    kill = killed.extra["kill"]
+    assert kill["worker"] == "hpc-primes/worker/1"
+    assert killed.extra["restarts"] == {"hpc-primes/worker/1": 1}
+    (replacement,) = killed.replacements
+    assert replacement["worker_id"] == "hpc-primes/worker/1"
+    assert replacement["old_pid"] == kill["pid"] != replacement["new_pid"]
+    assert replacement["reissued"] >= 1 and killed.reissued_items == replacement["reissued"]
+    assert 0 < kill["replacement_s"] < 30
+    # The replacement read its predecessor's mid-item checkpoint through the persistence
+    # service and went on from there.
+    log = (run / "logs" / "worker-1.log").read_text()
+    assert "restored checkpoint" in log and " resumes at " in log, log[-3000:]

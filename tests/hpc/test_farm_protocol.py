@@ -1,0 +1,128 @@
+"""The master's accounting on a real bus, with the test playing the workers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from mcc.bus import Bus
+from mcc.hpc.base import CONTROL_ID, JobResult
+from mcc.hpc.farm import ITEM_PROFILE, FarmMaster
+from mcc.hpc.primes import base_primes, count_primes, isqrt
+from mcc.types import WorkItem, WorkResult
+
+from .test_primes import reference
+
+JOB = "proto"
+
+
+@pytest.fixture
+def buses(bus_env: dict[str, str], domain_id: int) -> Iterator[tuple[Bus, Bus]]:
+    with Bus(domain_id, name="master") as master_bus, Bus(domain_id, name="workers") as bus:
+        yield master_bus, bus
+
+
+class PlayedWorker:
+    """A worker identity played by the test: hello, take items, answer them (correctly)."""
+
+    def __init__(self, bus: Bus, worker_id: str) -> None:
+        self.worker_id = worker_id
+        self.results = bus.writer("WorkResult")
+        self.items = bus.reader("WorkItem", profile=ITEM_PROFILE)
+        self.base = base_primes(1_000)
+        assert self.results.wait_for_readers(1, timeout_s=20)
+        assert self.items.wait_for_writers(1, timeout_s=20)
+
+    def hello(self, pid: int) -> None:
+        self.results.write(
+            WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id=self.worker_id, value=pid)
+        )
+
+    def take_mine(self, count: int, timeout_s: float = 20.0) -> list[WorkItem]:
+        """Wait for ``count`` items addressed to this identity (others' are skipped)."""
+        mine: list[WorkItem] = []
+        for _ in range(200):
+            for item in self.items.take_wait(timeout_s=timeout_s / 200):
+                if item.worker_id == self.worker_id and item.item_id != CONTROL_ID:
+                    mine.append(item)
+            if len(mine) >= count:
+                return mine
+        pytest.fail(f"{self.worker_id}: got {len(mine)} of {count} items")
+
+    def answer(self, item: WorkItem) -> None:
+        found = count_primes(item.lo, item.hi, base_primes(isqrt(item.hi)))
+        self.results.write(
+            WorkResult(
+                job_id=JOB,
+                item_id=item.item_id,
+                worker_id=self.worker_id,
+                count=found.count,
+                value=found.largest,
+            )
+        )
+
+
+def start_master(bus: Bus, **options: object) -> tuple[Future[JobResult], threading.Event]:
+    stop = threading.Event()
+    farm = FarmMaster(bus, job_id=JOB, **options)  # type: ignore[arg-type]
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
+    pool.shutdown(wait=False)
+    return future, stop
+
+
+def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
+    buses: tuple[Bus, Bus],
+) -> None:
+    master_bus, bus = buses
+    future, stop = start_master(master_bus, n=10_000, workers=1, items=4)
+    try:
+        worker = PlayedWorker(bus, "t/worker/0")
+        worker.hello(pid=111)
+        items = worker.take_mine(4)
+        assert [i.item_id for i in items] == [0, 1, 2, 3]
+        worker.answer(items[0])
+        worker.answer(items[1])
+        worker.answer(items[1])  # the same result twice: counted once
+        worker.hello(pid=222)  # a replacement under the same identity
+        again = worker.take_mine(2)
+        assert sorted(i.item_id for i in again) == [2, 3]
+        for item in again:
+            worker.answer(item)
+        result = future.result(timeout=30)
+    finally:
+        stop.set()
+    assert (result.count, result.largest) == reference(10_000)
+    assert result.duplicate_results == 1 and result.lost_items == 0
+    assert result.reissued_items == 2
+    (replacement,) = result.replacements
+    assert replacement["worker_id"] == "t/worker/0"
+    assert (replacement["old_pid"], replacement["new_pid"], replacement["reissued"]) == (
+        111,
+        222,
+        2,
+    )
+
+
+def test_a_silent_worker_s_items_move_to_a_live_one(buses: tuple[Bus, Bus]) -> None:
+    master_bus, bus = buses
+    future, stop = start_master(master_bus, n=5_000, workers=2, items=4, reassign_after_s=0.5)
+    try:
+        live = PlayedWorker(bus, "t/worker/0")
+        PlayedWorker(bus, "t/worker/1").hello(pid=2)  # says hello, then never a word
+        live.hello(pid=1)
+        mine = live.take_mine(2)
+        for item in mine:
+            live.answer(item)
+        moved = live.take_mine(2)  # worker 1's items, once it has been silent 0.5 s
+        assert sorted(i.item_id for i in moved) == [1, 3]
+        for item in moved:
+            live.answer(item)
+        result = future.result(timeout=30)
+    finally:
+        stop.set()
+    assert (result.count, result.largest) == reference(5_000)
+    assert result.reissued_items == 2 and result.lost_items == 0

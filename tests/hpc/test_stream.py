@@ -1,0 +1,76 @@
+"""Streaming a buffer to another process and back: the bytes are checked at the end."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from mcc.bus import Bus
+from mcc.hpc.base import CONTROL_ID
+from mcc.hpc.jobs import run_stream
+from mcc.hpc.stream import run_source
+from mcc.types import WorkItem, WorkResult
+
+
+def test_dds_stream_round_trip_between_two_processes(
+    hpc_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    size, chunk = 8 << 20, 256 << 10
+    result = run_stream(
+        "dds", size_bytes=size, chunk_bytes=chunk, domain=domain_id, run_dir=tmp_path / "run"
+    )
+    assert result.verified is True
+    assert (result.size_bytes, result.chunk_bytes) == (size, chunk)
+    assert result.runtime_s is not None and result.mb_per_s is not None
+    assert result.mb_per_s == pytest.approx(2 * size / result.runtime_s / 1e6)
+    assert result.launch_s is not None and result.launch_s > 0
+
+
+@pytest.fixture
+def buses(bus_env: dict[str, str], domain_id: int) -> Iterator[tuple[Bus, Bus]]:
+    with Bus(domain_id, name="source") as source_bus, Bus(domain_id, name="echo") as echo_bus:
+        yield source_bus, echo_bus
+
+
+def test_a_corrupted_byte_on_the_way_back_is_caught(buses: tuple[Bus, Bus]) -> None:
+    source_bus, echo_bus = buses
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(
+            run_source,
+            source_bus,
+            job_id="corrupt",
+            size_bytes=1 << 20,
+            chunk_bytes=64 << 10,
+            stop=stop,
+            start_timeout_s=30,
+        )
+        back = echo_bus.writer("WorkResult")
+        items = echo_bus.reader("WorkItem")
+        assert back.wait_for_readers(1, timeout_s=20)
+        back.write(WorkResult(job_id="corrupt", item_id=CONTROL_ID, worker_id="bad-echo"))
+        got: list[WorkItem] = items.take_until(16, timeout_s=30)
+        assert len(got) == 16, f"{len(got)} of 16 chunks came"
+        for item in got:
+            payload = bytearray(item.payload)
+            if item.item_id == 5:
+                payload[100] ^= 0xFF  # one bit pattern flipped in one chunk
+            back.write(
+                WorkResult(
+                    job_id="corrupt",
+                    item_id=item.item_id,
+                    worker_id="bad-echo",
+                    value=item.lo,
+                    payload=bytes(payload),
+                )
+            )
+        try:
+            result = future.result(timeout=60)
+        finally:
+            stop.set()
+    assert result.verified is False
+    assert result.extra["peer"] == "bad-echo"
