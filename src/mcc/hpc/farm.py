@@ -62,6 +62,7 @@ __all__ = [
 
 log = logging.getLogger("mcc.hpc.farm")
 
+DURABLE_TOPICS = ("Checkpoint",)  # the supervisor starts the persistence service for these
 MODES = ("strided", "dynamic")
 #: Work items are state, not a stream: the latest assignment of each item (its own instance,
 #: keyed by job and item), reliable and kept by the master's writer for readers that match

@@ -10,8 +10,8 @@ item k (``split_range``) goes to worker 1 + k mod W, all items up front, then a 
 the kernel is ``PrimeScan`` segment by segment. Rank 0 waits for results with ``Test`` and a
 1 ms sleep rather than MPICH's busy poll, so that the master does not take a core from the
 workers (the DDS master sleeps in a waitset). Measured: a blocking wait spins a whole core, a
-0.1 ms poll costs 10 % of one, 1 ms 3 %, for at most 1 ms of latency per result. The stream sends the
-buffer in chunks rank 0 → rank 1, then back (blocking ``Send``/``Recv``: MPI's own flow
+0.1 ms poll costs 10 % of one, 1 ms 3 %, for at most 1 ms of latency per result. The stream
+sends the buffer in chunks rank 0 → rank 1, then back (blocking ``Send``/``Recv``: MPI's own flow
 control), timed at rank 0.
 
 Rank 0 writes a ``JobResult`` (JSON) to ``--out``; with ``--pid-dir`` each rank writes its pid
