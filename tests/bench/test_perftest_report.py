@@ -42,9 +42,12 @@ def test_record_replaces_its_own_section_and_keeps_the_others(tmp_path: Path) ->
 
 def test_record_creates_the_readme(tmp_path: Path) -> None:
     readme = tmp_path / "new" / "README.md"
-    report.record(doc("load", "t1", 1.5), ["impl", "p50_us"], readme=readme)
+    loaded = doc("load", "t1", 1.5)
+    loaded["host"]["load_avg"] = [3.5, 2.25, 1.0]  # type: ignore[index]
+    report.record(loaded, ["impl", "p50_us"], readme=readme)
     text = readme.read_text()
     assert text.startswith("# MCC benchmarks") and "| mcc | 1.50 |" in text
+    assert "load average 3.5 / 2.25 / 1 (1 / 5 / 15 min)" in text
 
 
 @pytest.mark.parametrize(

@@ -227,7 +227,7 @@ def test_the_client_checks_calls_before_sending(kernels: Kernels) -> None:
 def test_a_slow_reply_times_out_and_the_stale_request_is_not_run(
     service: ComputeService, kernels: Kernels
 ) -> None:
-    slow, slow_params = _slow_hotspot(1.5)
+    slow, slow_params = _slow_hotspot(5.0)  # long enough to outlast discovery under load
     busy = kernels.submit("hotspot", *slow, **slow_params)
     _wait_until(
         lambda: service.statistics().queued == 0 and service.statistics().requests == 1,

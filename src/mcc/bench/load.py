@@ -171,7 +171,7 @@ def applied_load(
             domain = perftest.next_domain()
             tag = perftest.run_tag("load")
             bus_options = dataclasses.replace(options, reliable=True, keyed=False)
-            queue = perftest.queue_xml(bus_options.send_queue)
+            queue = perftest.queue_xml(bus_options.send_queue, BUS_LOAD_SIZE_BYTES)
             sub_env = perftest.child_env(
                 perftest.node_transport(bus_options, nodes[-1], nodes, tag=tag, extra_xml=queue),
                 bus_options,

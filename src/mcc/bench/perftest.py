@@ -71,8 +71,8 @@ RESULT_PREFIX = "RESULT "
 READY_LINE = "READY"
 FLOWING_LINE = "FLOWING"
 WRITE_BATCH_XML = "<Internal><WriteBatch>true</WriteBatch></Internal>"
-QUEUE_SAMPLE_BYTES = 65536 + 4096
-"""Bytes per queued sample the send queue allows for: the largest default size, serialised."""
+QUEUE_SAMPLE_OVERHEAD_BYTES = 512
+"""Per queued sample on top of its payload (header, key, RTPS submessage) in `queue_xml`."""
 """Cyclone's write batching: samples queue in the writer until a packet fills or a flush."""
 
 _QOS_SOURCE = Path(__file__).resolve().parents[3] / "qos" / "mcc.xml"
@@ -299,16 +299,19 @@ def perf_qos_file(send_queue: int = DEFAULT_SEND_QUEUE) -> Path:
     return path
 
 
-def queue_xml(send_queue: int) -> str:
-    """Cyclone configuration that makes the send queue the only limit on a writer's backlog.
+def queue_xml(send_queue: int, size_bytes: int) -> str:
+    """Cyclone configuration that makes a queue of ``send_queue`` samples of ``size_bytes``
+    the writer's limit in bytes too.
 
-    Cyclone also throttles a writer on unacknowledged *bytes*: an adaptive high watermark that
-    starts at 30 kB (WhcHighInit) and grows to 500 kB (WhcHigh). For samples of kilobytes that
-    is a queue of a few samples, far below the paper's 50; so the publishers (and the ddsperf
-    throughput anchor, for a like-for-like run) get fixed watermarks of ``send_queue`` samples
-    of up to 64 KiB.
+    Cyclone throttles a writer on unacknowledged *bytes* as well: an adaptive high watermark
+    from 30 kB (WhcHighInit) up to 500 kB (WhcHigh), i.e. a queue of a few samples of
+    kilobytes, far below the paper's 50. Fixing it far above the queue is no better: Cyclone
+    asks for acknowledgements as the bytes approach the watermark, so a full queue then waits
+    for the periodic heartbeat (measured: 100 ms stalls and write timeouts at 4 KiB flat out).
+    So the watermark is the queue's size in bytes, not adaptive; the publishers and the ddsperf
+    throughput anchor (like for like) get it.
     """
-    high = send_queue * QUEUE_SAMPLE_BYTES
+    high = send_queue * (size_bytes + QUEUE_SAMPLE_OVERHEAD_BYTES)
     return (
         f"<Internal><Watermarks><WhcHigh>{high}B</WhcHigh><WhcHighInit>{high}B</WhcHighInit>"
         "<WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>"
@@ -930,7 +933,8 @@ def run_pubsub(
         raise MccError(reason)
     domain = pubs[0].domain
     tag = run_tag("ps")
-    extra = queue_xml(options.send_queue) + (WRITE_BATCH_XML if write_batching else "")
+    largest = max(p.size_bytes * batch for p in pubs)
+    extra = queue_xml(options.send_queue, largest) + (WRITE_BATCH_XML if write_batching else "")
     pub_env = child_env(node_transport(options, nodes[0], nodes, tag=tag, extra_xml=extra), options)
     sub_env = child_env(
         node_transport(options, nodes[-1], nodes, tag=tag, extra_xml=extra), options

@@ -40,9 +40,13 @@ def host_info() -> dict[str, Any]:
         version = _deb_version(deb)
         if version:
             versions[deb] = version
+    load: list[float] | None = None
+    with contextlib.suppress(OSError):
+        load = [round(x, 2) for x in os.getloadavg()]  # other work on the machine meanwhile
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "load_avg": load,
         "python": platform.python_version(),
         "kernel": platform.release(),
         "versions": versions,
@@ -140,9 +144,16 @@ def record(
     section = (
         f"## {doc['bench']} — {doc['created']}\n\n"
         f"`{doc['command']}` on {host['cpu']} ({host['cores']} cores), Python {host['python']}, "
-        f"{versions}.{body}" + (f"\n{notes}\n" if notes else "")
+        f"{versions}{_load_text(host)}.{body}" + (f"\n{notes}\n" if notes else "")
     )
     readme.write_text(replace_section(text, doc["bench"], section))
+
+
+def _load_text(host: dict[str, Any]) -> str:
+    load = host.get("load_avg")
+    if not load:
+        return ""
+    return f"; load average {load[0]:g} / {load[1]:g} / {load[2]:g} (1 / 5 / 15 min) at the end"
 
 
 def replace_section(text: str, bench: str, section: str) -> str:

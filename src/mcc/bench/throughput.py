@@ -180,7 +180,7 @@ def _ddsperf_row(plan: ThroughputPlan, size: int, nodes: Sequence[Node]) -> dict
     row["keyed"] = True
     sent = max(size, DDSPERF_MIN_SIZE_BYTES)
     pub_config, sub_config = perftest.anchor_configs(
-        plan.options, nodes, extra_xml=perftest.queue_xml(plan.options.send_queue)
+        plan.options, nodes, extra_xml=perftest.queue_xml(plan.options.send_queue, sent)
     )
     try:
         result = run_ddsperf_throughput(
@@ -260,7 +260,7 @@ def notes(plan: ThroughputPlan) -> str:
         f"({plan.app_batch} samples per written sample, counted as {plan.app_batch}). ddsperf "
         "always batches its writer (writer-batching QoS), keeps all (10000 samples), KS topic "
         "(sizes include its 12-byte fixed part). Both sides get Cyclone's byte watermarks "
-        "sized to the send queue (perftest.queue_xml). ratio_vs_ddsperf = samples/s over "
+        "sized to the send queue's bytes (perftest.queue_xml). ratio_vs_ddsperf = samples/s over "
         "ddsperf's at the same size."
     )
 

@@ -481,6 +481,11 @@ class Bus:
         Entity.__del__(self.participant)
         self._topics.clear()
         self._builtin = None
+        if self._domain is not None:
+            with _domains_lock:
+                entry = _domains.get(self.domain_id)
+                if entry is not None and entry[1] is self._domain:
+                    entry[2] -= 1
 
     def __enter__(self) -> Bus:
         return self
@@ -516,24 +521,29 @@ def _with_tag(transport: Transport | None, tag: str) -> Transport:
     return dataclasses.replace(transport or Transport(), discovery_tag=tag)
 
 
-_domains: dict[int, tuple[str, Domain]] = {}
+_domains: dict[int, list[Any]] = {}  # id -> [transport xml, Domain, open buses using it]
 _domains_lock = threading.Lock()
 
 
 def _configure_domain(domain_id: int, transport: Transport | None) -> Domain | None:
-    """Create the process's Cyclone domain with ``transport``'s configuration (once per id)."""
+    """Create the process's Cyclone domain with ``transport``'s configuration (once per id
+    while a bus uses it; a domain no open bus uses may be configured again)."""
     if transport is None:
         return None
     xml = transport.to_xml()
     with _domains_lock:
         existing = _domains.get(domain_id)
         if existing is not None:
-            if existing[0] != xml:
+            if existing[0] == xml:
+                existing[2] += 1
+                return existing[1]
+            if existing[2] > 0:
                 raise MccError(
                     f"domain {domain_id} is already configured in this process with another "
                     "transport; use one transport per domain and process"
                 )
-            return existing[1]
+            Entity.__del__(existing[1])  # unused: let this id take the new configuration
+            del _domains[domain_id]
         domain = transport.configure_domain(domain_id)
-        _domains[domain_id] = (xml, domain)
+        _domains[domain_id] = [xml, domain, 1]
         return domain
