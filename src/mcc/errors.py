@@ -62,3 +62,7 @@ class ScenarioError(MccError, ValueError):
 
 class StoreError(MccError):
     """A persistence store is unusable (not MCC's, wrong version, corrupt) or refused a sample."""
+
+
+class HpcError(MccError):
+    """An HPC job cannot run (bad parameter, no MPI, a worker that never came) or failed."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mcc.errors import MccError
+from mcc.errors import HpcError
 
 __all__ = [
     "CONTROL_ID",
@@ -44,10 +44,6 @@ ENV_EPOCH = "MCC_EPOCH_NS"
 #: Large buffers are made and compared 16 MiB at a time: one NumPy call on a GiB holds the GIL
 #: for seconds, long enough to starve an app's heartbeat thread (the supervisor then kills it).
 _SLICE_BYTES = 1 << 24
-
-
-class HpcError(MccError):
-    """An HPC job cannot run (bad parameter, no MPI, a worker that never came) or failed."""
 
 
 def default_job_id(app: str) -> str:
