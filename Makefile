@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(VENV)/bin/mcc bench latency --json benchmarks/results/latency.json --record
+	$(VENV)/bin/mcc bench all --net host,netns --json benchmarks/results/perftest.json --record
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
