@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcc import __version__
@@ -272,8 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return _dispatch(build_parser().parse_args(argv))
+
+
+def main_for(
+    command: str, add_parsers: Callable[[Any], None], argv: Sequence[str] | None = None
+) -> int:
+    """``mcc COMMAND ARGS`` with only that command's parser: ``python -m mcc.persist`` and the
+    like start without importing every other sub-command's package."""
+    parser = argparse.ArgumentParser(prog="mcc")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    return _dispatch(parser.parse_args([command, *(sys.argv[1:] if argv is None else argv)]))
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except MccError as exc:

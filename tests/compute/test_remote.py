@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -27,15 +27,7 @@ from mcc.compute.rodinia import hotspot_inputs
 from mcc.errors import ComputeError, PeerLostError, RequestTimeoutError
 from mcc.types import ComputeReply, ComputeRequest, NDArray
 from mcc.types.arrays import to_ndarray_msg
-from tests.conftest import REPO, app_instance, read_line, stop_app
-
-
-def _wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
+from tests.conftest import REPO, app_instance, read_line, stop_app, wait_for
 
 
 def _example(name: str, size: int, seed: int = 0) -> tuple[tuple[np.ndarray, ...], dict[str, Any]]:
@@ -122,7 +114,7 @@ def test_queued_requests_from_many_clients_run_as_one_batch(
 ) -> None:
     slow, slow_params = _slow_hotspot(1.5)
     busy = kernels.submit("hotspot", *slow, **slow_params)
-    _wait_until(
+    wait_for(
         lambda: service.statistics().requests == 1 and service.statistics().queued == 0,
         10,
         "the service to start the slow call",
@@ -133,7 +125,7 @@ def test_queued_requests_from_many_clients_run_as_one_batch(
         futures = [k.submit("kalman_predict", *a) for k, a in zip(clients, arrays, strict=True)]
         # A fourth client's request, and one more from the first client, queue behind them.
         late: Future[Any] = clients[0].submit("kalman_predict", *arrays[0])
-        _wait_until(lambda: service.statistics().queued == 4, 10, "four queued requests")
+        wait_for(lambda: service.statistics().queued == 4, 10, "four queued requests")
         assert not busy.done(), "the slow call ended before the others were queued"
         busy.result(timeout=30)
         results = [f.result(timeout=30) for f in futures]
@@ -151,7 +143,7 @@ def test_queued_requests_from_many_clients_run_as_one_batch(
 def test_a_bad_request_in_a_batch_fails_alone(service: ComputeService, kernels: Kernels) -> None:
     slow, slow_params = _slow_hotspot(1.0)
     busy = kernels.submit("hotspot", *slow, **slow_params)
-    _wait_until(
+    wait_for(
         lambda: service.statistics().queued == 0 and service.statistics().requests == 1,
         10,
         "the service to start the slow call",
@@ -229,7 +221,7 @@ def test_a_slow_reply_times_out_and_the_stale_request_is_not_run(
 ) -> None:
     slow, slow_params = _slow_hotspot(5.0)  # long enough to outlast discovery under load
     busy = kernels.submit("hotspot", *slow, **slow_params)
-    _wait_until(
+    wait_for(
         lambda: service.statistics().queued == 0 and service.statistics().requests == 1,
         10,
         "the service to start the slow call",
@@ -240,7 +232,7 @@ def test_a_slow_reply_times_out_and_the_stale_request_is_not_run(
             impatient.nw(np.zeros((5, 5), dtype=np.int32))
         assert time.monotonic() - t0 < 5.0
     busy.result(timeout=30)
-    _wait_until(lambda: service.statistics().expired == 1, 10, "the expired request's answer")
+    wait_for(lambda: service.statistics().expired == 1, 10, "the expired request's answer")
 
 
 def test_no_service_fails_fast_with_the_fix(bus_env: dict[str, str]) -> None:

@@ -15,7 +15,7 @@ from mcc import types
 from mcc.bus import Bus, HistoryReader
 from mcc.errors import RequestTimeoutError
 from mcc.persist import Store, inspect_store
-from tests.conftest import app_instance, run_cli, stop_app
+from tests.conftest import app_instance, run_cli, stop_app, wait_for
 from tests.persist.conftest import kill9, replica, writer
 from tests.persist.test_store import BROKEN, DURABLE, write
 
@@ -143,10 +143,11 @@ def test_two_replicas_deliver_once_and_either_serves_alone(
             assert items(got) == expected and "b" in reader.history.replicas
         # a new replica takes over what b holds; then b goes too: the data is still served
         with replica(tmp_path / "c.sqlite", "c", bus_env):
-            deadline = time.monotonic() + HISTORY_S
-            while inspect_store(tmp_path / "c.sqlite").total_samples < 5:
-                assert time.monotonic() < deadline, "replica c did not align with b"
-                time.sleep(0.1)
+            wait_for(
+                lambda: inspect_store(tmp_path / "c.sqlite").total_samples >= 5,
+                HISTORY_S,
+                "replica c to align with b",
+            )
             kill9(b)
             with Bus(domain_id) as bus:
                 reader, got = history(bus, logs=tmp_path)

@@ -987,16 +987,9 @@ def add_parsers(subparsers: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m mcc.compute.remote serve|kernels …``: ``mcc compute`` without loading the
     whole command line (a start in half the time, for benches and supervisors)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m mcc.compute.remote", description="The compute service (mcc compute)."
-    )
-    _add_actions(parser.add_subparsers(dest="compute_command", metavar="ACTION", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except MccError as exc:
-        print(f"mcc: error: {exc}", file=sys.stderr)
-        return 2
+    from mcc.cli import main_for
+
+    return main_for("compute", add_parsers, argv)
 
 
 if __name__ == "__main__":

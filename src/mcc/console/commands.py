@@ -165,13 +165,6 @@ def cmd_console(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """`python -m mcc.console ARGS` = `mcc console ARGS`, without the rest of `mcc`'s imports
     (the demo starts the console this way)."""
-    parser = argparse.ArgumentParser(prog="mcc")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["console", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.func(args))
-    except MccError as exc:
-        print(f"mcc: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    from mcc.cli import main_for
+
+    return main_for("console", add_parsers, argv)
