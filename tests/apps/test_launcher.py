@@ -306,7 +306,13 @@ def test_launcher_process_engages_and_answers(
     weapons.write_text(TEST_WEAPON)
     with Bus(domain_id) as bus:
         statuses = bus.reader("WeaponStatus")
-        answers = bus.reader("EngagementOrder")
+        # EngagementOrder is keep-last-1 per order: the MISS/KILL would replace an IN_FLIGHT
+        # not yet taken, so answers are collected on the receive thread as they arrive.
+        answers: list[tuple[float, EngagementOrder]] = []
+        answer_reader = bus.reader(  # noqa: F841 (kept open for the callback)
+            "EngagementOrder",
+            on_data=lambda r: answers.extend((time.monotonic(), m) for m in r.take(64)),
+        )
         tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
         with app_instance(
             "mcc.apps.launcher:launcher",
@@ -341,10 +347,9 @@ def test_launcher_process_engages_and_answers(
                 statuses, lambda s: s.state == WeaponState.WEAPON_ENGAGING, tmp_path
             )
             assert engaging.engaged_track_id == 42 and engaging.rounds_ready == 1
-            in_flight = _wait_answer(answers, OrderStatus.ORDER_IN_FLIGHT, tmp_path)
-            t_launch = time.monotonic()
-            outcome = _wait_answer(answers, None, tmp_path)
-            flyout_s = time.monotonic() - t_launch
+            t_launch, in_flight = _wait_answer(answers, OrderStatus.ORDER_IN_FLIGHT, tmp_path)
+            t_outcome, outcome = _wait_answer(answers, None, tmp_path)
+            flyout_s = t_outcome - t_launch
             assert outcome.status in (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS)
             expected_s = math.hypot(3000, 1000) / 3000
             assert expected_s - 0.15 < flyout_s < expected_s + 0.5
@@ -372,14 +377,17 @@ def _wait_status(reader, accept, logs: Path, timeout_s: float = 15.0) -> WeaponS
     )
 
 
-def _wait_answer(reader, status, logs: Path, timeout_s: float = 10.0) -> EngagementOrder:
-    """The next answer with ``status`` (None: any outcome, KILL/MISS/ABORTED)."""
-    deadline = time.monotonic() + timeout_s
+def _wait_answer(
+    answers: list[tuple[float, EngagementOrder]], status, logs: Path, timeout_s: float = 10.0
+) -> tuple[float, EngagementOrder]:
+    """The first collected answer with ``status`` (None: any outcome, KILL/MISS/ABORTED)."""
     done = (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS, OrderStatus.ORDER_ABORTED)
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for msg in reader.take_wait(16, timeout_s=0.05):
+        for arrived, msg in list(answers):
             if (status is None and msg.status in done) or msg.status == status:
-                return msg
+                return arrived, msg
+        time.sleep(0.02)
     pytest.fail(f"no {status} answer in {timeout_s} s:\n{(logs / 'launcher.log').read_text()}")
 
 
