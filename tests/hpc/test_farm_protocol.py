@@ -10,7 +10,7 @@ import pytest
 
 from mcc.bus import Bus
 from mcc.hpc.base import CONTROL_ID, JobResult
-from mcc.hpc.farm import ITEM_PROFILE, FarmMaster
+from mcc.hpc.farm import FarmMaster
 from mcc.hpc.primes import base_primes, count_primes, isqrt
 from mcc.types import WorkItem, WorkResult
 
@@ -31,7 +31,7 @@ class PlayedWorker:
     def __init__(self, bus: Bus, worker_id: str) -> None:
         self.worker_id = worker_id
         self.results = bus.writer("WorkResult")
-        self.items = bus.reader("WorkItem", profile=ITEM_PROFILE)
+        self.items = bus.reader("WorkItem")
         self.base = base_primes(1_000)
         assert self.results.wait_for_readers(1, timeout_s=20)
         assert self.items.wait_for_writers(1, timeout_s=20)

@@ -129,6 +129,18 @@ def sample_for(topic: str) -> object:
         "Checkpoint": t.Checkpoint(
             job_id="primes", worker_id="w/1", items_done=3, last_item_id=3, state=b"\x01\x02"
         ),
+        "PersistRequest": t.PersistRequest(
+            request_id="q1", client_id="x", topic="Checkpoint", type_name="mcc.Checkpoint"
+        ),
+        "PersistReply": t.PersistReply(
+            request_id="q1",
+            replier_id="persist/0",
+            complete=True,
+            ok=True,
+            topics=[t.PersistTopic(topic="Checkpoint", type_name="mcc.Checkpoint")],
+            samples=[t.PersistSample(topic="Checkpoint", writer_seq=2, data=b"\x00\x01")],
+        ),
+        "PersistAck": t.PersistAck(replica="persist/0", writer_guid="g", topic="Checkpoint"),
         "PerfSample": t.PerfSample(writer_id="p", seq=1, send_ns=2, payload=b"x" * 64),
         "NavSample": t.NavSample(vehicle_id="ac-1", seq=4, origin_ns=10, x_m=1.0, vz_mps=-2.0),
         "GuidanceCommand": t.GuidanceCommand(

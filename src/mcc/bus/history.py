@@ -54,8 +54,6 @@ log = logging.getLogger("mcc.bus.history")
 REQUEST_TOPIC = "PersistRequest"
 REPLY_TOPIC = "PersistReply"
 ACK_TOPIC = "PersistAck"
-RPC_PROFILE = "bulk"  # reliable, volatile, keep-all: a request or reply is never dropped
-ACK_PROFILE = "state"  # the latest ack per (replica, writer), replayed to a late ack reader
 DEFAULT_HISTORY_TIMEOUT_S = 3.0
 # Once a complete replica answered, how long to wait for the others: a replica killed a moment
 # ago stays matched until its lease expires, and must not hold every late joiner that long.
@@ -140,10 +138,8 @@ class HistoryClient:
         self._cond = threading.Condition()
         self._replies: dict[str, list[PersistReply]] = {}
         self._complete_at: dict[str, float] = {}  # request → when a complete reply arrived
-        self._writer = bus.writer(REQUEST_TOPIC, type=PersistRequest, profile=RPC_PROFILE)
-        self._reader = bus.reader(
-            REPLY_TOPIC, type=PersistReply, profile=RPC_PROFILE, history=False
-        )
+        self._writer = bus.writer(REQUEST_TOPIC)
+        self._reader = bus.reader(REPLY_TOPIC, history=False)
         # Replies are taken by a loop of ours, not in a listener: the persistence service
         # writes replies to its own client's reader too, and a Python listener called by
         # Cyclone during that local delivery can deadlock on the GIL (seen as a hung write).
@@ -566,9 +562,7 @@ class DurableWriter(Writer[T]):
 
     def _acks_reader(self) -> Reader[PersistAck]:
         if self._ack_reader is None:
-            self._ack_reader = self.bus.reader(
-                ACK_TOPIC, type=PersistAck, profile=ACK_PROFILE, history=False
-            )
+            self._ack_reader = self.bus.reader(ACK_TOPIC, history=False)
         return self._ack_reader
 
     def _take_acks(self, reader: Reader[PersistAck]) -> None:

@@ -37,9 +37,14 @@ _SPECS = (
     TopicSpec("MissionStatus", types.MissionStatus, "state", "mission phase and systems"),
     TopicSpec("ComputeRequest", types.ComputeRequest, "bulk", "remote kernel calls"),
     TopicSpec("ComputeReply", types.ComputeReply, "bulk", "remote kernel results"),
-    TopicSpec("WorkItem", types.WorkItem, "bulk", "HPC task farm work"),
+    # WorkItem on `state`: kept for a worker discovered after the items were sent (with
+    # `bulk`, such a worker never got them), disposed once done.
+    TopicSpec("WorkItem", types.WorkItem, "state", "HPC task farm work"),
     TopicSpec("WorkResult", types.WorkResult, "bulk", "HPC task farm results"),
     TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
+    TopicSpec("PersistRequest", types.PersistRequest, "bulk", "history asked of the store"),
+    TopicSpec("PersistReply", types.PersistReply, "bulk", "retained samples, per replica"),
+    TopicSpec("PersistAck", types.PersistAck, "state", "samples committed to the store"),
     TopicSpec("NavSample", types.NavSample, "sensor_stream", "C2 loop: sensed aircraft state"),
     TopicSpec("GuidanceCommand", types.GuidanceCommand, "sensor_stream", "C2 loop: guidance"),
     TopicSpec("PerfSample", types.PerfSample, "perf_reliable", "bus performance tests"),

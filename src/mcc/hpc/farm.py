@@ -64,14 +64,12 @@ log = logging.getLogger("mcc.hpc.farm")
 
 DURABLE_TOPICS = ("Checkpoint",)  # the supervisor starts the persistence service for these
 MODES = ("strided", "dynamic")
-#: Work items are state, not a stream: the latest assignment of each item (its own instance,
-#: keyed by job and item), reliable and kept by the master's writer for readers that match
-#: later (transient-local). A worker whose reader the master has not discovered yet when it
-#: sends the items, and a replacement that starts after they were sent, both get them on
-#: matching; the master disposes an item once its result is in, so a late joiner gets only
-#: unfinished ones. (The catalogue's ``bulk`` is volatile: items sent before the match would
-#: never reach the worker.)
-ITEM_PROFILE = "state"
+# Work items are state, not a stream (the catalogue's `state` profile): the latest assignment
+# of each item (its own instance, keyed by job and item), reliable and kept by the master's
+# writer for readers that match later (transient-local). A worker whose reader the master has
+# not discovered yet when it sends the items, and a replacement that starts after they were
+# sent, both get them on matching; the master disposes an item once its result is in, so a
+# late joiner gets only unfinished ones.
 _STATE_HEADER = np.dtype("<u8")  # the checkpoint state: item id, then PrimeScan.pack()
 
 
@@ -152,7 +150,7 @@ class FarmMaster:
         self.first_item_ns = 0
         self.last_result_ns = 0
         self._issuing = False
-        self._items = bus.writer("WorkItem", profile=ITEM_PROFILE)
+        self._items = bus.writer("WorkItem")
         self._results = bus.reader("WorkResult")
         self._beats: Reader[Heartbeat] = bus.reader("Heartbeat")
 
@@ -438,7 +436,7 @@ class FarmWorker:
         self._base_limit = 0
         self._results = bus.writer("WorkResult")
         self._checkpoints = bus.writer("Checkpoint")
-        self._items = bus.reader("WorkItem", profile=ITEM_PROFILE, on_data=self._on_items)
+        self._items = bus.reader("WorkItem", on_data=self._on_items)
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         self.items_done = int(checkpoint.items_done)

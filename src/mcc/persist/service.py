@@ -44,11 +44,9 @@ from cyclonedds.util import duration
 
 from mcc.bus import Bus, Reader
 from mcc.bus.history import (
-    ACK_PROFILE,
     ACK_TOPIC,
     REPLY_TOPIC,
     REQUEST_TOPIC,
-    RPC_PROFILE,
     dds_type_name,
     history_client,
     is_durable,
@@ -56,7 +54,7 @@ from mcc.bus.history import (
 from mcc.bus.topics import TOPICS
 from mcc.errors import MccError, TopicError
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
-from mcc.types import PersistAck, PersistReply, PersistRequest
+from mcc.types import PersistAck, PersistReply
 
 if TYPE_CHECKING:
     from mcc.orchestrate.runtime import AppContext
@@ -162,12 +160,10 @@ class PersistService:
         self._subscriptions = BuiltinDataReader(bus.participant, BuiltinTopicDcpsSubscription)
         for builtin in (self._publications, self._subscriptions):
             self._waitset.attach(ReadCondition(builtin, _ANY))
-        self._requests = bus.reader(
-            REQUEST_TOPIC, type=PersistRequest, profile=RPC_PROFILE, history=False
-        )
+        self._requests = bus.reader(REQUEST_TOPIC, history=False)
         self._waitset.attach(self._requests.condition)
-        self._replies = bus.writer(REPLY_TOPIC, type=PersistReply, profile=RPC_PROFILE)
-        self._acks = bus.writer(ACK_TOPIC, type=PersistAck, profile=ACK_PROFILE)
+        self._replies = bus.writer(REPLY_TOPIC)
+        self._acks = bus.writer(ACK_TOPIC)
         self._topics: dict[str, _TopicReader] = {}
         self._writers: dict[int, _WriterInfo] = {}
         self._gone: set[str] = set()  # writer GUIDs whose acks are to be withdrawn
