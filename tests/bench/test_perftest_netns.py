@@ -56,7 +56,8 @@ def test_latency_on_host_and_netns_with_efficiency(tmp_path: Path) -> None:
     rows = {(r["impl"], r["net"]): r for r in doc["rows"]}
     assert set(rows) == {(i, n) for i in ("mcc", "ddsperf") for n in ("host", "netns")}
     for (impl, net), row in rows.items():
-        assert row["count"] > 0 and not row.get("error"), row
+        assert not row.get("error"), row["error"]
+        assert row["count"] > 0, row
         if net == "netns":
             host = rows[(impl, "host")]
             assert row["efficiency_vs_host"] == pytest.approx(

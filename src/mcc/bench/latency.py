@@ -308,6 +308,8 @@ def _ping(spec: _PingSpec, transport: Transport | None, qos_file: Any) -> PingPo
             writer.wait_for_readers(1, timeout_s=30) and reader.wait_for_writers(1, timeout_s=30)
         ):
             raise MccError("the pong process did not appear on the bus within 30 s")
+        if not ping.prime(reader if spec.mode == "waitset" else None, timeout_s=30):
+            raise MccError("the pong process matched but echoed nothing within 30 s")
         ping.end = time.monotonic() + spec.duration_s  # from now: discovery took its time
         ping.warmup_end_ns = time.perf_counter_ns() + int(spec.duration_s * 0.1e9)
         if spec.mode == "listener":
@@ -346,6 +348,31 @@ class _Pinger:
         self.echoed = threading.Event()
         self._start_ns = 0
         self._lock = threading.Lock()
+        self._priming = False
+
+    def prime(self, reader: Reader[Any] | None, *, timeout_s: float) -> bool:
+        """Ping until an echo comes back (None: the listener takes it), outside the record.
+
+        Discovery is not symmetric: our reader may see the pong's writer before that writer
+        sees our reader, and the first echoes would be dropped (lost, under load, for a whole
+        short run).
+        """
+        self._priming = True
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                with self._lock:
+                    self.echoed.clear()
+                    self.sample.seq += 1
+                    self.write(self.sample)
+                if reader is None:
+                    if self.echoed.wait(0.2):
+                        return True
+                elif reader.wait(0.2) and any(s.seq == self.sample.seq for s in reader.take(8)):
+                    return True
+            return False
+        finally:
+            self._priming = False
 
     def send_next(self) -> None:
         if time.monotonic() >= self.end or len(self.rtts_ns) >= self.max_samples:
@@ -366,6 +393,10 @@ class _Pinger:
                 if self.done.is_set():
                     return
                 raise
+            if self._priming:
+                if any(s.seq == self.sample.seq for s in echoes):
+                    self.echoed.set()
+                return
             if any(s.seq == self.sample.seq for s in echoes) and not self.done.is_set():
                 if self.sample.seq > self.warmup or now > self.warmup_end_ns:
                     self.rtts_ns.append(now - self._start_ns)
