@@ -45,6 +45,21 @@ def test_three_dds_worker_processes_find_the_primes(
     ]
 
 
+def test_a_kill_plan_that_never_applied_is_said(
+    hpc_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    # One item: its result is the last one, so "after half the results" never comes mid-item.
+    proc = run_cli(
+        ["hpc", "primes", "--n", "100000", "--workers", "1", "--items", "1", "--backend", "dds"]
+        + ["--kill-worker", "0", "--kill-at", "0.5", "--domain", str(domain_id)]
+        + ["--run-dir", str(tmp_path / "run")],
+        env=hpc_env,
+        timeout_s=120,
+    )
+    assert "worker 0 was never killed: the job ended before 50% of the results" in proc.stderr
+    assert str(reference(100_000)[0]) in proc.stdout
+
+
 def test_primes_on_mpi_from_the_command_line(
     hpc_env: dict[str, str], mpiexec: str, tmp_path: Path
 ) -> None:

@@ -29,6 +29,7 @@ def test_a_killed_worker_is_replaced_under_its_identity_and_resumes_from_its_che
     assert (undisturbed.count, undisturbed.largest) == (expected.count, expected.largest)
     assert (killed.count, killed.largest) == (undisturbed.count, undisturbed.largest)
     assert (killed.lost_items, killed.duplicate_results) == (0, 0)
+    assert "kill" in killed.extra, "the kill plan never applied: the job ended first"
     kill = killed.extra["kill"]
     assert kill["worker"] == "hpc-primes/worker/1"
     assert killed.extra["restarts"] == {"hpc-primes/worker/1": 1}

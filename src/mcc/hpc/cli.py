@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,13 @@ def cmd_primes(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
     )
     _report(result, args.json)
+    if kill is not None and not result.extra.get("kill"):
+        print(
+            f"mcc hpc primes: worker {kill.worker} was never killed: the job ended before "
+            f"{kill.at_fraction:.0%} of the results were in with it inside an item "
+            "(use more --items or a larger --n)",
+            file=sys.stderr,
+        )
     return 0 if result.lost_items == 0 else 1
 
 

@@ -315,7 +315,9 @@ def _kill_worker(
     mission: Mission, status: dict[str, Any], kill: KillPlan, results_in: int
 ) -> dict[str, Any]:
     victim = status.get(f"{mission.mission}/worker/{kill.worker}")
-    if victim is None or not victim["pid"] or victim["state"] != "running":
+    # "starting" too: a loaded supervisor may not have seen the first heartbeat of a worker
+    # that is already computing (a short job could end before it says "running").
+    if victim is None or not victim["pid"] or victim["state"] not in ("starting", "running"):
         return {}
     kill_ns = time.time_ns()
     os.kill(victim["pid"], signal.SIGKILL)
