@@ -31,7 +31,7 @@ from mcc.types import (
     WeaponState,
     WeaponStatus,
 )
-from tests.conftest import REPO, app_instance, stop_app
+from tests.conftest import REPO, app_instance, stop_app, wait_for
 
 S = 1_000_000_000  # ns per second
 T0 = 1_700_000_000 * S
@@ -382,13 +382,14 @@ def _wait_answer(
 ) -> tuple[float, EngagementOrder]:
     """The first collected answer with ``status`` (None: any outcome, KILL/MISS/ABORTED)."""
     done = (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS, OrderStatus.ORDER_ABORTED)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def first() -> tuple[float, EngagementOrder] | None:
         for arrived, msg in list(answers):
             if (status is None and msg.status in done) or msg.status == status:
                 return arrived, msg
-        time.sleep(0.02)
-    pytest.fail(f"no {status} answer in {timeout_s} s:\n{(logs / 'launcher.log').read_text()}")
+        return None
+
+    return wait_for(first, timeout_s, f"a {status} answer (see {logs / 'launcher.log'})")
 
 
 @pytest.mark.parametrize(
