@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
+from mcc.bus.transport import ScratchDomains
 from mcc.orchestrate import LocalBackend, Supervisor, parse_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
-_domain_counter = iter(range(1, 200))
+_scratch_domains = ScratchDomains()
 
 
 def require_tool(name: str) -> str:
@@ -37,14 +38,10 @@ def require_tool(name: str) -> str:
 
 
 @pytest.fixture
-def domain_id(worker_id_offset: int) -> int:
-    """A DDS domain id no other test in this session uses."""
-    return (next(_domain_counter) + worker_id_offset) % 230 + 1
-
-
-@pytest.fixture
-def worker_id_offset() -> int:
-    return (os.getpid() * 7) % 100
+def domain_id() -> int:
+    """A scratch DDS domain (never on ephemeral ports), the next one in turn; the
+    per-test discovery tag of `bus_env` keeps tests that share one apart."""
+    return next(_scratch_domains)
 
 
 @pytest.fixture

@@ -19,12 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from mcc.bus.transport import ENV_VAR, Transport, tcp_supported
+from mcc.bus.transport import (
+    ENV_VAR,
+    ScratchDomains,
+    Transport,
+    domain_ports,
+    ephemeral_ports,
+    ports_clash_with_ephemeral,
+    scratch_domains,
+    tcp_supported,
+)
 from mcc.errors import TransportError
 from tests.conftest import require_tool
 
-# Unicast ports are 7400 + 250 * domain + 10 + 2 * index (index <= 99 on loopback).
-DOMAIN = 1 + os.getpid() % 200
+DOMAIN = next(ScratchDomains())
 RUN = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 PEER = r"""
@@ -481,3 +489,44 @@ def test_tcp_between_two_ddsperf_processes() -> None:
             _stop(pub, "ddsperf pub over TCP")
     assert "lost 0" in out, out
     assert other.returncode == 1 and "too few matching participants" in other_out, other_out
+
+
+def test_scratch_domains_keep_every_port_out_of_the_ephemeral_range() -> None:
+    pool = scratch_domains()
+    ephemeral = ephemeral_ports()
+    assert len(pool) >= 100, pool  # enough for a test session's fixtures in turn
+    for domain in pool:
+        ports = domain_ports(domain)
+        assert ports.stop <= 65536
+        assert ports.stop <= ephemeral.start or ports.start >= ephemeral.stop, domain
+    assert domain_ports(0) == range(7400, 7400 + 11 + 2 * 119 + 1)
+    picker = ScratchDomains(avoid={pool[0]})
+    handed = [next(picker) for _ in range(2 * len(pool))]
+    assert set(handed) == set(pool) - {pool[0]}
+
+
+def test_a_domain_whose_port_is_taken_fails_with_the_fix_in_the_message() -> None:
+    """What CI once hit: an ephemeral socket held a port of domain 129; joining it failed
+    with a bare "Non specific error"."""
+    from mcc.bus import Bus
+    from mcc.errors import MccError
+
+    clashing = [d for d in range(1, 233) if ports_clash_with_ephemeral(d)]
+    for domain in clashing:
+        squatter = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            squatter.bind(("0.0.0.0", domain_ports(domain).start + 1))  # multicast data, d2
+        except OSError:  # held already: try the next domain
+            squatter.close()
+            continue
+        with squatter:
+            with pytest.raises(MccError) as configured:  # this process configures the domain
+                Bus(domain, transport=Transport(discovery_tag=f"squat-{RUN}"))
+            with pytest.raises(MccError) as joined:  # or the environment did
+                Bus(domain)
+        for raised in (configured, joined):
+            message = str(raised.value)
+            assert f"domain {domain}" in message, message
+            assert "ephemeral range" in message and "1..100" in message, message
+        return
+    pytest.fail(f"every clashing domain's port was held: {clashing}")

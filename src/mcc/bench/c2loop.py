@@ -199,8 +199,10 @@ def run_c2loop_bench(
     duration = duration_s or (QUICK_DURATION_S if quick else FULL_DURATION_S)
     from rich.console import Console
 
+    from mcc.bus.transport import ScratchDomains
+
     console = Console(stderr=True)
-    base_domain = 150 + os.getpid() % 50
+    domains = ScratchDomains()
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         root = (
@@ -216,7 +218,7 @@ def run_c2loop_bench(
                 run_c2loop_row(
                     load=load,
                     duration_s=duration,
-                    domain_id=base_domain + i,  # a fresh domain per row: no leftovers
+                    domain_id=next(domains),  # a fresh domain per row: no leftovers
                     run_dir=root / f"{i}-{load.replace('+', '-')}",
                     rate_hz=rate_hz,
                     priority=priority,

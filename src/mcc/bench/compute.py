@@ -57,6 +57,7 @@ import numpy as np
 
 from mcc.bench import report
 from mcc.bus import Transport
+from mcc.bus.transport import ScratchDomains
 from mcc.compute import KERNELS, Kernels, open_compute
 from mcc.compute.backend import available_devices, device_kind
 from mcc.compute.registry import KernelSpec
@@ -265,9 +266,10 @@ def run_compute_bench(
     net = bulk_transport(tag) if transport == "bulk" else Transport.loopback(tag)
     overrides = net.apply_to_env({})
     rows: list[dict[str, Any]] = []
+    domains = ScratchDomains()
     for i, device in enumerate(devices):
         device_kind(device)
-        domain = 170 + (os.getpid() + i) % 40
+        domain = next(domains)
         name = f"bench-{os.getpid()}-{i}"
         env = {**os.environ, **overrides, "MCC_DOMAIN": str(domain)}
         with (

@@ -28,6 +28,7 @@ from typing import Any
 
 from mcc.bench import report
 from mcc.bus import Bus, Transport
+from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
 from mcc.orchestrate.client import ControlClient
 from mcc.orchestrate.runtime import RUNTIME_ARGV
@@ -117,7 +118,7 @@ NOTES = (
 def run_deploy(
     *, workers: list[int], backends: list[str], failovers: int, anchor: bool = True
 ) -> list[dict[str, Any]]:
-    base = 150 + os.getpid() % 40
+    domains = ScratchDomains()
     tag = f"bench-deploy-{os.getpid()}"
     env = Transport.loopback(tag).apply_to_env(dict(os.environ))
     env["MCC_DISCOVERY_TAG"] = tag
@@ -128,7 +129,7 @@ def run_deploy(
         with tempfile.TemporaryDirectory(prefix="mcc-bench-deploy-") as tmp:
             for backend in backends:
                 for n in workers:
-                    domain = base + len(rows)
+                    domain = next(domains)
                     try:
                         rows.append(_mcc_row(Path(tmp), backend, n, domain, failovers, env))
                     except MccError as exc:  # a row that cannot finish is a result too
@@ -137,7 +138,7 @@ def run_deploy(
                         )
             if anchor:
                 for n in workers:
-                    rows.append(_exec_row(Path(tmp), n, base + len(rows), failovers, env))
+                    rows.append(_exec_row(Path(tmp), n, next(domains), failovers, env))
     finally:
         for key, value in saved.items():
             if value is None:

@@ -33,12 +33,15 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcc.bench import report
 from mcc.errors import MccError
 from mcc.hpc.base import JobResult
 from mcc.hpc.primes import PrimeCount, base_primes, count_primes, isqrt
+
+if TYPE_CHECKING:
+    from mcc.bus.transport import ScratchDomains
 
 COLUMNS = (
     "impl",
@@ -170,25 +173,15 @@ def _median(values: Sequence[float | None]) -> float | None:
     return round(statistics.median(got), 4) if got else None
 
 
-class _Domains:
-    """A fresh DDS domain (120-219) per DDS job: a killed worker's participant lingers until
-    its lease expires, and should not meet the next job's."""
-
-    def __init__(self) -> None:
-        self._k = os.getpid() % 100
-
-    def __call__(self) -> int:
-        self._k = (self._k + 1) % 100
-        return 120 + self._k
-
-
 def run_hpc(
     plan: Plan, *, progress: Callable[[str], None] = lambda _: None
 ) -> list[dict[str, Any]]:
     """Every row of the plan (the JSON's ``rows``)."""
+    from mcc.bus.transport import ScratchDomains
     from mcc.hpc.jobs import run_primes
 
-    domains = _Domains()
+    # a fresh domain per DDS job: a killed worker lingers until its lease expires
+    domains = ScratchDomains()
     rows: list[dict[str, Any]] = []
     references: dict[int, PrimeCount] = {}
     with tempfile.TemporaryDirectory(prefix="mcc-bench-hpc-") as tmp:
@@ -203,7 +196,7 @@ def run_hpc(
                 for _ in range(plan.repeats):
                     for impl in ("dds", "mpi"):
                         progress(f"primes {impl}: n={n} workers={workers}")
-                        domain = domains()
+                        domain = next(domains)
                         results[impl].append(run_primes(impl, n=n, workers=workers, domain=domain))
                 rows += _primes_rows(results, workers, n, expected)
             rows += _recovery_rows(plan, domains, references, progress)
@@ -257,7 +250,7 @@ def _duplicates(runs: Sequence[JobResult], expected: PrimeCount) -> int:
 
 def _recovery_rows(
     plan: Plan,
-    domains: _Domains,
+    domains: ScratchDomains,
     references: dict[int, PrimeCount],
     progress: Callable[[str], None],
 ) -> list[dict[str, Any]]:
@@ -277,9 +270,9 @@ def _recovery_rows(
         killed: list[JobResult] = []
         for _ in range(plan.kill_repeats):  # undisturbed and killed runs interleaved
             progress(f"primes {impl} undisturbed (recovery baseline): {common}")
-            base.append(run_primes(impl, domain=domains(), **common).runtime_s or 0.0)
+            base.append(run_primes(impl, domain=next(domains), **common).runtime_s or 0.0)
             progress(f"primes {impl} with worker {kill.worker} killed at 40 %: {common}")
-            killed.append(run_primes(impl, kill=kill, domain=domains(), **common))
+            killed.append(run_primes(impl, kill=kill, domain=next(domains), **common))
         done = [r for r in killed if r.extra.get("kill")]
         runtime = _median([r.runtime_s for r in done])
         base_s = _median(base)
@@ -323,7 +316,7 @@ def _recovery_rows(
 
 
 def _stream_rows(
-    plan: Plan, domains: _Domains, progress: Callable[[str], None]
+    plan: Plan, domains: ScratchDomains, progress: Callable[[str], None]
 ) -> list[dict[str, Any]]:
     from mcc.hpc.jobs import run_stream
 
@@ -333,7 +326,7 @@ def _stream_rows(
         for _ in range(plan.stream_repeats):
             for impl in plan.stream_impls:
                 progress(f"stream {impl}: {plan.stream_bytes} B in {chunk_kib} KiB chunks")
-                domain = domains() if impl == "dds" else None
+                domain = next(domains) if impl == "dds" else None
                 runs[impl].append(
                     run_stream(
                         impl,

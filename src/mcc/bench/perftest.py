@@ -44,7 +44,7 @@ import cyclonedds.idl.types as types
 
 from mcc.bench.anchors import Background, background
 from mcc.bench.stats import LatencyRecorder
-from mcc.bus.transport import Transport, tcp_supported
+from mcc.bus.transport import ScratchDomains, Transport, tcp_supported
 from mcc.errors import MccError, TransportError
 
 __all__ = [
@@ -877,19 +877,14 @@ def throughput_of(sub: dict[str, Any], sent_samples: int, batch: int = 1) -> Thr
     )
 
 
-_domains = iter(range(10**9))
-
-
 _in_process_domains: set[int] = set()
+_domains = ScratchDomains(avoid=_in_process_domains)
 
 
 def next_domain() -> int:
-    """A DDS domain for the next row (fresh per row, no leftovers; 1 .. 230), never one this
+    """A scratch DDS domain for the next row (fresh per row, no leftovers), never one this
     process has a participant on already (a process configures each domain once)."""
-    while True:
-        domain = 1 + (os.getpid() * 7 + next(_domains)) % 230
-        if domain not in _in_process_domains:
-            return domain
+    return next(_domains)
 
 
 def claim_in_process(domain: int) -> None:

@@ -46,7 +46,7 @@ from mcc.bus.codec import flat_codec
 from mcc.bus.qos import QosLibrary, default_library, policy_name
 from mcc.bus.topics import topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
-from mcc.bus.transport import Transport
+from mcc.bus.transport import Transport, port_clash_hint
 from mcc.bus.validate import validate_sample
 from mcc.errors import MccError, TopicError
 
@@ -289,10 +289,14 @@ class Bus:
         self.stats = BusStatistics()
         self._lock = threading.Lock()
         self._domain = _configure_domain(domain_id, transport)
-        self.participant = DomainParticipant(
-            domain_id,
-            qos=Qos(Policy.Userdata(data=_participant_userdata(name)), Policy.EntityName(name)),
-        )
+        try:
+            self.participant = DomainParticipant(
+                domain_id,
+                qos=Qos(Policy.Userdata(data=_participant_userdata(name)), Policy.EntityName(name)),
+            )
+        except DDSException as exc:
+            _release_domain(domain_id, self._domain)
+            raise MccError(_join_failure(domain_id, exc)) from exc
         group_qos = (
             Qos(Policy.Partition(partitions=list(self.partitions))) if self.partitions else None
         )
@@ -481,11 +485,7 @@ class Bus:
         Entity.__del__(self.participant)
         self._topics.clear()
         self._builtin = None
-        if self._domain is not None:
-            with _domains_lock:
-                entry = _domains.get(self.domain_id)
-                if entry is not None and entry[1] is self._domain:
-                    entry[2] -= 1
+        _release_domain(self.domain_id, self._domain)
 
     def __enter__(self) -> Bus:
         return self
@@ -523,6 +523,24 @@ def _with_tag(transport: Transport | None, tag: str) -> Transport:
 
 _domains: dict[int, list[Any]] = {}  # id -> [transport xml, Domain, open buses using it]
 _domains_lock = threading.Lock()
+
+
+def _release_domain(domain_id: int, domain: Domain | None) -> None:
+    """Drop one use of the configuration `_configure_domain` returned for ``domain_id``."""
+    if domain is None:
+        return
+    with _domains_lock:
+        entry = _domains.get(domain_id)
+        if entry is not None and entry[1] is domain:
+            entry[2] -= 1
+
+
+def _join_failure(domain_id: int, exc: DDSException) -> str:
+    """Why joining ``domain_id`` failed, with the likely fix."""
+    return (
+        f"cannot join DDS domain {domain_id}: {exc} (Cyclone's log line above says why)"
+        + port_clash_hint(domain_id)
+    )
 
 
 def _configure_domain(domain_id: int, transport: Transport | None) -> Domain | None:

@@ -218,7 +218,8 @@ class Transport:
             raise TransportError(
                 f"domain {domain_id}: Cyclone DDS refused the transport configuration (its "
                 "reason is on stderr); check that the interface "
-                f"{self.interface!r} exists and that the peers resolve: {self.to_xml()}"
+                f"{self.interface!r} exists and that the peers resolve"
+                f"{port_clash_hint(domain_id)}: {self.to_xml()}"
             ) from exc
 
     def apply_to_env(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -272,6 +273,90 @@ def tcp_supported() -> bool:
     except subprocess.TimeoutExpired:
         return False
     return result.returncode == 0
+
+
+_PORT_BASE, _DOMAIN_GAIN, _PARTICIPANT_GAIN, _LAST_OFFSET = 7400, 250, 2, 11
+"""Cyclone's default RTPS port mapping: PB, DG, PG and the largest of the offsets d0..d3."""
+_EPHEMERAL_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def domain_ports(domain_id: int, max_participant_index: int = _MAX_INDEX) -> range:
+    """The UDP ports RTPS may bind on ``domain_id`` (Cyclone's default port mapping)."""
+    first = _PORT_BASE + _DOMAIN_GAIN * domain_id
+    return range(first, first + _LAST_OFFSET + _PARTICIPANT_GAIN * max_participant_index + 1)
+
+
+def ephemeral_ports() -> range:
+    """The kernel's ephemeral port range (Linux's default 32768-60999 where unreadable)."""
+    try:
+        with open(_EPHEMERAL_FILE, encoding="ascii") as file:
+            low, high = (int(x) for x in file.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def ports_clash_with_ephemeral(domain_id: int) -> bool:
+    """Whether some of ``domain_id``'s ports are ephemeral: any socket bound to port 0 (a
+    client connection, a participant without index) may hold one, and then joining the
+    domain fails with "address in use"."""
+    ours, theirs = domain_ports(domain_id), ephemeral_ports()
+    return ours.start < theirs.stop and theirs.start < ours.stop
+
+
+@functools.cache
+def scratch_domains() -> tuple[int, ...]:
+    """Domain ids 1..232 whose ports fit in 16 bits and are never ephemeral (1..100 and
+    215..231 with Linux's defaults): the ones to hand out for test and benchmark runs."""
+    return tuple(
+        d
+        for d in range(1, 233)
+        if domain_ports(d).stop <= 65536 and not ports_clash_with_ephemeral(d)
+    )
+
+
+def port_clash_hint(domain_id: int) -> str:
+    """``"; its ports … overlap the kernel's ephemeral range …"`` when they do, else ``""``:
+    the likely cause of "address in use" when joining ``domain_id``."""
+    if not ports_clash_with_ephemeral(domain_id):
+        return ""
+    ports, ephemeral = domain_ports(domain_id), ephemeral_ports()
+    return (
+        f"; its ports {ports.start}-{ports.stop - 1} overlap the kernel's ephemeral range "
+        f"{ephemeral.start}-{ephemeral.stop - 1}, so any socket may hold one: use a domain id "
+        f"from {_runs(scratch_domains())} or move the range (sysctl net.ipv4.ip_local_port_range)"
+    )
+
+
+def _runs(ids: tuple[int, ...]) -> str:
+    """``"1..100, 215..231"`` for sorted integers."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in runs)
+
+
+class ScratchDomains:
+    """Hands out `scratch_domains` in turn from a per-process start, skipping ``avoid``."""
+
+    def __init__(self, avoid: set[int] | None = None) -> None:
+        self._pool = scratch_domains()
+        self._k = os.getpid() * 7
+        self.avoid = avoid if avoid is not None else set()
+
+    def __next__(self) -> int:
+        for _ in range(len(self._pool)):
+            self._k += 1
+            domain = self._pool[self._k % len(self._pool)]
+            if domain not in self.avoid:
+                return domain
+        raise TransportError("no scratch DDS domain left: every one is in use in this process")
+
+    def __iter__(self) -> ScratchDomains:
+        return self
 
 
 def _fail(field: str, value: Any, fix: str) -> None:
