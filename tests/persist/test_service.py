@@ -13,6 +13,7 @@ import pytest
 
 from mcc import types
 from mcc.bus import Bus, HistoryReader
+from mcc.bus.history import history_client
 from mcc.errors import RequestTimeoutError
 from mcc.persist import Store, inspect_store
 from tests.conftest import app_instance, run_cli, stop_app, wait_for
@@ -134,6 +135,10 @@ def test_two_replicas_deliver_once_and_either_serves_alone(
         with writer("--worker", "w:5", "--replicas", "2", env=bus_env, log=tmp_path / "writer.log"):
             pass
         with Bus(domain_id) as bus:
+            # both asked: a replica discovered more than REPLY_GRACE_S after the other
+            # answered is not waited for (the first complete answer suffices)
+            client = history_client(bus)
+            wait_for(lambda: len(client.matched_replicas()) == 2, HISTORY_S, "both replicas")
             reader, got = history(bus, logs=tmp_path)
             assert sorted(reader.history.replicas) == ["a", "b"]
             assert items(got) == expected

@@ -159,6 +159,10 @@ class HistoryClient:
                         self._complete_at.setdefault(reply.request_id, time.monotonic())
             self._cond.notify_all()
 
+    def matched_replicas(self) -> set[str]:
+        """Participants of the replicas a request reaches now and whose replies come back."""
+        return self._replicas()[0]
+
     def _replicas(self) -> tuple[set[str], set[str]]:
         """Participants of replicas matched both ways, and those matched one way so far."""
         requests, replies = self._writer.dds, self._reader.dds
