@@ -48,6 +48,10 @@ class RequestTimeoutError(MccError, TimeoutError):
     """A request got no reply before its deadline."""
 
 
+class WriteTimeoutError(MccError, TimeoutError):
+    """A reliable write stayed refused by flow control (a reader that does not take) too long."""
+
+
 class PeerLostError(MccError):
     """The peer that should answer is gone."""
 

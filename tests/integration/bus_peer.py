@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -152,7 +153,7 @@ def sample_for(topic: str) -> object:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["write-all", "write-state", "write", "reply"])
+    parser.add_argument("role", choices=["write-all", "write-state", "write", "read", "reply"])
     parser.add_argument("--topic", default="DetectionBatch")
     parser.add_argument("--profile")
     parser.add_argument("--rate-hz", type=float, default=20.0)
@@ -187,6 +188,13 @@ def main() -> int:
                 writer.write(sample)
                 seq += 1
                 time.sleep(1.0 / args.rate_hz)
+        elif args.role == "read":
+            reader = bus.reader(args.topic, profile=args.profile)
+            closed = threading.Event()  # the test closed stdin: stop
+            threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+            print("ready", flush=True)
+            while not closed.is_set():  # take everything
+                reader.take_wait(256, timeout_s=0.2)
         elif args.role == "reply":
 
             def handle(cmd: types.Command) -> types.CommandReply:

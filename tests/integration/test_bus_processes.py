@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 
 import pytest
 
 from mcc.bus import TOPICS, Bus, Requester
-from mcc.errors import RequestTimeoutError
-from mcc.types import Command
+from mcc.errors import RequestTimeoutError, WriteTimeoutError
+from mcc.types import Command, PerfSample
 from tests.conftest import peer, read_line
 from tests.integration.bus_peer import sample_for
 
@@ -89,3 +91,28 @@ def test_request_without_replier_times_out_clearly(bus_env: dict[str, str], doma
         with pytest.raises(RequestTimeoutError, match="no replier on topic 'Command'"):
             requester.request(Command(verb="status"), timeout_s=0.5)
         assert time.monotonic() - start < 5
+
+
+def test_write_blocking_waits_out_flow_control_and_says_when_it_gave_up(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
+    """A reliable reader that stops acknowledging (SIGSTOP) fills the writer's queue: plain
+    writes time out after max_blocking_time; `write_blocking` retries, then names the cause."""
+    topic = ("PerfSample", "--profile", "command")
+    with peer("read", "--topic", *topic, env=bus_env) as proc, Bus(domain_id) as bus:
+        writer = bus.writer("PerfSample", profile="command")
+        assert writer.wait_for_readers(1, timeout_s=20)
+        # 16 KiB: the queue (Cyclone's WHC, adaptive up to 500 kB) fills well within the
+        # stopped reader's lease (10 s), after which the writer would drop it and go on
+        sample = PerfSample(writer_id="w", seq=0, send_ns=0, payload=b"x" * 16384)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(WriteTimeoutError, match="flow control kept refusing"):
+                for seq in range(1000):  # 16 MB: far past the writer's queue limit
+                    sample.seq = seq
+                    writer.write_blocking(sample, timeout_s=0.5)
+            refused_at = sample.seq
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        assert refused_at < 1000
+        writer.write_blocking(sample, timeout_s=30)  # the reader acknowledges again

@@ -46,7 +46,11 @@ def main() -> int:
                 return 1
             start = time.monotonic()
             for seq in range(1, opts.count + 1):
-                writer.write(PerfSample(writer_id="s", seq=seq, send_ns=0, payload=b"x" * 64))
+                sample = PerfSample(writer_id="s", seq=seq, send_ns=0, payload=b"x" * 64)
+                if opts.profile == "command":  # reliable: wait while the lossy link holds back
+                    writer.write_blocking(sample, timeout_s=30)
+                else:
+                    writer.write(sample)
                 pause = start + seq / opts.rate_hz - time.monotonic()
                 if pause > 0:
                     time.sleep(pause)  # pacing the stream, not synchronisation
@@ -55,6 +59,9 @@ def main() -> int:
             return 0
         reader = bus.reader(TOPIC, type=PerfSample, profile=opts.profile)
         print("ready", flush=True)
+        if not reader.wait_for_writers(1, timeout_s=30):  # idle time counts from the match
+            print("no writer within 30 s", file=sys.stderr)
+            return 1
         seqs: list[int] = []
         last = time.monotonic()
         max_gap_s = 0.0

@@ -48,7 +48,7 @@ from mcc.bus.topics import topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport, port_clash_hint
 from mcc.bus.validate import validate_sample
-from mcc.errors import MccError, TopicError
+from mcc.errors import MccError, TopicError, WriteTimeoutError
 
 T = TypeVar("T")
 log = logging.getLogger("mcc.bus")
@@ -135,6 +135,25 @@ class Writer(Generic[T]):
         ret = ddspy_write(self._ref, self._codec.encode(sample))
         if ret < 0:
             raise DDSException(ret, f"writing to topic {self.topic_name!r}")
+
+    def write_blocking(self, sample: T, *, timeout_s: float = 60.0) -> None:
+        """`write`, tried again while flow control refuses ``sample`` (a reliable reader is
+        behind and each try blocked the profile's max_blocking_time); `WriteTimeoutError`
+        when it is still refused after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.write(sample)
+                return
+            except DDSException as exc:
+                if exc.code != DDSException.DDS_RETCODE_TIMEOUT:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise WriteTimeoutError(
+                        f"topic {self.topic_name!r}: the readers took nothing for "
+                        f"{timeout_s:g} s, so flow control kept refusing the sample; is every "
+                        "matched reader alive and taking?"
+                    ) from exc
 
     def dispose(self, sample: T) -> None:
         """Dispose the instance ``sample`` belongs to (keyed topics)."""

@@ -29,10 +29,10 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from cyclonedds.core import DDSException
 
 from mcc.bus import Bus, ReaderLoop, Transport, Writer
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
+from mcc.errors import WriteTimeoutError
 from mcc.hpc.base import (
     CONTROL_ID,
     HpcError,
@@ -68,7 +68,7 @@ BULK_TRANSPORT_XML = (
     '<SocketSendBufferSize max="8MB"/></Internal>'
 )
 
-_WRITE_RETRIES = 60  # × the profile's 1 s max_blocking_time: a peer that stalls a minute failed
+_WRITE_PATIENCE_S = 60.0  # a peer that takes nothing for a minute failed
 
 
 def bulk_transport(transport: Transport) -> Transport:
@@ -84,16 +84,12 @@ def bulk_env(env: Mapping[str, str]) -> dict[str, str]:
     return bulk_transport(base).apply_to_env(env)
 
 
-def _write(writer: Any, sample: Any) -> None:
-    """Write, retrying while the reader holds back (flow control), failing after a minute."""
-    for _ in range(_WRITE_RETRIES):
-        try:
-            writer.write(sample)
-            return
-        except DDSException as exc:  # a full reader: write() blocked max_blocking_time
-            if exc.code != DDSException.DDS_RETCODE_TIMEOUT:
-                raise
-    raise HpcError(f"stream: the peer has not taken a chunk for {_WRITE_RETRIES} s")
+def _write(writer: Writer[Any], sample: Any) -> None:
+    """Write, waiting while the peer holds back (flow control), failing after a minute."""
+    try:
+        writer.write_blocking(sample, timeout_s=_WRITE_PATIENCE_S)
+    except WriteTimeoutError as exc:
+        raise HpcError(f"stream: the peer took no chunk for {_WRITE_PATIENCE_S:g} s") from exc
 
 
 class _Assembly:
