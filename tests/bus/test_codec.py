@@ -8,6 +8,7 @@ import pytest
 from mcc import types
 from mcc.bus.codec import flat_codec
 from mcc.types.arrays import pack
+from tests.integration.bus_peer import sample_for
 
 
 def _padded(data: bytes) -> bytes:
@@ -43,23 +44,8 @@ def _samples() -> list[object]:
         )
         out.append(types.Truth(scenario_id="s", time_ns=n, count=n, target_class=bytes(n)))
     # Keyed types: the key changes nothing in the data representation.
-    out += [
-        types.Heartbeat(
-            system_id="m/radar/0", host="h", pid=7, state=types.SystemState.SYSTEM_RUNNING
-        ),
-        types.EngagementOrder(
-            order_id=3,
-            weapon_id="sam-2",
-            track_id=42,
-            pk=0.85,
-            rounds=2,
-            status=types.OrderStatus.ORDER_IN_FLIGHT,
-        ),
-        types.Threat(track_id=42, asset_id="airbase", score=0.7, rank=1, cpa_m=120.0),
-        types.WorkItem(job_id="primes", item_id=3, worker_id="w/1", lo=100, hi=200),
-        types.Checkpoint(job_id="p", worker_id="w/1", items_done=3, state=b"\x01\x02\x03"),
-        types.PersistAck(replica="persist/0", writer_guid="g", topic="T", stored=9),
-    ]
+    keyed = ("Heartbeat", "EngagementOrder", "Threat", "WorkItem", "Checkpoint", "PersistAck")
+    out += [sample_for(name) for name in keyed]
     return out
 
 
