@@ -6,9 +6,11 @@ deserialise a ``PerfSample``, against 3 µs for the native write itself). Types 
 all primitives, enums, strings and ``bytes`` (keys included: a key changes nothing in the data
 representation; Cyclone extracts it from the bytes) get an encoder and a decoder generated for
 the type: runs of fixed-size fields are one precompiled ``struct`` per alignment residue, so a
-sample costs a handful of calls. XCDR1 for ``@final`` types, XCDR2 (delimited) for
-``@appendable`` ones, little-endian. The output is byte-identical to cyclonedds' own serialiser
-(``tests/bus/test_codec.py``); other types keep using it.
+sample costs a handful of calls. Both data representations, little-endian: XCDR1 (8-byte
+alignment, no delimiter) and XCDR2 (4-byte alignment, a delimiter header for ``@appendable``
+types); the decoder picks by the encapsulation header, so a foreign XCDR1 writer of an
+appendable type decodes as well as an XCDR2 one. The output is byte-identical to cyclonedds'
+own serialiser (``tests/bus/test_codec.py``); other types keep using it.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ _PRIMITIVES = {
     "float32": "f",
     "float64": "d",
 }
-_HEADER_XCDR1 = b"\x00\x01\x00\x00"
-_HEADER_XCDR2 = b"\x00\x09\x00\x00"
+#: Encapsulation identifiers (little-endian): plain CDR (XCDR1), plain and delimited XCDR2.
+_CDR_LE, _CDR2_LE, _D_CDR2_LE = 0x01, 0x07, 0x09
 _PADS = (b"", b"\0", b"\0\0", b"\0\0\0")
 #: A string's or a byte sequence's length, after the padding that aligns it (0–3 bytes).
 _LENGTHS = tuple(struct.Struct("<" + "x" * pad + "I") for pad in range(4))
@@ -52,12 +54,29 @@ class _Field:
 
 @dataclass(frozen=True)
 class FlatCodec:
-    """Encode/decode one flat type to and from its serialized CDR sample."""
+    """Encode/decode one flat type to and from its serialized CDR sample.
+
+    ``decode`` reads XCDR1 and XCDR2 (the encapsulation header says which); big-endian or
+    other encodings go to cyclonedds' generic deserialiser. Whatever it cannot read raises.
+    ``encode`` writes the type's native representation; ``encoder(version_2)`` picks one.
+    """
 
     type: type
     xcdr2: bool
-    encode: Callable[[Any], bytes]
+    encode_xcdr1: Callable[[Any], bytes]
+    encode_xcdr2: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]
+
+    @property
+    def encode(self) -> Callable[[Any], bytes]:
+        return self.encode_xcdr2 if self.xcdr2 else self.encode_xcdr1
+
+    def encoder(self, version_2: bool | None) -> Callable[[Any], bytes]:
+        """The encoder for a writer whose data representation is XCDR2 (True), XCDR1 (False)
+        or the type's native one (None)."""
+        if version_2 is None:
+            return self.encode
+        return self.encode_xcdr2 if version_2 else self.encode_xcdr1
 
 
 def _group_structs(group: list[_Field]) -> tuple[struct.Struct, ...]:
@@ -86,24 +105,24 @@ def _segments(fields: list[_Field]) -> list[_Field | list[_Field]]:
     return out
 
 
-def _generate(cls: type, fields: list[_Field], xcdr2: bool) -> FlatCodec:
-    """Source for ``encode``/``decode`` of ``cls``, compiled once."""
+def _generate(
+    cls: type, fields: list[_Field], *, xcdr2: bool, delimited: bool
+) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """``encode`` and ``decode`` of ``cls`` in one representation, compiled once.
+
+    ``fields`` carry the alignment of that representation (XCDR2 aligns to at most 4);
+    ``delimited`` adds XCDR2's delimiter header (appendable types)."""
+    header = bytes((0, (_D_CDR2_LE if delimited else _CDR2_LE) if xcdr2 else _CDR_LE, 0, 0))
     env: dict[str, Any] = {
         "CLS": cls,
-        "SLOW": cls.deserialize,  # type: ignore[attr-defined]
         "PADS": _PADS,
         "LENGTHS": _LENGTHS,
         "U32": struct.Struct("<I"),
-        "HEADER": _HEADER_XCDR2 if xcdr2 else _HEADER_XCDR1,
+        "HEADER": header,
     }
-    start = 4 if xcdr2 else 0  # XCDR2: the delimiter header counts for alignment
+    start = 4 if delimited else 0  # the delimiter header counts for alignment
     enc = ["def encode(s):", f"    pos = {start}", "    parts = []"]
-    dec = [
-        "def decode(data):",
-        "    if data[1] not in (1, 9):",  # big-endian or another encoding: the generic path
-        "        return SLOW(data)",
-        f"    pos = {4 + start}",
-    ]
+    dec = ["def decode(data):", f"    pos = {4 + start}"]
     args = []
     for k, seg in enumerate(_segments(fields)):
         if isinstance(seg, _Field):
@@ -121,6 +140,9 @@ def _generate(cls: type, fields: list[_Field], xcdr2: bool) -> FlatCodec:
                 "    pos += -(pos - 4) & 3",
                 "    n = U32.unpack_from(data, pos)[0]",
                 "    pos += 4",
+                "    if pos + n > len(data):",
+                f"        raise ValueError('{cls.__name__}.{seg.name}: length ' + str(n) + "
+                "' runs past the end of the sample')",
                 f"    v_{seg.name} = data[pos:{end}",
                 "    pos += n",
             ]
@@ -145,13 +167,30 @@ def _generate(cls: type, fields: list[_Field], xcdr2: bool) -> FlatCodec:
                 args.append(f"{f.name}=E_{f.name}(v_{f.name})")
             else:
                 args.append(f"{f.name}=v_{f.name}")
-    if xcdr2:
+    if delimited:
         enc.append("    return b''.join((HEADER, U32.pack(pos - 4), *parts, PADS[-pos & 3]))")
     else:
         enc.append("    return b''.join((HEADER, *parts, PADS[-pos & 3]))")
     dec.append(f"    return CLS({', '.join(args)})")
     exec(compile("\n".join(enc + dec), f"<mcc codec {cls.__name__}>", "exec"), env)
-    return FlatCodec(cls, xcdr2, env["encode"], env["decode"])
+    return env["encode"], env["decode"]
+
+
+def _dispatching_decoder(
+    cls: type, by_kind: dict[int, Callable[[bytes], Any]]
+) -> Callable[[bytes], Any]:
+    """A decoder that picks the representation from the encapsulation header."""
+    slow = cls.deserialize  # type: ignore[attr-defined]
+
+    def decode(data: bytes) -> Any:
+        if len(data) < 4:
+            raise ValueError(f"{cls.__name__}: {len(data)} bytes, shorter than a CDR header")
+        fast = by_kind.get(data[1]) if data[0] == 0 else None
+        if fast is None:  # big-endian, or an encoding this codec does not generate
+            return slow(data)
+        return fast(data)
+
+    return decode
 
 
 @cache
@@ -162,8 +201,19 @@ def flat_codec(cls: type) -> FlatCodec | None:
     extensibility = annotations.get("extensibility", "final")
     if extensibility not in ("final", "appendable"):
         return None
-    xcdr2 = extensibility == "appendable"
-    max_align = 4 if xcdr2 else 8
+    fields1, fields2 = _fields(cls, max_align=8), _fields(cls, max_align=4)
+    if fields1 is None or fields2 is None:
+        return None
+    appendable = extensibility == "appendable"
+    enc1, dec1 = _generate(cls, fields1, xcdr2=False, delimited=False)
+    enc2, dec2 = _generate(cls, fields2, xcdr2=True, delimited=appendable)
+    kind2 = _D_CDR2_LE if appendable else _CDR2_LE
+    decode = _dispatching_decoder(cls, {_CDR_LE: dec1, kind2: dec2})
+    return FlatCodec(cls, appendable, enc1, enc2, decode)
+
+
+def _fields(cls: type, *, max_align: int) -> list[_Field] | None:
+    """The fields of ``cls`` with their alignment under ``max_align``; None if not flat."""
     module = sys.modules[cls.__module__]
     hints = typing.get_type_hints(cls, globalns=vars(module), include_extras=True)
     fields: list[_Field] = []
@@ -190,4 +240,4 @@ def flat_codec(cls: type) -> FlatCodec | None:
             fields.append(_Field(name, "I", 4, hint))
         else:
             return None
-    return _generate(cls, fields, xcdr2)
+    return fields

@@ -3,6 +3,11 @@
 >>> with Bus(domain_id=7) as bus:
 ...     tracks = bus.writer("Track")          # type and profile from the topic catalogue
 ...     picture = bus.reader("AirPicture")
+
+Samples cross into Cyclone through ``mcc.bus._native`` (the GIL is released in every write and
+take); no Python code runs on a Cyclone thread: ``on_data`` handlers and QoS status events are
+served by the bus's own dispatcher thread (``mcc.bus.dispatch``). A sample that does not decode
+or fails the topic's checks is dropped, counted in ``bus.stats`` and logged once per writer.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
 
-from cyclonedds._clayer import ddspy_read, ddspy_take, ddspy_write
 from cyclonedds.builtin import (
     BuiltinDataReader,
     BuiltinTopicDcpsPublication,
@@ -28,7 +32,6 @@ from cyclonedds.core import (
     DDSException,
     Entity,
     InstanceState,
-    Listener,
     Policy,
     Qos,
     ReadCondition,
@@ -42,8 +45,10 @@ from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+from mcc.bus import _native
 from mcc.bus.codec import flat_codec
-from mcc.bus.qos import QosLibrary, default_library, policy_name
+from mcc.bus.dispatch import Dispatcher
+from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport, port_clash_hint
@@ -56,6 +61,26 @@ log = logging.getLogger("mcc.bus")
 PROFILE_TAG = b"mcc.profile="
 
 _ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
+_NOT_READ = SampleState.NotRead | ViewState.Any | InstanceState.Any
+
+
+def check_one_cyclone() -> None:
+    """Raise unless cyclonedds-python loaded the Cyclone library the bus core links."""
+    import cyclonedds.internal
+
+    handle = getattr(cyclonedds.internal.DDS, "_dll_handle", None)
+    loaded = os.path.realpath(getattr(handle, "_name", "") or "")
+    linked = os.path.realpath(_native.LIBRARY)
+    if loaded != linked:
+        home = os.path.dirname(os.path.dirname(linked))
+        raise MccError(
+            f"two Cyclone DDS libraries in one process: cyclonedds-python loaded {loaded!r}, "
+            f"the bus core links {linked!r}; set CYCLONEDDS_HOME={home} or run `make`, "
+            "which builds cyclonedds-python against the bus's Cyclone"
+        )
+
+
+check_one_cyclone()
 
 
 @dataclass(frozen=True)
@@ -90,7 +115,12 @@ class QosEvent:
 
 @dataclass
 class BusStatistics:
-    """Counters of QoS events and refused samples since the bus opened."""
+    """Counters of QoS events, refused and dropped samples since the bus opened.
+
+    ``samples_dropped`` counts received samples that did not decode or failed the topic's
+    checks (``dropped_by_topic`` per topic); ``handler_errors`` counts exceptions raised by
+    ``on_data`` handlers and reader-loop handlers, which the bus logs and survives.
+    """
 
     incompatible_qos: int = 0
     deadline_missed: int = 0
@@ -98,6 +128,9 @@ class BusStatistics:
     samples_rejected: int = 0
     liveliness_lost: int = 0
     invalid_samples_refused: int = 0
+    samples_dropped: int = 0
+    handler_errors: int = 0
+    dropped_by_topic: dict[str, int] = field(default_factory=dict)
     events: list[QosEvent] = field(default_factory=list)
 
 
@@ -111,28 +144,47 @@ class Writer(Generic[T]):
         self.type = topic.data_type
         self._validate = validate
         self._dds = DataWriter(
-            bus._publisher,
-            topic,
-            qos=bus._endpoint_qos(profile, writer=True),
-            listener=bus._listener(topic.name, profile),
+            bus._publisher, topic, qos=bus._endpoint_qos(profile, writer=True)
         )
-        self._ref = self._dds._ref
-        self._codec = flat_codec(self.type)  # type: ignore[arg-type]
+        self._ref = int(self._dds._ref)
+        self._closed = False
+        codec = flat_codec(self.type)  # type: ignore[arg-type]
+        version_2 = self._dds._use_version_2
+        if codec is None:
+            self._encode: Callable[[Any], bytes] = lambda s: s.serialize(use_version_2=version_2)
+        else:
+            self._encode = codec.encoder(version_2)
+        bus._dispatcher.watch(self._dds, topic.name, profile, writer=True)
 
     def write(self, sample: T) -> None:
         """Validate ``sample`` (``SampleError`` if bad) and publish it."""
+        self.write_cdr(self._checked(sample))
+
+    def write_many(self, samples: Sequence[T]) -> None:
+        """Validate and publish ``samples`` in one crossing into Cyclone."""
+        datas = [self._checked(s) for s in samples]
+        written, ret = _native.write_many(self._ref, datas)
+        if ret < 0:
+            raise DDSException(
+                ret, f"writing to topic {self.topic_name!r} ({written} of {len(datas)} written)"
+            )
+
+    def _checked(self, sample: T) -> bytes:
+        if type(sample) is not self.type:
+            raise TypeError(f"{sample!r} is not a {self.type.__name__}")
         if self._validate:
             try:
                 validate_sample(sample)
             except MccError:
                 self.bus.stats.invalid_samples_refused += 1
                 raise
-        if self._codec is None:
-            self._dds.write(sample)
-            return
-        if type(sample) is not self.type:
-            raise TypeError(f"{sample!r} is not a {self.type.__name__}")
-        ret = ddspy_write(self._ref, self._codec.encode(sample))
+        return self._encode(sample)
+
+    def write_cdr(self, data: bytes, *, timestamp_ns: int = -1, dispose: bool = False) -> None:
+        """Publish an already serialized sample (encapsulation header included), stamped
+        ``timestamp_ns`` (default: now), disposing its instance if ``dispose``; Cyclone checks
+        it against the topic type (``DDSException`` BAD_PARAMETER if it does not fit)."""
+        ret = _native.write(self._ref, data, timestamp_ns, dispose)
         if ret < 0:
             raise DDSException(ret, f"writing to topic {self.topic_name!r}")
 
@@ -155,6 +207,10 @@ class Writer(Generic[T]):
                         "matched reader alive and taking?"
                     ) from exc
 
+    def write_dispose(self, sample: T) -> None:
+        """Write ``sample`` and dispose its instance in one message (keyed topics)."""
+        self.write_cdr(self._checked(sample), dispose=True)
+
     def dispose(self, sample: T) -> None:
         """Dispose the instance ``sample`` belongs to (keyed topics)."""
         self._dds.dispose(sample)
@@ -167,14 +223,31 @@ class Writer(Generic[T]):
         """Wait until ``count`` readers match; False on timeout."""
         return _poll(lambda: self.matched() >= count, timeout_s)
 
+    def close(self) -> None:
+        """Delete the DDS writer (idempotent; later writes raise)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.bus._dispatcher.forget(self._dds)
+        Entity.__del__(self._dds)
+
     @property
     def dds(self) -> DataWriter[T]:
-        """The underlying cyclonedds DataWriter (for the benchmark's hot path)."""
+        """The underlying cyclonedds DataWriter (QoS, statuses, acknowledgements)."""
         return self._dds
 
 
 class Reader(Generic[T]):
-    """A typed reader bound to a topic and a QoS profile."""
+    """A typed reader bound to a topic and a QoS profile.
+
+    ``on_data(reader)`` runs on the bus's dispatcher thread when unread samples arrive; the
+    bus keeps such a reader alive (and calling) until ``close()`` or the bus closes.
+    Received samples are checked like written ones (``validate``); one that fails is dropped,
+    counted in ``bus.stats.samples_dropped`` and logged once per writer.
+    """
+
+    #: Conditions beyond the reader's own that signal data (a subclass's guard condition).
+    _extra_conditions: tuple[Any, ...] = ()
 
     def __init__(
         self,
@@ -183,45 +256,67 @@ class Reader(Generic[T]):
         profile: str,
         *,
         on_data: Callable[[Reader[T]], None] | None = None,
+        validate: bool = True,
     ) -> None:
         self.bus = bus
         self.topic_name: str = topic.name
         self.profile = profile
         self.type = topic.data_type
         self._on_data = on_data
-        listener = bus._listener(topic.name, profile)
-        if on_data is not None:
-            listener.set_on_data_available(lambda _reader: on_data(self))
+        self._validate = validate
         self._dds = DataReader(
-            bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False), listener=listener
+            bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False)
         )
+        self._ref = int(self._dds._ref)
+        self._closed = False
         self.condition = ReadCondition(self._dds, _ANY_STATE)
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
-        self.conditions: tuple[Any, ...] = (self.condition,)
+        self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
         codec = flat_codec(self.type)  # type: ignore[arg-type]
         self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
         self._waitset: WaitSet | None = None
+        bus._dispatcher.watch(self._dds, topic.name, profile, writer=False)
+        if on_data is not None:
+            # Unread samples only: a handler that reads (or takes) clears it.
+            fresh = ReadCondition(self._dds, _NOT_READ)
+            bus._dispatcher.serve(self, (fresh, *self._extra_conditions))
 
     def take(self, max_samples: int = 256) -> list[T]:
         """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
-        return self._valid(ddspy_take(self._dds._ref, _ANY_STATE, max_samples))
+        return self._valid(_native.take(self._ref, _ANY_STATE, max_samples))
 
     def read(self, max_samples: int = 256) -> list[T]:
         """Read (leave in the cache) up to ``max_samples`` valid samples."""
-        return self._valid(ddspy_read(self._dds._ref, _ANY_STATE, max_samples))
+        return self._valid(_native.read(self._ref, _ANY_STATE, max_samples))
 
-    def _valid(self, raw: Any) -> list[T]:
-        # Deserialise valid samples only: cyclonedds-python 11.0.1 cannot decode the key of an
-        # unregister notice of a keyless appendable type (a writer process exiting) and raises.
+    def take_cdr(self, max_samples: int = 256) -> list[tuple[bytes, Any]]:
+        """Take up to ``max_samples`` serialized samples with their ``SampleInfo``, dispose and
+        unregister notices included (their bytes hold the key); nothing is decoded."""
+        raw = _native.take(self._ref, _ANY_STATE, max_samples)
         if isinstance(raw, int):
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")
-        decode = self._decode
+        return cast(list[tuple[bytes, Any]], raw)
+
+    def _valid(self, raw: Any) -> list[T]:
+        """Decode and check each sample with data; drop (and count) what fails."""
+        if isinstance(raw, int):
+            if self._closed:
+                raise MccError(f"reader of topic {self.topic_name!r} is closed")
+            raise DDSException(raw, f"taking from topic {self.topic_name!r}")
+        decode, check = self._decode, validate_sample if self._validate else None
         out = []
         for data, info in raw:
-            if info.valid_data:
+            if not info.valid_data:
+                continue
+            try:
                 sample = decode(data)
-                sample.sample_info = info
-                out.append(sample)
+                if check is not None:
+                    check(sample)
+            except Exception as exc:  # hostile input is normal input: drop, count, go on
+                self.bus._dropped(self, info, exc)
+                continue
+            sample.sample_info = info
+            out.append(sample)
         return out
 
     def wait(self, timeout_s: float) -> bool:
@@ -260,6 +355,24 @@ class Reader(Generic[T]):
     def wait_for_writers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
         """Wait until ``count`` writers match; False on timeout."""
         return _poll(lambda: self.matched() >= count, timeout_s)
+
+    def writer_name(self, publication_handle: int) -> str:
+        """The GUID of the matched writer behind ``publication_handle`` (for logs)."""
+        try:
+            endpoint = self._dds.get_matched_publication_data(publication_handle)
+        except DDSException:
+            endpoint = None
+        return str(endpoint.key) if endpoint is not None else f"handle:{publication_handle:x}"
+
+    def close(self) -> None:
+        """Stop ``on_data`` and delete the DDS reader (idempotent; later takes raise)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.bus._dispatcher.forget(self._dds, reader=self)
+        if self._waitset is not None:
+            Entity.__del__(self._waitset)
+        Entity.__del__(self._dds)
 
     @property
     def dds(self) -> DataReader[T]:
@@ -329,7 +442,9 @@ class Bus:
                 BuiltinDataReader(self.participant, BuiltinTopicDcpsSubscription),
             )
         self._closed = False
+        self._drop_logged: set[tuple[str, int]] = set()
         self._history_client: Any = None  # mcc.bus.history, created on first durable reader
+        self._dispatcher = Dispatcher(self)
 
     # -- entities -------------------------------------------------------------------------
     def topic(
@@ -388,9 +503,9 @@ class Bus:
     ) -> Reader[Any]:
         """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's).
 
-        ``on_data(reader)`` is called on Cyclone's receive thread as data arrives: the lowest
-        latency (no thread switch), for short handlers that ``take`` and maybe write. Use a
-        ``ReaderLoop`` for anything longer.
+        ``on_data(reader)`` is called on the bus's dispatcher thread as unread data arrives
+        (never on a Cyclone thread), for short handlers that ``take`` and maybe write; the bus
+        keeps the reader until it or the bus is closed. Use a ``ReaderLoop`` for anything longer.
 
         For a TRANSIENT or PERSISTENT profile it is a ``HistoryReader``: the samples that the
         persistence service retained come first (docs/persistence.md), unless ``history`` is
@@ -423,43 +538,7 @@ class Bus:
         base = self.qos.writer_qos(profile) if writer else self.qos.reader_qos(profile)
         return base + Qos(Policy.Userdata(data=PROFILE_TAG + profile.encode()))
 
-    # -- QoS status monitoring -----------------------------------------------------------
-    def _listener(self, topic: str, profile: str) -> Listener:
-        def incompatible(kind: str) -> Any:
-            def handler(entity: Any, status: Any) -> None:
-                remote = self._remote_profiles(topic, profile, readers=kind.startswith("offered"))
-                self._record(
-                    QosEvent(
-                        kind,
-                        topic,
-                        profile,
-                        remote,
-                        policy_name(status.last_policy_id),
-                        status.total_count,
-                        time.time_ns(),
-                    ),
-                    "incompatible_qos",
-                )
-
-            return handler
-
-        def counter(kind: str, attr: str) -> Any:
-            def handler(entity: Any, status: Any) -> None:
-                total = getattr(status, "total_count", 0)
-                self._record(QosEvent(kind, topic, profile, (), "", total, time.time_ns()), attr)
-
-            return handler
-
-        return Listener(
-            on_requested_incompatible_qos=incompatible("requested_incompatible_qos"),
-            on_offered_incompatible_qos=incompatible("offered_incompatible_qos"),
-            on_requested_deadline_missed=counter("requested_deadline_missed", "deadline_missed"),
-            on_offered_deadline_missed=counter("offered_deadline_missed", "deadline_missed"),
-            on_sample_lost=counter("sample_lost", "samples_lost"),
-            on_sample_rejected=counter("sample_rejected", "samples_rejected"),
-            on_liveliness_lost=counter("liveliness_lost", "liveliness_lost"),
-        )
-
+    # -- QoS status and dropped samples ------------------------------------------------------
     def _record(self, event: QosEvent, counter: str) -> None:
         with self._lock:
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
@@ -468,6 +547,25 @@ class Bus:
         # Deadline misses can fire at the deadline rate: log the first and every 100th.
         if counter != "deadline_missed" or event.total_count % 100 == 1:
             log.warning("%s", event)
+
+    def _dropped(self, reader: Reader[Any], info: Any, exc: BaseException) -> None:
+        """Count a received sample that failed to decode or check; log once per writer."""
+        topic = reader.topic_name
+        with self._lock:
+            self.stats.samples_dropped += 1
+            self.stats.dropped_by_topic[topic] = self.stats.dropped_by_topic.get(topic, 0) + 1
+            first = (topic, info.publication_handle) not in self._drop_logged
+            if first and len(self._drop_logged) < 10_000:
+                self._drop_logged.add((topic, info.publication_handle))
+        if first:
+            log.warning(
+                "dropped a bad sample on topic %r from writer %s: %s: %s (further bad samples "
+                "from this writer are counted in bus.stats, not logged)",
+                topic,
+                reader.writer_name(info.publication_handle),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
 
     def _remote_profiles(self, topic: str, profile: str, *, readers: bool) -> tuple[str, ...]:
         """Profiles of remote endpoints on ``topic`` that are not ours (from their user data)."""
@@ -498,9 +596,9 @@ class Bus:
         self._closed = True
         if self._history_client is not None:
             self._history_client.close()
-        # Delete the participant (and with it, in C, every reader, writer and listener) now,
-        # rather than leave it to the garbage collector: a listener's Python trampoline freed
-        # before its C entity would be called after free (a segfault seen in the benchmarks).
+        self._dispatcher.close()
+        # Delete the participant, and with it every reader and writer, now rather than when
+        # the garbage collector gets to it (the domain may be configured again at once).
         Entity.__del__(self.participant)
         self._topics.clear()
         self._builtin = None

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cyclonedds._clayer import ddspy_read, ddspy_take, ddspy_write_ts
 from cyclonedds.core import (
     DDSException,
     GuardCondition,
@@ -36,8 +35,8 @@ from cyclonedds.core import (
     SampleState,
     ViewState,
 )
-from cyclonedds.internal import SampleInfo
 
+from mcc.bus import _native
 from mcc.bus.core import _ANY_STATE, Reader, Writer, _poll
 from mcc.bus.loop import ReaderLoop
 from mcc.errors import MccError, RequestTimeoutError, StoreError
@@ -140,9 +139,6 @@ class HistoryClient:
         self._complete_at: dict[str, float] = {}  # request → when a complete reply arrived
         self._writer = bus.writer(REQUEST_TOPIC)
         self._reader = bus.reader(REPLY_TOPIC, history=False)
-        # Replies are taken by a loop of ours, not in a listener: the persistence service
-        # writes replies to its own client's reader too, and a Python listener called by
-        # Cyclone during that local delivery can deadlock on the GIL (seen as a hung write).
         self._loop = ReaderLoop(bus).add(self._reader, self._on_replies).start("mcc-history")
 
     def close(self) -> None:
@@ -296,8 +292,8 @@ class HistoryReader(Reader[T]):
         self._guids: dict[int, str] = {}
         self._status = HistoryStatus()
         self._guard = GuardCondition(bus.participant)
+        self._extra_conditions = (self._guard,)  # history pending: wakes loops and on_data
         super().__init__(bus, topic, profile, on_data=on_data)
-        self.conditions = (self.condition, self._guard)
         self.history_timeout_s = history_timeout_s
         self._thread = threading.Thread(
             target=self._fetch, name=f"mcc-history-{topic.name}", daemon=True
@@ -364,9 +360,7 @@ class HistoryReader(Reader[T]):
                 self._status = status
                 self._ready.set()
         try:
-            self._guard.set(True)
-            if self._on_data is not None:
-                self._on_data(self)
+            self._guard.set(True)  # wakes ReaderLoops, waits and the on_data dispatcher
         except DDSException:  # the bus was closed meanwhile
             log.debug("history of %r arrived after its bus closed", self.topic_name)
 
@@ -381,7 +375,7 @@ class HistoryReader(Reader[T]):
             if not self._pending:
                 self._guard.set(False)
         if len(out) < max_samples:
-            raw = ddspy_take(self._dds._ref, _ANY_STATE, max_samples - len(out))
+            raw = _native.take(self._ref, _ANY_STATE, max_samples - len(out))
             out.extend(self._fresh(raw, consume=True))
         return out
 
@@ -391,7 +385,7 @@ class HistoryReader(Reader[T]):
         with self._lock:
             out = list(itertools.islice(self._pending, max_samples))
         if len(out) < max_samples:
-            raw = ddspy_read(self._dds._ref, _ANY_STATE, max_samples - len(out))
+            raw = _native.read(self._ref, _ANY_STATE, max_samples - len(out))
             out.extend(self._fresh(raw, consume=False))
         return out
 
@@ -431,20 +425,24 @@ class HistoryReader(Reader[T]):
         return guid
 
 
-def _history_info(sample: PersistSample) -> SampleInfo:
-    return SampleInfo(
-        sample_state=SampleState.NotRead,
-        view_state=ViewState.New,
-        instance_state=InstanceState.Alive,
-        valid_data=True,
-        source_timestamp=sample.source_ns,
-        instance_handle=0,
-        publication_handle=0,
-        disposed_generation_count=0,
-        no_writers_generation_count=0,
-        sample_rank=0,
-        generation_rank=0,
-        absolute_generation_rank=0,
+def _history_info(sample: PersistSample) -> Any:
+    """A ``SampleInfo`` for a sample from the history (no local writer handle)."""
+    return _native.SampleInfo(
+        (
+            SampleState.NotRead,  # sample_state
+            ViewState.New,  # view_state
+            InstanceState.Alive,  # instance_state
+            True,  # valid_data
+            sample.source_ns,  # source_timestamp
+            0,  # instance_handle
+            0,  # publication_handle
+            0,  # disposed_generation_count
+            0,  # no_writers_generation_count
+            0,  # sample_rank
+            0,  # generation_rank
+            0,  # absolute_generation_rank
+            time.time_ns(),  # taken_ns
+        )
     )
 
 
@@ -522,20 +520,7 @@ class DurableWriter(Writer[T]):
         return _poll(lambda: len(self._matched_replicas()) >= count, timeout_s)
 
     def _write_at(self, sample: T, source_ns: int) -> None:
-        if self._validate:
-            from mcc.bus.validate import validate_sample
-
-            try:
-                validate_sample(sample)
-            except MccError:
-                self.bus.stats.invalid_samples_refused += 1
-                raise
-        if self._codec is None:
-            self._dds.write(sample, timestamp=source_ns)
-            return
-        ret = ddspy_write_ts(self._ref, self._codec.encode(sample), source_ns)
-        if ret < 0:
-            raise DDSException(ret, f"writing to topic {self.topic_name!r}")
+        self.write_cdr(self._checked(sample), timestamp_ns=source_ns)
 
     def _matched_replicas(self) -> set[str]:
         """Participants of the replicas that publish acks and read this writer."""

@@ -48,7 +48,6 @@ import os
 import re
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
@@ -58,8 +57,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
-from cyclonedds._clayer import ddspy_take, ddspy_writedispose
-from cyclonedds.core import DDSException, InstanceState, SampleState, ViewState
+from cyclonedds.core import DDSException
 
 from mcc.bus import Bus, Reader, ReaderLoop, Writer
 from mcc.bus.rpc import default_client_id
@@ -100,7 +98,6 @@ T = TypeVar("T")
 #: Service ``NAME`` talks on DDS partition ``PARTITION_PREFIX + NAME``.
 PARTITION_PREFIX = "mcc.compute."
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
 _REPLY_PATH_WAIT_S = 2.0
 _WATCH_PERIOD_S = 0.02
 
@@ -123,33 +120,14 @@ class _WireReader(Reader[Any]):
 
     def __init__(self, bus: Bus, topic: str, decode: Callable[[bytes], Any]) -> None:
         profile = topic_spec(topic).profile
-        super().__init__(bus, bus.topic(topic, profile=profile), profile)
-        self._wire_decode = decode
-
-    def take(self, max_samples: int = 256) -> list[Any]:
-        raw = ddspy_take(self.dds._ref, _ANY_STATE, max_samples)
-        if isinstance(raw, int):
-            raise DDSException(raw, f"taking from topic {self.topic_name!r}")
-        out = []
-        for data, info in raw:
-            if not info.valid_data:
-                continue
-            try:
-                sample = self._wire_decode(data)
-            except (MccError, ValueError, IndexError, struct.error) as exc:
-                log.warning("dropped a malformed %s sample: %s", self.topic_name, exc)
-                continue
-            sample.sample_info = info
-            out.append(sample)
-        return out
+        super().__init__(bus, bus.topic(topic, profile=profile), profile, validate=False)
+        self._decode = decode  # the wire codec checks what it decodes
 
 
 def _write_dispose(writer: Writer[Any], data: bytes, key_sample: Any) -> None:
     """Write serialised ``data`` as a disposed instance, then unregister it: readers free the
     instance once they took the sample, the writer keeps nothing per request."""
-    ret = ddspy_writedispose(writer.dds._ref, data)
-    if ret < 0:
-        raise DDSException(ret, f"writing to topic {writer.topic_name!r}")
+    writer.write_cdr(data, dispose=True)
     writer.dds.unregister_instance(key_sample)
 
 
@@ -713,7 +691,11 @@ class ComputeClient:
                 return
             call.sent_total = self._writer.dds.get_publication_matched_status().total_count
             call.attempts += 1
-        ret = ddspy_writedispose(self._writer.dds._ref, call.data)
+        try:
+            self._writer.write_cdr(call.data, dispose=True)
+            ret = 0
+        except DDSException as exc:
+            ret = exc.code
         if ret == DDSException.DDS_RETCODE_TIMEOUT:
             # The writer is throttled: a reader that died without leaving (a killed service)
             # keeps unacknowledged data until its lease expires. Send again from the watcher.

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cyclonedds._clayer import ddspy_take
 from cyclonedds.builtin import (
     BuiltinDataReader,
     BuiltinTopicDcpsPublication,
@@ -304,9 +303,7 @@ class PersistService:
         ops: list[Write | Dispose] = []
         for topic in self._topics.values():
             while True:
-                raw = ddspy_take(topic.reader.dds._ref, _ANY, self.batch)
-                if isinstance(raw, int):
-                    raise DDSException(raw, f"taking from topic {topic.name!r}")
+                raw = topic.reader.take_cdr(self.batch)
                 for data, info in raw:
                     op = self._op(topic, data, info)
                     if op is not None:

@@ -1,0 +1,1 @@
+// Empty: this crate exists only to fetch the cyclors sources.

@@ -1,0 +1,302 @@
+/* mcc.bus._native: the bus's native boundary over Cyclone DDS.
+ *
+ * Written by hand because it is the product's hot path and the reason it exists is what
+ * cyclonedds-python's C layer does not do: every call that can block inside Cyclone (a write
+ * that waits on flow control, a take that contends with the receive thread for the reader's
+ * lock) runs with the GIL released, so no Python thread can stall Cyclone's threads and no
+ * Cyclone thread ever needs the GIL. Samples cross as serialized CDR (encapsulation header
+ * included), in batches; entities are the integer handles cyclonedds-python created, in the one
+ * Cyclone library of the process (this module links the same libddsc).
+ *
+ * Functions (retcodes are Cyclone's: 0 or a negative DDS_RETCODE_*):
+ *   write(writer, data, timestamp_ns=-1, dispose=False) -> retcode
+ *   write_many(writer, samples) -> (written, retcode)
+ *   take(reader_or_condition, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode
+ *     (for a dispose/unregister notice, info.valid_data is False and the bytes hold the key)
+ *   read(reader_or_condition, mask, max_samples) -> same as take, leaving samples in the cache
+ *   library_features() -> dict of what this Cyclone build can do
+ *   LIBRARY: the libddsc this module was linked against (cyclonedds-python must load the same)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#include "dds/dds.h"
+#include "dds/version.h"
+#include "dds/ddsi/ddsi_protocol.h"
+#include "dds/ddsi/ddsi_serdata.h"
+#include "dds/ddsi/ddsi_sertype.h"
+
+#define MAX_BATCH 65536
+
+#ifndef MCC_CYCLONE_LIB
+#define MCC_CYCLONE_LIB "libddsc.so.11"
+#endif
+
+static PyTypeObject SampleInfoType;
+
+static PyStructSequence_Field sample_info_fields[] = {
+    {"sample_state", "DDS sample state bits"},
+    {"view_state", "DDS view state bits"},
+    {"instance_state", "DDS instance state bits"},
+    {"valid_data", "False for a dispose/unregister notice"},
+    {"source_timestamp", "the writer's timestamp, ns since the epoch (the sender's clock)"},
+    {"instance_handle", "local handle of the instance"},
+    {"publication_handle", "local handle of the writer that sent it"},
+    {"disposed_generation_count", NULL},
+    {"no_writers_generation_count", NULL},
+    {"sample_rank", NULL},
+    {"generation_rank", NULL},
+    {"absolute_generation_rank", NULL},
+    {"taken_ns", "this host's clock when the sample was taken from the reader cache"},
+    {NULL, NULL}};
+
+static PyStructSequence_Desc sample_info_desc = {
+    "mcc.bus._native.SampleInfo", "What DDS says about one taken sample.", sample_info_fields, 13};
+
+static PyObject *make_info(const dds_sample_info_t *si, dds_time_t now)
+{
+  PyObject *info = PyStructSequence_New(&SampleInfoType);
+  if (info == NULL)
+    return NULL;
+  PyObject *items[13] = {
+      PyLong_FromUnsignedLong(si->sample_state),
+      PyLong_FromUnsignedLong(si->view_state),
+      PyLong_FromUnsignedLong(si->instance_state),
+      PyBool_FromLong(si->valid_data),
+      PyLong_FromLongLong(si->source_timestamp),
+      PyLong_FromUnsignedLongLong(si->instance_handle),
+      PyLong_FromUnsignedLongLong(si->publication_handle),
+      PyLong_FromUnsignedLong(si->disposed_generation_count),
+      PyLong_FromUnsignedLong(si->no_writers_generation_count),
+      PyLong_FromUnsignedLong(si->sample_rank),
+      PyLong_FromUnsignedLong(si->generation_rank),
+      PyLong_FromUnsignedLong(si->absolute_generation_rank),
+      PyLong_FromLongLong(now)};
+  for (int i = 0; i < 13; i++)
+  {
+    if (items[i] == NULL)
+    {
+      for (int j = i + 1; j < 13; j++)
+        Py_XDECREF(items[j]);
+      Py_DECREF(info);
+      return NULL;
+    }
+    PyStructSequence_SET_ITEM(info, i, items[i]);
+  }
+  return info;
+}
+
+/* One serialized sample to the writer; called without the GIL. The serdata is built by the
+ * topic's own sertype, which checks the CDR against the type (a malformed sample is refused
+ * here, before anything is sent) and computes the key. */
+static dds_return_t write_cdr(dds_entity_t writer, const struct ddsi_sertype *st, const void *buf,
+                              size_t len, dds_time_t ts, uint32_t statusinfo)
+{
+  ddsrt_iovec_t iov = {.iov_base = (void *)buf, .iov_len = (ddsrt_iov_len_t)len};
+  struct ddsi_serdata *sd = ddsi_serdata_from_ser_iov(st, SDK_DATA, 1, &iov, len);
+  if (sd == NULL)
+    return DDS_RETCODE_BAD_PARAMETER;
+  sd->statusinfo = statusinfo;
+  sd->timestamp.v = ts < 0 ? dds_time() : ts;
+  return dds_forwardcdr(writer, sd); /* consumes the reference */
+}
+
+static PyObject *native_write(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+  static char *kwlist[] = {"writer", "data", "timestamp_ns", "dispose", NULL};
+  int writer;
+  Py_buffer data;
+  long long ts = -1;
+  int dispose = 0;
+  (void)self;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*|Lp", kwlist, &writer, &data, &ts, &dispose))
+    return NULL;
+  dds_return_t ret;
+  Py_BEGIN_ALLOW_THREADS
+  const struct ddsi_sertype *st;
+  ret = dds_get_entity_sertype(writer, &st);
+  if (ret >= 0)
+    ret = write_cdr(writer, st, data.buf, (size_t)data.len, (dds_time_t)ts,
+                    dispose ? DDSI_STATUSINFO_DISPOSE : 0);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&data);
+  return PyLong_FromLong((long)ret);
+}
+
+static PyObject *native_write_many(PyObject *self, PyObject *args)
+{
+  int writer;
+  PyObject *samples;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iO", &writer, &samples))
+    return NULL;
+  PyObject *seq = PySequence_Fast(samples, "samples must be a sequence of bytes-like objects");
+  if (seq == NULL)
+    return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_buffer *bufs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+  if (bufs == NULL)
+  {
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  Py_ssize_t got = 0;
+  for (; got < n; got++)
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &bufs[got], PyBUF_SIMPLE) < 0)
+      break;
+  PyObject *result = NULL;
+  if (got == n)
+  {
+    dds_return_t ret;
+    Py_ssize_t written = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const struct ddsi_sertype *st;
+    ret = dds_get_entity_sertype(writer, &st);
+    for (; ret >= 0 && written < n; written++)
+    {
+      ret = write_cdr(writer, st, bufs[written].buf, (size_t)bufs[written].len, -1, 0);
+      if (ret < 0)
+        break;
+    }
+    if (ret > 0)
+      ret = 0;
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(ni)", written, (int)ret);
+  }
+  for (Py_ssize_t i = 0; i < got; i++)
+    PyBuffer_Release(&bufs[i]);
+  PyMem_Free(bufs);
+  Py_DECREF(seq);
+  return result;
+}
+
+static PyObject *readtake(PyObject *args, int take)
+{
+  int reader;
+  unsigned int mask;
+  Py_ssize_t max_samples;
+  if (!PyArg_ParseTuple(args, "iIn", &reader, &mask, &max_samples))
+    return NULL;
+  if (max_samples <= 0 || max_samples > MAX_BATCH)
+  {
+    PyErr_Format(PyExc_ValueError, "max_samples = %zd: must be 1..%d", max_samples, MAX_BATCH);
+    return NULL;
+  }
+  struct ddsi_serdata **sds = PyMem_Calloc((size_t)max_samples, sizeof(*sds));
+  dds_sample_info_t *infos = PyMem_Calloc((size_t)max_samples, sizeof(*infos));
+  if (sds == NULL || infos == NULL)
+  {
+    PyMem_Free(sds);
+    PyMem_Free(infos);
+    return PyErr_NoMemory();
+  }
+  dds_return_t n;
+  dds_time_t now;
+  Py_BEGIN_ALLOW_THREADS
+  if (take)
+    n = dds_takecdr(reader, sds, (uint32_t)max_samples, infos, mask);
+  else
+    n = dds_readcdr(reader, sds, (uint32_t)max_samples, infos, mask);
+  now = dds_time();
+  Py_END_ALLOW_THREADS
+  if (n < 0)
+  {
+    PyMem_Free(sds);
+    PyMem_Free(infos);
+    return PyLong_FromLong((long)n);
+  }
+  PyObject *list = PyList_New(n);
+  for (dds_return_t i = 0; i < n; i++)
+  {
+    struct ddsi_serdata *sd = sds[i];
+    if (list != NULL)
+    {
+      /* A dispose/unregister notice (valid_data false) carries the instance's key. */
+      uint32_t size = ddsi_serdata_size(sd);
+      PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+      if (data != NULL && size > 0)
+        ddsi_serdata_to_ser(sd, 0, size, PyBytes_AS_STRING(data));
+      PyObject *info = data ? make_info(&infos[i], now) : NULL;
+      PyObject *item = info ? PyTuple_Pack(2, data, info) : NULL;
+      Py_XDECREF(data);
+      Py_XDECREF(info);
+      if (item == NULL)
+        Py_CLEAR(list);
+      else
+        PyList_SET_ITEM(list, i, item);
+    }
+    ddsi_serdata_unref(sd);
+  }
+  PyMem_Free(sds);
+  PyMem_Free(infos);
+  return list;
+}
+
+static PyObject *native_take(PyObject *self, PyObject *args)
+{
+  (void)self;
+  return readtake(args, 1);
+}
+
+static PyObject *native_read(PyObject *self, PyObject *args)
+{
+  (void)self;
+  return readtake(args, 0);
+}
+
+static PyObject *native_library_features(PyObject *self, PyObject *unused)
+{
+  (void)self;
+  (void)unused;
+  return Py_BuildValue("{s:s,s:O,s:O}", "version", DDS_VERSION,
+#ifdef DDS_HAS_SECURITY
+                       "security", Py_True,
+#else
+                       "security", Py_False,
+#endif
+#ifdef DDS_HAS_TCP
+                       "tcp", Py_True
+#else
+                       "tcp", Py_False
+#endif
+  );
+}
+
+static PyMethodDef methods[] = {
+    {"write", (PyCFunction)(void (*)(void))native_write, METH_VARARGS | METH_KEYWORDS,
+     "write(writer, data, timestamp_ns=-1, dispose=False) -> retcode"},
+    {"write_many", native_write_many, METH_VARARGS,
+     "write_many(writer, samples) -> (written, retcode)"},
+    {"take", native_take, METH_VARARGS,
+     "take(reader, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode"},
+    {"read", native_read, METH_VARARGS,
+     "read(reader, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode"},
+    {"library_features", native_library_features, METH_NOARGS,
+     "library_features() -> dict"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
+                                    "The bus's native boundary over Cyclone DDS.", -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+  if (SampleInfoType.tp_name == NULL && PyStructSequence_InitType2(&SampleInfoType, &sample_info_desc) < 0)
+    return NULL;
+  PyObject *m = PyModule_Create(&module);
+  if (m == NULL)
+    return NULL;
+  if (PyModule_AddStringConstant(m, "LIBRARY", MCC_CYCLONE_LIB) < 0)
+  {
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&SampleInfoType);
+  if (PyModule_AddObject(m, "SampleInfo", (PyObject *)&SampleInfoType) < 0)
+  {
+    Py_DECREF(&SampleInfoType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

@@ -1,0 +1,246 @@
+"""The bus's dispatcher: one thread per bus that serves ``on_data`` handlers and QoS statuses.
+
+Cyclone's listeners run on Cyclone's own threads; a Python listener there needs the GIL while
+the thread holds Cyclone locks, which deadlocks against a Python thread inside a write and
+crashes when the listener's trampoline is freed before its entity. So the bus installs no
+listener at all. This thread sleeps in a waitset (the GIL released) over: the read conditions
+of readers with an ``on_data`` handler, the status conditions of every reader and writer
+(incompatible QoS, deadline missed, sample lost/rejected, liveliness lost), and a guard
+condition that wakes it when the set changes or the bus closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from cyclonedds.core import DDSException, DDSStatus, Entity, GuardCondition, WaitSet
+from cyclonedds.util import duration
+
+from mcc.bus.qos import policy_name
+
+if TYPE_CHECKING:
+    from mcc.bus.core import Bus, Reader
+
+log = logging.getLogger("mcc.bus")
+
+_READER_STATUSES = (
+    DDSStatus.RequestedIncompatibleQos
+    | DDSStatus.RequestedDeadlineMissed
+    | DDSStatus.SampleLost
+    | DDSStatus.SampleRejected
+)
+_WRITER_STATUSES = (
+    DDSStatus.OfferedIncompatibleQos | DDSStatus.OfferedDeadlineMissed | DDSStatus.LivelinessLost
+)
+#: A handler that leaves data unread this many wake-ups in a row has its samples marked read.
+_UNREAD_LIMIT = 3
+
+
+class _Watched:
+    __slots__ = ("entity", "topic", "profile", "writer")
+
+    def __init__(self, entity: Entity, topic: str, profile: str, writer: bool) -> None:
+        self.entity, self.topic, self.profile, self.writer = entity, topic, profile, writer
+
+
+class Dispatcher:
+    """Serve ``on_data`` handlers and QoS statuses of one bus on one thread (started lazily)."""
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._lock = threading.Lock()
+        self._waitset: WaitSet | None = None
+        self._guard: GuardCondition | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._watched: dict[int, _Watched] = {}
+        self._served: dict[int, tuple[Reader[Any], tuple[Any, ...]]] = {}
+        self._unread: dict[int, int] = {}
+        self._failed: set[tuple[int, str]] = set()
+        self.wakeups = 0
+
+    # -- membership --------------------------------------------------------------------------
+    def watch(self, entity: Entity, topic: str, profile: str, *, writer: bool) -> None:
+        """Record the QoS status changes of ``entity`` (a DDS reader or writer)."""
+        entity.set_status_mask(_WRITER_STATUSES if writer else _READER_STATUSES)
+        with self._lock:
+            self._watched[int(entity._ref)] = _Watched(entity, topic, profile, writer)
+            self._attach(entity)
+
+    def serve(self, reader: Reader[Any], conditions: tuple[Any, ...]) -> None:
+        """Call ``reader._on_data(reader)`` whenever one of ``conditions`` triggers."""
+        with self._lock:
+            self._served[int(reader._dds._ref)] = (reader, conditions)
+            for condition in conditions:
+                self._attach(condition)
+
+    def forget(self, entity: Entity, *, reader: Reader[Any] | None = None) -> None:
+        """Stop watching ``entity`` (and serving ``reader``) before it is deleted."""
+        with self._lock:
+            ref = int(entity._ref)
+            served = self._served.pop(ref, None)
+            items = [c for c in (served[1] if served else ())]
+            if self._watched.pop(ref, None) is not None:
+                items.append(entity)
+            if self._waitset is not None:
+                for item in items:
+                    try:
+                        self._waitset.detach(item)
+                    except DDSException:
+                        pass
+            if self._guard is not None:
+                self._guard.set(True)
+
+    def _attach(self, item: Entity) -> None:
+        """Attach ``item`` to the waitset, creating it and the thread on first use (locked)."""
+        if self._closed:
+            return
+        if self._waitset is None:
+            participant = self._bus.participant
+            self._waitset = WaitSet(participant)
+            self._guard = GuardCondition(participant)
+            self._waitset.attach(self._guard)
+            self._thread = threading.Thread(
+                target=self._run, name=f"mcc-bus-dispatch-{self._bus.name}", daemon=True
+            )
+            self._thread.start()
+        self._waitset.attach(item)
+        assert self._guard is not None
+        self._guard.set(True)
+
+    def close(self) -> None:
+        """Stop the thread (called by ``Bus.close`` before the participant is deleted)."""
+        with self._lock:
+            self._closed = True
+            if self._guard is not None:
+                self._guard.set(True)
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10.0)
+            if thread.is_alive():
+                log.error("bus dispatcher thread still busy in a handler after 10 s")
+
+    # -- the thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        assert self._waitset is not None and self._guard is not None
+        timeout = duration(seconds=1.0)
+        while True:
+            try:
+                self._waitset.wait(timeout)
+            except DDSException:
+                if self._closed:
+                    return
+                raise
+            self.wakeups += 1
+            with self._lock:
+                if self._closed:
+                    return
+                self._guard.set(False)
+                watched = list(self._watched.values())
+                served = list(self._served.values())
+            for item in watched:
+                self._statuses(item)
+            for reader, conditions in served:
+                self._serve(reader, conditions)
+
+    def _serve(self, reader: Reader[Any], conditions: tuple[Any, ...]) -> None:
+        try:
+            if not any(c.triggered for c in conditions):
+                return
+        except DDSException:  # the reader was closed meanwhile
+            return
+        try:
+            reader._on_data(reader)  # type: ignore[misc]
+        except Exception as exc:
+            self._handler_failed(reader, exc)
+        ref = int(reader._dds._ref)
+        try:
+            unread = conditions[0].triggered
+        except DDSException:
+            return
+        if not unread:
+            self._unread.pop(ref, None)
+            return
+        # A handler that neither takes nor reads would wake this thread forever: after a few
+        # rounds, mark what it left as read (it stays in the cache for a later take).
+        count = self._unread.get(ref, 0) + 1
+        self._unread[ref] = count
+        if count >= _UNREAD_LIMIT:
+            from mcc.bus import _native
+
+            _native.read(ref, conditions[0].get_mask(), 4096)
+            self._unread.pop(ref, None)
+
+    def _handler_failed(self, reader: Reader[Any], exc: Exception) -> None:
+        bus = self._bus
+        with bus._lock:
+            bus.stats.handler_errors += 1
+        key = (id(reader), type(exc).__name__)
+        if key in self._failed:
+            return
+        self._failed.add(key)
+        log.error(
+            "on_data handler of topic %r raised %s (the bus goes on; further %s from this "
+            "handler are counted in bus.stats.handler_errors, not logged)",
+            reader.topic_name,
+            type(exc).__name__,
+            type(exc).__name__,
+            exc_info=exc,
+        )
+
+    def _statuses(self, item: _Watched) -> None:
+        from mcc.bus.core import QosEvent
+
+        try:
+            changes = item.entity.get_status_changes()
+        except DDSException:  # deleted meanwhile
+            return
+        if not changes:
+            return
+        bus, entity, topic, profile = self._bus, item.entity, item.topic, item.profile
+        now = time.time_ns()
+        if item.writer:
+            if changes & DDSStatus.OfferedIncompatibleQos:
+                st = entity.get_offered_incompatible_qos_status()
+                remote = bus._remote_profiles(topic, profile, readers=True)
+                event = QosEvent(
+                    "offered_incompatible_qos", topic, profile, remote,
+                    policy_name(st.last_policy_id), st.total_count, now,
+                )  # fmt: skip
+                bus._record(event, "incompatible_qos")
+            if changes & DDSStatus.OfferedDeadlineMissed:
+                st = entity.get_offered_deadline_missed_status()
+                event = QosEvent(
+                    "offered_deadline_missed", topic, profile, (), "", st.total_count, now
+                )
+                bus._record(event, "deadline_missed")
+            if changes & DDSStatus.LivelinessLost:
+                st = entity.get_liveliness_lost_status()
+                event = QosEvent("liveliness_lost", topic, profile, (), "", st.total_count, now)
+                bus._record(event, "liveliness_lost")
+            return
+        if changes & DDSStatus.RequestedIncompatibleQos:
+            st = entity.get_requested_incompatible_qos_status()
+            remote = bus._remote_profiles(topic, profile, readers=False)
+            event = QosEvent(
+                "requested_incompatible_qos", topic, profile, remote,
+                policy_name(st.last_policy_id), st.total_count, now,
+            )  # fmt: skip
+            bus._record(event, "incompatible_qos")
+        if changes & DDSStatus.RequestedDeadlineMissed:
+            st = entity.get_requested_deadline_missed_status()
+            event = QosEvent(
+                "requested_deadline_missed", topic, profile, (), "", st.total_count, now
+            )
+            bus._record(event, "deadline_missed")
+        if changes & DDSStatus.SampleLost:
+            st = entity.get_sample_lost_status()
+            event = QosEvent("sample_lost", topic, profile, (), "", st.total_count, now)
+            bus._record(event, "samples_lost")
+        if changes & DDSStatus.SampleRejected:
+            st = entity.get_sample_rejected_status()
+            event = QosEvent("sample_rejected", topic, profile, (), "", st.total_count, now)
+            bus._record(event, "samples_rejected")
