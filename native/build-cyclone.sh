@@ -11,6 +11,7 @@ prefix=${1:-$here/../.venv/cyclone}
 mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
 jobs=$(nproc)
+export PATH="$PATH:$HOME/.cargo/bin"  # rustup installs cargo there
 
 cargo fetch --quiet --manifest-path "$here/Cargo.toml"
 src=$(cargo metadata --quiet --format-version 1 --manifest-path "$here/Cargo.toml" |

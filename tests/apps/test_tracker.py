@@ -595,3 +595,53 @@ def _truth_at(samples: list, time_ns: int) -> TruthState:
         state.velocities_mps,
         state.alive,
     )
+
+
+def test_hostile_batches_are_dropped_and_the_tracker_goes_on(
+    domain_id: int, tmp_path: Path
+) -> None:
+    """Invalid UTF-8, NaN and a count that the arrays do not hold, between good batches: each
+    bad one is dropped and counted, every good one still gets its picture."""
+    from cyclonedds._clayer import ddspy_write
+    from cyclonedds.pub import DataWriter
+
+    from tests.bus.test_native_core import hostile_payloads
+
+    with Bus(domain_id) as bus:
+        batches = bus.writer("DetectionBatch")
+        raw = DataWriter(
+            bus._publisher,
+            bus.topic("DetectionBatch"),
+            qos=bus._endpoint_qos("sensor_stream", writer=True),
+        )
+        pictures = bus.reader("AirPicture")
+        ctx = _context(bus, tmp_path, "--reorder-ms", "0", "--track-period-s", "100")
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(tracker(ctx)))
+        thread.start()
+        sent_bad = 0
+        try:
+            assert batches.wait_for_readers(1, timeout_s=10)
+            base_ns = time.time_ns() - 60_000_000_000
+            for k in range(6):
+                pos = np.array([3500.0 + 50.0 * k, 3500.0, 1000.0])
+                good = _detections(pos).to_msg(
+                    sensor_id="r1",
+                    scan_id=k,
+                    origin_ns=base_ns + int(0.5e9 * k),
+                    publish_ns=time.time_ns(),
+                    sensor_position_m=(0.0, 0.0, 0.0),
+                )
+                for name, data in hostile_payloads(good):
+                    if name in ("utf8-sensor_id", "nan", "count"):
+                        assert ddspy_write(raw._ref, data) == 0, name
+                        sent_bad += 1
+                batches.write(good)
+                got = pictures.take_until(1, timeout_s=5)
+                assert len(got) == 1, f"no picture for good batch {k}"
+        finally:
+            ctx.stop.set()
+            thread.join(5)
+    assert codes == [0]
+    assert sent_bad == 18
+    assert bus.stats.dropped_by_topic.get("DetectionBatch") == sent_bad

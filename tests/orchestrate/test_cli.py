@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, wait_for
 
 APP = "mcc.orchestrate.probe:idle"
 MANIFEST = """\
@@ -126,3 +126,44 @@ def test_kill_9_of_mcc_up_leaves_no_orphans(up: subprocess.Popen[str], env: dict
         time.sleep(0.05)
     alive = [p for p in [*pids, zygote] if psutil.pid_exists(p)]
     assert not alive, f"orphans: {alive}"
+
+
+@pytest.mark.slow
+def test_foreign_and_hostile_commands_never_silence_the_supervisor(
+    up: subprocess.Popen[str], env: dict[str, str], domain_id: int
+) -> None:
+    """A legal XCDR1 ``Command`` (what Fast DDS 2.x and RTI Connext write) is answered; invalid
+    UTF-8 is dropped and counted; ``mcc status`` answers after both."""
+    from cyclonedds._clayer import ddspy_write
+    from cyclonedds.core import Policy, Qos
+    from cyclonedds.pub import DataWriter
+
+    from mcc.bus import Bus
+    from mcc.types import Command
+    from tests.bus.test_native_core import hostile_payloads
+
+    wait_status(env, lambda s: running(s) == {"cli/radar/0", "cli/mc/0"})
+    with Bus(domain_id) as bus:
+        replies = bus.reader("CommandReply")
+        xcdr1 = Qos(Policy.DataRepresentation(use_cdrv0_representation=True))
+        foreign = DataWriter(
+            bus._publisher,
+            bus.topic("Command"),
+            qos=bus._endpoint_qos("command", writer=True) + xcdr1,
+        )
+        assert replies.wait_for_writers(1, timeout_s=20), "no supervisor reply writer matched"
+        assert wait_for(lambda: foreign.get_publication_matched_status().current_count >= 1, 20)
+        command = Command(command_id="foreign-1", client_id="fastdds", mission="cli", verb="status")
+        for name, data in hostile_payloads(command):
+            if name.startswith("utf8-"):
+                assert ddspy_write(foreign._ref, data) == 0, name
+        foreign.write(command)
+        answered: list[Any] = []
+        wait_for(
+            lambda: answered.extend(r for r in replies.take() if r.command_id == "foreign-1")
+            or answered,
+            20,
+            "the supervisor's answer to the XCDR1 command",
+        )
+    assert answered[0].ok, answered
+    assert running(status(env)) == {"cli/radar/0", "cli/mc/0"}

@@ -214,10 +214,8 @@ def mcc_pingpong(
         raise MccError(reason)
     tag = tag or perftest.run_tag("lat")
     ping_node, pong_node = nodes[0], nodes[-1]
-    pong_env = perftest.child_env(
-        perftest.node_transport(options, pong_node, nodes, tag=tag), options
-    )
-    ping_transport = perftest.node_transport(options, ping_node, nodes, tag=tag)
+    ping_transport, pong_transport = perftest.pair_transports(options, nodes, tag=tag)
+    pong_env = perftest.child_env(pong_transport, options)
     pong_argv = [
         sys.executable,
         "-m",

@@ -172,14 +172,9 @@ def applied_load(
             tag = perftest.run_tag("load")
             bus_options = dataclasses.replace(options, reliable=True, keyed=False)
             queue = perftest.queue_xml(bus_options.send_queue, BUS_LOAD_SIZE_BYTES)
-            sub_env = perftest.child_env(
-                perftest.node_transport(bus_options, nodes[-1], nodes, tag=tag, extra_xml=queue),
-                bus_options,
-            )
-            pub_env = perftest.child_env(
-                perftest.node_transport(bus_options, nodes[0], nodes, tag=tag, extra_xml=queue),
-                bus_options,
-            )
+            pub_t, sub_t = perftest.pair_transports(bus_options, nodes, tag=tag, extra_xml=queue)
+            sub_env = perftest.child_env(sub_t, bus_options)
+            pub_env = perftest.child_env(pub_t, bus_options)
             sub = ws.start_role(
                 "bus-load-sub",
                 nodes[-1],

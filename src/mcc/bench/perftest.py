@@ -228,8 +228,8 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
 def require_mcc_transport(options: PerfOptions) -> str | None:
     """None when MCC's own processes can run with ``options``, else why not (for the row).
 
-    MCC's bus uses the libddsc of the cyclonedds wheel, built without TCP: ``--transport tcp``
-    rows of MCC are refused with this reason while the anchors (ddsperf 0.10.2 has TCP) run.
+    MCC's Cyclone (native/build-cyclone.sh) has TCP; a library built without it (the PyPI
+    wheel's) gets ``--transport tcp`` rows of MCC refused with this reason while the anchors run.
     """
     if options.transport == "tcp" and not tcp_supported():
         return (
@@ -407,6 +407,28 @@ def node_transport(
     )
 
 
+def pair_transports(
+    options: PerfOptions, nodes: Sequence[Node], *, tag: str, extra_xml: str = ""
+) -> tuple[Transport, Transport]:
+    """The transports of a process on ``nodes[0]`` and one on ``nodes[-1]`` talking together.
+
+    For TCP the second listens (a free port on the host, 7410 in a lab namespace) and the
+    first connects to it; otherwise each gets `node_transport`.
+    """
+    first, second = nodes[0], nodes[-1]
+    if options.transport != "tcp":
+        return (
+            node_transport(options, first, nodes, tag=tag, extra_xml=extra_xml),
+            node_transport(options, second, nodes, tag=tag, extra_xml=extra_xml),
+        )
+    port = free_port(socket.SOCK_STREAM) if second.netns is None else 7410
+    listen = node_transport(options, second, nodes, tag=tag, tcp_port=port, extra_xml=extra_xml)
+    connect = node_transport(
+        options, first, nodes, tag=tag, tcp_peers=(f"{second.address}:{port}",), extra_xml=extra_xml
+    )
+    return connect, listen
+
+
 def anchor_configs(
     options: PerfOptions, nodes: Sequence[Node], *, extra_xml: str = ""
 ) -> tuple[str | None, str | None]:
@@ -420,16 +442,7 @@ def anchor_configs(
     tag = run_tag("anchor")
     first, second = nodes[0], nodes[-1]
     if options.transport == "tcp":
-        port = free_port(socket.SOCK_STREAM) if second.netns is None else 7410
-        listen = node_transport(options, second, nodes, tag=tag, tcp_port=port, extra_xml=extra_xml)
-        connect = node_transport(
-            options,
-            first,
-            nodes,
-            tag=tag,
-            tcp_peers=(f"{second.address}:{port}",),
-            extra_xml=extra_xml,
-        )
+        connect, listen = pair_transports(options, nodes, tag=tag, extra_xml=extra_xml)
         return connect.to_xml(), listen.to_xml()
     if first.netns is None and not extra_xml:
         return None, None
@@ -603,7 +616,7 @@ def run_pub(spec: PubSpec) -> dict[str, Any]:
                 f"publisher {spec.writer_id}: {writer.matched()} of {spec.readers} readers "
                 f"matched within {_MATCH_TIMEOUT_S:.0f} s"
             )
-        flush = _flusher(writer.dds) if spec.flush else None
+        flush = writer.flush if spec.flush else None
         sample = kind(
             writer_id=spec.writer_id, seq=0, send_ns=0, payload=bytes(spec.size_bytes * spec.batch)
         )
@@ -712,17 +725,10 @@ def _duration_s(seconds: float) -> Any:
 
 @cache
 def _libddsc() -> ctypes.CDLL:
-    """The libddsc that cyclonedds-python loaded (the wheel's), for ``dds_write_flush``."""
-    import cyclonedds
+    """The process's Cyclone library (the one the bus core links), for writer statistics."""
+    from mcc.bus import _native
 
-    libs = Path(cyclonedds.__file__).resolve().parents[1] / "cyclonedds.libs"
-    found = sorted(libs.glob("libddsc*.so*")) if libs.is_dir() else []
-    if not found:
-        raise MccError(
-            f"cannot find the cyclonedds wheel's libddsc in {libs}; write batching needs "
-            "dds_write_flush from it"
-        )
-    return ctypes.CDLL(str(found[0]))
+    return ctypes.CDLL(_native.LIBRARY)
 
 
 class _StatKeyValue(ctypes.Structure):
@@ -776,14 +782,6 @@ class _Throttles:
     def time_ns(self) -> int:
         self._refresh(self._stats)
         return self._value(self._time_kv)
-
-
-def _flusher(dds_writer: Any) -> Any:
-    flush = _libddsc().dds_write_flush
-    flush.argtypes = [ctypes.c_int32]
-    flush.restype = ctypes.c_int32
-    handle = int(dds_writer._ref)
-    return lambda: flush(handle)
 
 
 def run_sub(spec: SubSpec) -> dict[str, Any]:
@@ -930,10 +928,10 @@ def run_pubsub(
     tag = run_tag("ps")
     largest = max(p.size_bytes * batch for p in pubs)
     extra = queue_xml(options.send_queue, largest) + (WRITE_BATCH_XML if write_batching else "")
-    pub_env = child_env(node_transport(options, nodes[0], nodes, tag=tag, extra_xml=extra), options)
-    sub_env = child_env(
-        node_transport(options, nodes[-1], nodes, tag=tag, extra_xml=extra), options
-    )
+    if options.transport == "tcp" and subscribers > 1:
+        raise MccError("--transport tcp runs one subscriber process (it listens on one port)")
+    pub_t, sub_t = pair_transports(options, nodes, tag=tag, extra_xml=extra)
+    pub_env, sub_env = child_env(pub_t, options), child_env(sub_t, options)
     max_s = max(p.duration_s for p in pubs) + _MATCH_TIMEOUT_S + 30
     with workers() as ws:
         subs = [

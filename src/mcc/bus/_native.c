@@ -11,6 +11,9 @@
  * Functions (retcodes are Cyclone's: 0 or a negative DDS_RETCODE_*):
  *   write(writer, data, timestamp_ns=-1, dispose=False) -> retcode
  *   write_many(writer, samples) -> (written, retcode)
+ *   flush(writer) -> retcode (send what write batching holds)
+ *   attach(waitset, entity), detach(waitset, entity) -> retcode
+ *   wait(waitset, timeout_ns) -> list of the handles of the attached entities that triggered
  *   take(reader_or_condition, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode
  *     (for a dispose/unregister notice, info.valid_data is False and the bytes hold the key)
  *   read(reader_or_condition, mask, max_samples) -> same as take, leaving samples in the cache
@@ -171,6 +174,67 @@ static PyObject *native_write_many(PyObject *self, PyObject *args)
   return result;
 }
 
+static PyObject *native_flush(PyObject *self, PyObject *args)
+{
+  int writer;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "i", &writer))
+    return NULL;
+  dds_return_t ret;
+  Py_BEGIN_ALLOW_THREADS
+  ret = dds_write_flush(writer);
+  Py_END_ALLOW_THREADS
+  return PyLong_FromLong((long)ret);
+}
+
+static PyObject *native_attach(PyObject *self, PyObject *args)
+{
+  int waitset, entity;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "ii", &waitset, &entity))
+    return NULL;
+  return PyLong_FromLong((long)dds_waitset_attach(waitset, entity, (dds_attach_t)entity));
+}
+
+static PyObject *native_detach(PyObject *self, PyObject *args)
+{
+  int waitset, entity;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "ii", &waitset, &entity))
+    return NULL;
+  return PyLong_FromLong((long)dds_waitset_detach(waitset, entity));
+}
+
+#define MAX_TRIGGERED 256
+
+static PyObject *native_wait(PyObject *self, PyObject *args)
+{
+  int waitset;
+  long long timeout_ns;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iL", &waitset, &timeout_ns))
+    return NULL;
+  dds_attach_t xs[MAX_TRIGGERED];
+  dds_return_t n;
+  Py_BEGIN_ALLOW_THREADS
+  n = dds_waitset_wait(waitset, xs, MAX_TRIGGERED, (dds_duration_t)timeout_ns);
+  Py_END_ALLOW_THREADS
+  if (n < 0)
+    return PyLong_FromLong((long)n);
+  if (n > MAX_TRIGGERED)
+    n = MAX_TRIGGERED;
+  PyObject *list = PyList_New(n);
+  for (dds_return_t i = 0; list != NULL && i < n; i++)
+  {
+    PyObject *v = PyLong_FromLongLong((long long)xs[i]);
+    if (v == NULL)
+      Py_CLEAR(list);
+    else
+      PyList_SET_ITEM(list, i, v);
+  }
+  return list;
+}
+
 static PyObject *readtake(PyObject *args, int take)
 {
   int reader;
@@ -268,6 +332,13 @@ static PyMethodDef methods[] = {
      "write(writer, data, timestamp_ns=-1, dispose=False) -> retcode"},
     {"write_many", native_write_many, METH_VARARGS,
      "write_many(writer, samples) -> (written, retcode)"},
+    {"flush", native_flush, METH_VARARGS,
+     "flush(writer) -> retcode: send what the writer batched"},
+    {"attach", native_attach, METH_VARARGS,
+     "attach(waitset, entity) -> retcode: wait() reports the entity's handle when it triggers"},
+    {"detach", native_detach, METH_VARARGS, "detach(waitset, entity) -> retcode"},
+    {"wait", native_wait, METH_VARARGS,
+     "wait(waitset, timeout_ns) -> list of triggered entity handles | retcode"},
     {"take", native_take, METH_VARARGS,
      "take(reader, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode"},
     {"read", native_read, METH_VARARGS,

@@ -143,9 +143,7 @@ class Writer(Generic[T]):
         self.profile = profile
         self.type = topic.data_type
         self._validate = validate
-        self._dds = DataWriter(
-            bus._publisher, topic, qos=bus._endpoint_qos(profile, writer=True)
-        )
+        self._dds = DataWriter(bus._publisher, topic, qos=bus._endpoint_qos(profile, writer=True))
         self._ref = int(self._dds._ref)
         self._closed = False
         codec = flat_codec(self.type)  # type: ignore[arg-type]
@@ -187,6 +185,12 @@ class Writer(Generic[T]):
         ret = _native.write(self._ref, data, timestamp_ns, dispose)
         if ret < 0:
             raise DDSException(ret, f"writing to topic {self.topic_name!r}")
+
+    def flush(self) -> None:
+        """Send what Cyclone's write batching holds for this writer now."""
+        ret = _native.flush(self._ref)
+        if ret < 0:
+            raise DDSException(ret, f"flushing topic {self.topic_name!r}")
 
     def write_blocking(self, sample: T, *, timeout_s: float = 60.0) -> None:
         """`write`, tried again while flow control refuses ``sample`` (a reliable reader is
@@ -264,11 +268,10 @@ class Reader(Generic[T]):
         self.type = topic.data_type
         self._on_data = on_data
         self._validate = validate
-        self._dds = DataReader(
-            bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False)
-        )
+        self._dds = DataReader(bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
         self._ref = int(self._dds._ref)
         self._closed = False
+        self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
         self.condition = ReadCondition(self._dds, _ANY_STATE)
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
         self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
@@ -293,12 +296,14 @@ class Reader(Generic[T]):
         """Take up to ``max_samples`` serialized samples with their ``SampleInfo``, dispose and
         unregister notices included (their bytes hold the key); nothing is decoded."""
         raw = _native.take(self._ref, _ANY_STATE, max_samples)
+        self.consumed += 1
         if isinstance(raw, int):
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")
         return cast(list[tuple[bytes, Any]], raw)
 
     def _valid(self, raw: Any) -> list[T]:
         """Decode and check each sample with data; drop (and count) what fails."""
+        self.consumed += 1
         if isinstance(raw, int):
             if self._closed:
                 raise MccError(f"reader of topic {self.topic_name!r} is closed")

@@ -17,8 +17,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import DDSException, DDSStatus, Entity, GuardCondition, WaitSet
-from cyclonedds.util import duration
 
+from mcc.bus import _native
 from mcc.bus.qos import policy_name
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ _READER_STATUSES = (
 _WRITER_STATUSES = (
     DDSStatus.OfferedIncompatibleQos | DDSStatus.OfferedDeadlineMissed | DDSStatus.LivelinessLost
 )
-#: A handler that leaves data unread this many wake-ups in a row has its samples marked read.
+#: A handler that takes and reads nothing this many wake-ups in a row has its samples marked read.
 _UNREAD_LIMIT = 3
 
 
@@ -56,8 +56,9 @@ class Dispatcher:
         self._guard: GuardCondition | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._watched: dict[int, _Watched] = {}
-        self._served: dict[int, tuple[Reader[Any], tuple[Any, ...]]] = {}
+        self._watched: dict[int, _Watched] = {}  # entity handle → what it is
+        self._served: dict[int, tuple[Reader[Any], tuple[Any, ...]]] = {}  # reader handle
+        self._conditions: dict[int, int] = {}  # condition handle → reader handle
         self._unread: dict[int, int] = {}
         self._failed: set[tuple[int, str]] = set()
         self.wakeups = 0
@@ -73,8 +74,10 @@ class Dispatcher:
     def serve(self, reader: Reader[Any], conditions: tuple[Any, ...]) -> None:
         """Call ``reader._on_data(reader)`` whenever one of ``conditions`` triggers."""
         with self._lock:
-            self._served[int(reader._dds._ref)] = (reader, conditions)
+            ref = int(reader._dds._ref)
+            self._served[ref] = (reader, conditions)
             for condition in conditions:
+                self._conditions[int(condition._ref)] = ref
                 self._attach(condition)
 
     def forget(self, entity: Entity, *, reader: Reader[Any] | None = None) -> None:
@@ -83,14 +86,13 @@ class Dispatcher:
             ref = int(entity._ref)
             served = self._served.pop(ref, None)
             items = [c for c in (served[1] if served else ())]
+            for condition in items:
+                self._conditions.pop(int(condition._ref), None)
             if self._watched.pop(ref, None) is not None:
                 items.append(entity)
             if self._waitset is not None:
                 for item in items:
-                    try:
-                        self._waitset.detach(item)
-                    except DDSException:
-                        pass
+                    _native.detach(int(self._waitset._ref), int(item._ref))
             if self._guard is not None:
                 self._guard.set(True)
 
@@ -102,12 +104,14 @@ class Dispatcher:
             participant = self._bus.participant
             self._waitset = WaitSet(participant)
             self._guard = GuardCondition(participant)
-            self._waitset.attach(self._guard)
+            _native.attach(int(self._waitset._ref), int(self._guard._ref))
             self._thread = threading.Thread(
                 target=self._run, name=f"mcc-bus-dispatch-{self._bus.name}", daemon=True
             )
             self._thread.start()
-        self._waitset.attach(item)
+        ret = _native.attach(int(self._waitset._ref), int(item._ref))
+        if ret < 0:
+            raise DDSException(ret, f"attaching {item!r} to the bus dispatcher")
         assert self._guard is not None
         self._guard.set(True)
 
@@ -126,46 +130,47 @@ class Dispatcher:
     # -- the thread -------------------------------------------------------------------------
     def _run(self) -> None:
         assert self._waitset is not None and self._guard is not None
-        timeout = duration(seconds=1.0)
+        waitset, guard = int(self._waitset._ref), int(self._guard._ref)
         while True:
-            try:
-                self._waitset.wait(timeout)
-            except DDSException:
+            triggered = _native.wait(waitset, 1_000_000_000)
+            if isinstance(triggered, int):
                 if self._closed:
                     return
-                raise
+                raise DDSException(triggered, "waiting in the bus dispatcher")
             self.wakeups += 1
             with self._lock:
                 if self._closed:
                     return
-                self._guard.set(False)
-                watched = list(self._watched.values())
-                served = list(self._served.values())
+                watched, served = [], {}
+                for handle in triggered:
+                    if handle == guard:
+                        self._guard.set(False)
+                    elif (item := self._watched.get(handle)) is not None:
+                        watched.append(item)
+                    elif (ref := self._conditions.get(handle)) in self._served:
+                        served[ref] = self._served[ref]
             for item in watched:
                 self._statuses(item)
-            for reader, conditions in served:
+            for reader, conditions in served.values():
                 self._serve(reader, conditions)
 
     def _serve(self, reader: Reader[Any], conditions: tuple[Any, ...]) -> None:
-        try:
-            if not any(c.triggered for c in conditions):
-                return
-        except DDSException:  # the reader was closed meanwhile
-            return
+        consumed = reader.consumed
         try:
             reader._on_data(reader)  # type: ignore[misc]
         except Exception as exc:
             self._handler_failed(reader, exc)
         ref = int(reader._dds._ref)
-        try:
-            unread = conditions[0].triggered
-        except DDSException:
-            return
-        if not unread:
+        if reader.consumed != consumed:
             self._unread.pop(ref, None)
             return
         # A handler that neither takes nor reads would wake this thread forever: after a few
-        # rounds, mark what it left as read (it stays in the cache for a later take).
+        # such rounds, mark what it left as read (it stays in the cache for a later take).
+        try:
+            if not conditions[0].triggered:
+                return
+        except DDSException:
+            return
         count = self._unread.get(ref, 0) + 1
         self._unread[ref] = count
         if count >= _UNREAD_LIMIT:

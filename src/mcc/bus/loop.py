@@ -1,11 +1,14 @@
 """A lean reader loop: one waitset over many readers, ``take(N)`` in batches, stop by event.
 
 The loop sleeps in the waitset (never a busy loop) and wakes on data or on ``stop()``,
-which triggers a guard condition attached to the same waitset.
+which triggers a guard condition attached to the same waitset. A handler that raises is logged
+(once per handler and exception type) and counted in ``bus.stats.handler_errors``; the loop
+goes on with the next batch, so one bad sample never ends a service.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -17,6 +20,7 @@ from cyclonedds.util import duration
 from mcc.bus.core import Bus, Reader
 
 Handler = Callable[[list[Any]], None]
+log = logging.getLogger("mcc.bus")
 
 
 class ReaderLoop:
@@ -50,6 +54,7 @@ class ReaderLoop:
         self._thread: threading.Thread | None = None
         self.wakeups = 0
         self.samples = 0
+        self._failed: set[tuple[int, str]] = set()
 
     def add(self, reader: Reader[Any], handler: Handler) -> ReaderLoop:
         """Call ``handler(samples)`` with each batch taken from ``reader``."""
@@ -69,13 +74,31 @@ class ReaderLoop:
                 samples = reader.take(self.batch)
                 while samples:
                     got += len(samples)
-                    handler(samples)
+                    self._call(reader, handler, samples)
                     if len(samples) < self.batch:
                         break
                     samples = reader.take(self.batch)
             self.samples += got
             if not got and not triggered and self.on_idle is not None:
                 self.on_idle()
+
+    def _call(self, reader: Reader[Any], handler: Handler, samples: list[Any]) -> None:
+        try:
+            handler(samples)
+        except Exception as exc:
+            with self.bus._lock:
+                self.bus.stats.handler_errors += 1
+            key = (id(handler), type(exc).__name__)
+            if key not in self._failed:
+                self._failed.add(key)
+                log.error(
+                    "handler of topic %r raised %s on a batch of %d (the loop goes on; "
+                    "further ones are counted in bus.stats.handler_errors, not logged)",
+                    reader.topic_name,
+                    type(exc).__name__,
+                    len(samples),
+                    exc_info=exc,
+                )
 
     def start(self, name: str = "mcc-reader-loop") -> ReaderLoop:
         """Run in a daemon thread."""

@@ -166,6 +166,10 @@ class Transport:
         if self.kind == "udp" and not self.multicast:
             # unicast discovery needs well-known ports, so each participant takes an index
             ET.SubElement(discovery, "ParticipantIndex").text = "auto"
+        if self.kind == "tcp":
+            # Participant discovery goes out at start-up and then every SPDPInterval (30 s by
+            # default): a client started before its server would wait that long to connect.
+            ET.SubElement(discovery, "SPDPInterval").text = "1s"
         if self.max_participant_index is not None:
             ET.SubElement(discovery, "MaxAutoParticipantIndex").text = str(
                 self.max_participant_index

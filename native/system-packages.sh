@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The Debian packages that `make demo` and `make test` need; installs the missing ones (as root,
+# or through sudo). Quick when everything is there: each need is checked before apt runs.
+#   build: cmake, a C/C++ compiler, OpenSSL (DDS Security), libacl (iceoryx), cpptoml (RouDi's
+#          configuration), cargo (fetches the Cyclone DDS sources from the crate registry)
+#   tests: ddsperf + idlc (the C anchor and the IDL check), sockperf, iproute2 + nftables
+#          (network namespaces, link faults), chromium (console browser tests), cyclonedds-dev
+#          (the C peer, `make interop`)
+set -euo pipefail
+need=()
+have_header() { [ -f "/usr/include/$1" ]; }
+command -v cmake >/dev/null || need+=(cmake)
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+command -v c++ >/dev/null || need+=(g++)
+command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || need+=(cargo)
+have_header openssl/ssl.h || need+=(libssl-dev)
+have_header sys/acl.h || need+=(libacl1-dev)
+have_header cpptoml.h || need+=(libcpptoml-dev)
+command -v ddsperf >/dev/null || need+=(cyclonedds-tools)
+command -v sockperf >/dev/null || need+=(sockperf)
+command -v ip >/dev/null || need+=(iproute2)
+command -v tc >/dev/null || need+=(iproute2)
+command -v nft >/dev/null || need+=(nftables)
+command -v chromium >/dev/null || need+=(chromium)
+have_header dds/dds.h || need+=(cyclonedds-dev)
+if ((${#need[@]})); then
+    echo "installing Debian packages: ${need[*]}" >&2
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
