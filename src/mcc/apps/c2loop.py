@@ -5,9 +5,10 @@ acting on it. Two apps, deployed as they would be in the field:
 
 * ``plant`` (on the vehicle): one point-mass aircraft model between two threads. The sensor
   thread samples it at a fixed rate and publishes ``NavSample`` (``origin_ns`` = sample time);
-  the actuator (the ``GuidanceCommand`` reader's listener, on Cyclone's receive thread) applies
-  each command to the model and records the round trip ``applied − origin_ns``. Both ends of the
-  round trip are read from the plant's own clock, so no clock synchronisation is involved.
+  the actuator (the ``GuidanceCommand`` reader's ``on_data`` handler, on the bus's dispatcher
+  thread) applies each command to the model and records the round trip ``applied − origin_ns``.
+  Both ends of the round trip are read from the plant's own clock, so no clock synchronisation
+  is involved.
 * ``elaborator`` (in the TOC): answers each ``NavSample`` with the ``GuidanceCommand`` that keeps
   the aircraft on a racetrack (lookahead path following with a proportional heading controller,
   altitude and speed hold), copying ``seq`` and ``origin_ns``.
@@ -460,7 +461,7 @@ class _Plant:
                 self._sensing = False
                 self._check_drained()
 
-    # -- actuator (Cyclone's receive thread) --
+    # -- actuator (on_data, the bus's dispatcher thread) --
     def _on_command(self, reader: Reader[GuidanceCommand]) -> None:
         if self._closed:  # stopping: the reader may be going away under us
             return

@@ -165,9 +165,9 @@ def run_mcc_pingpong(
     """Ping-pong on loopback for ``duration_s`` seconds (or ``max_samples`` round trips);
     one-way latency statistics in microseconds.
 
-    ``mode="listener"`` handles each sample on Cyclone's receive thread (``Reader.on_data``,
-    as ``ddsperf`` does by default); ``mode="waitset"`` wakes an application thread per sample
-    (``ReaderLoop``'s way), one thread switch more per hop.
+    ``mode="listener"`` handles each sample in ``Reader.on_data`` (the bus's dispatcher
+    thread); ``mode="waitset"`` in a waitset loop of the bench's own. Both wake a Python thread
+    per hop, where ``ddsperf`` handles samples on Cyclone's receive thread.
     """
     options = PerfOptions(reliable=reliable, keyed=keyed)
     with perftest.open_network("host", 2) as nodes:
@@ -404,7 +404,7 @@ class _Pinger:
                     self.send_next()
 
     def run_listener(self) -> None:
-        """Echoes drive the next ping from the receive thread (flat out), or this thread sends
+        """Echoes drive the next ping from the dispatcher thread (flat out), or this thread sends
         on the interval's schedule; this thread counts a ping lost after the loss timeout."""
         if self.interval_ns:
             self._run_paced(lambda timeout_ns: self.echoed.wait(timeout_ns / 1e9))

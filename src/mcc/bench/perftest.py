@@ -111,8 +111,8 @@ class PerfOptions:
     """The knobs every perftest mode takes.
 
     Attributes:
-        transport: ``"udp"`` or ``"tcp"`` (TCP needs a Cyclone library built with it; the
-            cyclonedds wheel's is not, see :func:`require_mcc_transport`).
+        transport: ``"udp"`` or ``"tcp"`` (TCP needs a Cyclone library built with it, as
+            MCC's is; see :func:`require_mcc_transport`).
         reliable: reliable (default) or best-effort writers and readers.
         keyed: samples of a keyed type (``PerfKeyedSample``) instead of ``PerfSample``.
         multicast: multicast discovery and data; off = unicast to the peers' addresses.
@@ -233,9 +233,9 @@ def require_mcc_transport(options: PerfOptions) -> str | None:
     """
     if options.transport == "tcp" and not tcp_supported():
         return (
-            "TCP not supported by the libddsc of the cyclonedds wheel (built without TCP); "
-            "the anchors ran over TCP, MCC did not: build cyclonedds-python against a "
-            "Cyclone DDS with TCP (docs/transport.md)"
+            "TCP not supported by the Cyclone library that cyclonedds-python loaded; the "
+            "anchors ran over TCP, MCC did not: run `make`, which builds MCC's Cyclone with "
+            "TCP (docs/transport.md)"
         )
     return None
 
@@ -254,8 +254,8 @@ def perf_qos_file(send_queue: int = DEFAULT_SEND_QUEUE) -> Path:
     - ``perf_reliable`` and ``perf_best_effort`` (the ping-pong's) keep the last
       ``send_queue`` samples, as in ``qos/mcc.xml`` (depth 50). A ping-pong has one sample in
       flight, so its queue never fills; and a reliable keep-all writer that writes from a
-      listener (Cyclone's receive thread, as ddsperf's pong does) cannot take in the
-      acknowledgements it waits for: fragmented samples then time out.
+      Cyclone listener (as ddsperf's pong does) cannot take in the acknowledgements it
+      waits for: fragmented samples then time out.
     - ``perf_reliable_stream`` (added; the publishers' and subscribers') is RTI Perftest's
       send queue: the writer keeps all samples, at most ``send_queue`` unacknowledged, and a
       write beyond that blocks until acknowledgements free a slot (at most the profile's

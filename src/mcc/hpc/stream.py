@@ -93,7 +93,7 @@ def _write(writer: Writer[Any], sample: Any) -> None:
 
 
 class _Assembly:
-    """Chunks arriving into a buffer at their offsets, on Cyclone's receive thread."""
+    """Chunks arriving into a buffer at their offsets, in the reader's on_data handler."""
 
     def __init__(self, job_id: str, size_bytes: int | None = None) -> None:
         self.job_id = job_id
