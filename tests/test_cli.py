@@ -60,6 +60,28 @@ def test_echo_without_writer_says_so(bus_env: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
+def test_demo_runs_over_shared_memory(bus_env: dict[str, str], tmp_path: Path) -> None:
+    """``transport: shm``: the supervisor starts the host's RouDi (unless one runs), every
+    process exchanges samples through iceoryx, and the picture is built as over UDP."""
+    from mcc.bus import shm
+
+    had_roudi = shm.running()
+    env = {**bus_env, "MCC_HOME": str(tmp_path / "home")}
+    args = ["demo", "--duration", "20", "--no-console", "--transport", "shm"]
+    proc = run_cli([*args, "--domain", bus_env["MCC_DOMAIN"]], env=env, timeout_s=150)
+    assert "transport shm" in " ".join(proc.stdout.split())
+    (run_dir,) = (tmp_path / "home" / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["pictures"] > 10 and summary["tracks_now"] > 0, summary
+    assert summary["failed"] == []
+    supervisor = json.loads((run_dir / "supervisor.json").read_text())
+    assert all(i["restarts"] == 0 for i in supervisor["instances"]), supervisor["instances"]
+    if not had_roudi:  # ours: started for the mission, stopped after it
+        assert (run_dir / "logs" / "iox-roudi.log").exists()
+        assert not shm.running()
+
+
+@pytest.mark.slow
 def test_demo_runs_the_sam_toc_mission(bus_env: dict[str, str], tmp_path: Path) -> None:
     env = {**bus_env, "MCC_HOME": str(tmp_path / "home")}
     proc = run_cli(

@@ -138,6 +138,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         domain_id=args.domain,
         console=not args.no_console,
         console_port=args.console_port,
+        transport=args.transport,
     )
 
 
@@ -168,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--mission", help="mission manifest (default missions/sam-toc.yaml)")
     demo.add_argument("--domain", type=int, help="DDS domain id (default: the manifest's)")
     demo.add_argument("--no-console", action="store_true", help="do not start the web console")
+    demo.add_argument(
+        "--transport",
+        choices=("udp", "shm"),
+        help="the mission's transport (default: the manifest's; docs/transport.md)",
+    )
     demo.add_argument(
         "--console-port",
         type=int,

@@ -43,6 +43,7 @@ def run_demo(
     engage_after_s: float = 20.0,
     console: bool = True,
     console_port: int = 8080,
+    transport: str | None = None,
 ) -> int:
     """Run the mission for ``duration_s`` (with the web console unless ``console`` is False);
     0 when it ran and produced its summary."""
@@ -52,6 +53,9 @@ def run_demo(
     mission = load_manifest(mission_file)
     if domain_id is not None:
         mission = mission.model_copy(update={"domain": domain_id})
+    if transport is not None:
+        kind = mission.transport.model_copy(update={"kind": transport})
+        mission = mission.model_copy(update={"transport": kind})
     # One loopback transport and discovery tag for every process of this demo: it neither
     # hears nor disturbs other missions on this host.
     tag = os.environ.get("MCC_DISCOVERY_TAG") or f"mcc-demo-{os.getpid()}"
@@ -61,9 +65,11 @@ def run_demo(
     supervisor = Supervisor(
         mission, backend=LocalBackend(mission.nodes, mission=mission.mission), run_dir=run_dir
     )
+    os.environ.update(supervisor.client_env)  # the console joins with the mission's transport
     out.print(
         f"[bold]MCC demo[/bold]: mission [cyan]{mission.mission}[/cyan] on the local backend "
-        f"for {duration_s:g} s, domain {mission.domain}; run folder {run_dir}"
+        f"for {duration_s:g} s, domain {mission.domain}, transport {mission.transport.kind}; "
+        f"run folder {run_dir}"
     )
     web = (
         DemoConsole.start(mission_file, mission.domain, run_dir, console_port) if console else None

@@ -421,6 +421,17 @@ def test_configure_domain_twice_raises_transport_error() -> None:
     assert f"refused: domain {DOMAIN} already exists" in out, out
 
 
+def test_shm_is_udp_plus_the_iceoryx_exchange() -> None:
+    xml = Transport(
+        kind="shm", multicast=False, peers=("127.0.0.1",), interface="lo", discovery_tag="t"
+    ).to_xml()
+    assert _text(xml, "General/Transport") == "udp"
+    (psmx,) = _find(xml, "General/Interfaces/PubSubMessageExchange")
+    assert (psmx.get("type"), psmx.get("library")) == ("iox", "psmx_iox")
+    assert _find(xml, "General/Interfaces/NetworkInterface")[0].get("name") == "lo"
+    assert _text(xml, "Discovery/ParticipantIndex") == "auto"
+
+
 @pytest.mark.slow
 def test_tcp_in_python_works_or_is_refused_clearly() -> None:
     """The cyclonedds wheel's library may lack TCP; then the refusal must say so and why."""

@@ -54,6 +54,11 @@ def test_a_good_manifest_loads_with_defaults() -> None:
     assert not mission.runs_in("launcher", "surveillance")
 
 
+def test_transport_is_udp_unless_the_manifest_says_shm() -> None:
+    assert parse_manifest(GOOD).transport.kind == "udp"
+    assert parse_manifest(_edit("domain: 12", "domain: 12\ntransport: shm")).transport.kind == "shm"
+
+
 def test_shipped_missions_validate() -> None:
     files = sorted((REPO / "missions").glob("*.yaml"))
     assert files, "missions/*.yaml should ship"
@@ -128,6 +133,16 @@ BAD = [
     (
         GOOD.replace("mission: toc\n", ""),
         "<m>:1: mission: required field is missing",
+    ),
+    (
+        _edit("domain: 12", "domain: 12\ntransport: tcp"),
+        "<m>:3: transport.kind: tcp is not offered for missions: Cyclone DDS 11.0.1's TCP "
+        "crashes the listening process when a peer disconnects (docs/transport.md); use udp or "
+        "shm (got 'tcp')",
+    ),
+    (
+        _edit("domain: 12", "domain: 12\ntransport: {kind: ipc}"),
+        "<m>:3: transport.kind: must be one of 'udp' or 'shm' (got 'ipc')",
     ),
     ("systems: [radar", "<m>:1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
     (

@@ -62,7 +62,7 @@ __all__ = [
     "require_mcc_transport",
 ]
 
-TRANSPORTS = ("udp", "tcp")
+TRANSPORTS = ("udp", "tcp", "shm")
 NETS = ("host", "netns")
 DEFAULT_SEND_QUEUE = 50
 """Samples a reliable writer may have unacknowledged before a write blocks (the paper's 50)."""
@@ -225,12 +225,32 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
     )
 
 
+@cache
+def _host_roudi() -> Any:
+    """The RouDi this process started for ``--transport shm`` rows (None: one ran already)."""
+    import atexit
+
+    from mcc.bus.shm import RouDi
+
+    roudi = RouDi.ensure()
+    if roudi is not None:
+        atexit.register(roudi.stop)
+    return roudi
+
+
 def require_mcc_transport(options: PerfOptions) -> str | None:
     """None when MCC's own processes can run with ``options``, else why not (for the row).
 
     MCC's Cyclone (native/build-cyclone.sh) has TCP; a library built without it (the PyPI
     wheel's) gets ``--transport tcp`` rows of MCC refused with this reason while the anchors run.
+    ``--transport shm`` needs the host's iceoryx daemon: one is started for this run (and
+    stopped at exit) unless one runs already.
     """
+    if options.transport == "shm":
+        try:
+            _host_roudi()
+        except MccError as exc:
+            return f"shared memory unavailable: {exc}"
     if options.transport == "tcp" and not tcp_supported():
         return (
             "TCP not supported by the Cyclone library that cyclonedds-python loaded; the "
@@ -380,7 +400,8 @@ def node_transport(
 
     UDP: unicast discovery to every node's address (multicast off, the default) or multicast
     on the node's interface. TCP: the process listens on ``tcp_port`` (None: it only connects)
-    and connects to ``tcp_peers`` (``address:port``).
+    and connects to ``tcp_peers`` (``address:port``). SHM: as UDP, plus iceoryx shared memory
+    between the processes of the host.
     """
     if options.transport == "tcp":
         return Transport(
@@ -392,12 +413,18 @@ def node_transport(
             tcp_port=tcp_port if tcp_port is not None else 0,
             extra_xml=extra_xml,
         )
+    kind = "shm" if options.transport == "shm" else "udp"
     if options.multicast:
         return Transport(
-            multicast=True, interface=node.interface, discovery_tag=tag, extra_xml=extra_xml
+            kind=kind,
+            multicast=True,
+            interface=node.interface,
+            discovery_tag=tag,
+            extra_xml=extra_xml,
         )
     peers = tuple(sorted({n.address for n in nodes}))
     return Transport(
+        kind=kind,
         multicast=False,
         peers=peers,
         interface=node.interface,
@@ -441,6 +468,8 @@ def anchor_configs(
     """
     tag = run_tag("anchor")
     first, second = nodes[0], nodes[-1]
+    if options.transport == "shm":  # ddsperf (Debian's Cyclone 0.10) has no psmx: over UDP
+        options = dataclasses.replace(options, transport="udp")
     if options.transport == "tcp":
         connect, listen = pair_transports(options, nodes, tag=tag, extra_xml=extra_xml)
         return connect.to_xml(), listen.to_xml()

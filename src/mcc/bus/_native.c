@@ -12,6 +12,7 @@
  *   write(writer, data, timestamp_ns=-1, dispose=False) -> retcode
  *   write_many(writer, samples) -> (written, retcode)
  *   flush(writer) -> retcode (send what write batching holds)
+ *   after_fork() (registered with os.register_at_fork by mcc.bus.core)
  *   attach(waitset, entity), detach(waitset, entity) -> retcode
  *   wait(waitset, timeout_ns) -> list of the handles of the attached entities that triggered
  *   take(reader_or_condition, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode
@@ -29,6 +30,9 @@
 #include "dds/ddsi/ddsi_protocol.h"
 #include "dds/ddsi/ddsi_serdata.h"
 #include "dds/ddsi/ddsi_sertype.h"
+#include "dds/ddsrt/random.h"
+
+#include <unistd.h>
 
 #define MAX_BATCH 65536
 
@@ -172,6 +176,23 @@ static PyObject *native_write_many(PyObject *self, PyObject *args)
   PyMem_Free(bufs);
   Py_DECREF(seq);
   return result;
+}
+
+/* Cyclone seeds its process-wide random generator when the library is loaded; a process forked
+ * after that (MCC's fork server loads it once for all its children) would draw the same
+ * numbers as its siblings, and iceoryx refuses a second process with the same runtime name
+ * (drawn at random by the psmx plugin). Advancing the generator by the pid gives every child
+ * its own sequence. */
+static PyObject *native_after_fork(PyObject *self, PyObject *unused)
+{
+  (void)self;
+  (void)unused;
+  long n = (long)getpid();
+  Py_BEGIN_ALLOW_THREADS
+  for (long i = 0; i < n; i++)
+    (void)ddsrt_random();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
 }
 
 static PyObject *native_flush(PyObject *self, PyObject *args)
@@ -332,6 +353,8 @@ static PyMethodDef methods[] = {
      "write(writer, data, timestamp_ns=-1, dispose=False) -> retcode"},
     {"write_many", native_write_many, METH_VARARGS,
      "write_many(writer, samples) -> (written, retcode)"},
+    {"after_fork", native_after_fork, METH_NOARGS,
+     "after_fork(): give a forked child its own sequence of Cyclone's random numbers"},
     {"flush", native_flush, METH_VARARGS,
      "flush(writer) -> retcode: send what the writer batched"},
     {"attach", native_attach, METH_VARARGS,

@@ -81,6 +81,7 @@ def check_one_cyclone() -> None:
 
 
 check_one_cyclone()
+os.register_at_fork(after_in_child=_native.after_fork)
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ENV_VAR", "Transport", "TransportKind", "tcp_supported"]
 
-TransportKind = Literal["udp", "tcp"]
+TransportKind = Literal["udp", "tcp", "shm"]
 
 #: Environment variable carrying the Transport (JSON) to child processes, next to CYCLONEDDS_URI.
 ENV_VAR = "MCC_TRANSPORT"
 
-_KINDS = ("udp", "tcp")
+_KINDS = ("udp", "tcp", "shm")
 # DDSI port mapping (7400 + 250 * domain + 10 + 2 * index): index 120 would reach the next
 # domain's ports, hence Cyclone 0.10's documented limit "less than 120".
 _MAX_INDEX = 119
@@ -46,10 +46,12 @@ _INTERFACE = re.compile(r"[A-Za-z0-9_.:%@-]{1,64}")
 
 @dataclass(frozen=True)
 class Transport:
-    """How the bus reaches its peers: UDP (multicast or unicast peers) or TCP.
+    """How the bus reaches its peers: UDP (multicast or unicast peers), TCP, or shared memory.
 
     Attributes:
-        kind: ``"udp"`` (default) or ``"tcp"``.
+        kind: ``"udp"`` (default), ``"tcp"``, or ``"shm"``: UDP for discovery and other hosts,
+            iceoryx shared memory between the processes of one host (Cyclone's ``psmx_iox``
+            exchange; the host's RouDi daemon must run, see ``mcc.bus.shm``).
         multicast: UDP multicast discovery (default); ``False`` = unicast to ``peers`` only.
         peers: unicast peer addresses, ``host`` or ``host:port`` (IPv6 as ``[addr]:port``).
             A UDP peer without port is probed on every participant index's discovery port;
@@ -153,17 +155,24 @@ class Transport:
         root = ET.Element("CycloneDDS")
         domain = ET.SubElement(root, "Domain", id="any")
         general = ET.SubElement(domain, "General")
-        if self.interface is not None:
+        if self.interface is not None or self.kind == "shm":
             interfaces = ET.SubElement(general, "Interfaces")
-            attr = "address" if _is_ip(self.interface) else "name"
-            ET.SubElement(interfaces, "NetworkInterface", {attr: self.interface})
+            if self.interface is not None:
+                attr = "address" if _is_ip(self.interface) else "name"
+                ET.SubElement(interfaces, "NetworkInterface", {attr: self.interface})
+            if self.kind == "shm":
+                ET.SubElement(
+                    interfaces,
+                    "PubSubMessageExchange",
+                    {"type": "iox", "library": "psmx_iox", "config": "LOG_LEVEL=warn;"},
+                )
         multicast = "default" if self.multicast else "false"
         ET.SubElement(general, "AllowMulticast").text = multicast
-        ET.SubElement(general, "Transport").text = self.kind
+        ET.SubElement(general, "Transport").text = "udp" if self.kind == "shm" else self.kind
         discovery = ET.Element("Discovery")
         if self.discovery_tag is not None:
             ET.SubElement(discovery, "Tag").text = self.discovery_tag
-        if self.kind == "udp" and not self.multicast:
+        if self.kind != "tcp" and not self.multicast:
             # unicast discovery needs well-known ports, so each participant takes an index
             ET.SubElement(discovery, "ParticipantIndex").text = "auto"
         if self.kind == "tcp":

@@ -211,6 +211,30 @@ class Services(_Model):
         return {"enabled": value} if isinstance(value, bool | str) else value  # persist: on
 
 
+class MissionTransport(_Model):
+    """How the mission's processes reach each other (docs/transport.md): ``udp`` (default; the
+    environment's configuration, e.g. peers and tag, is kept) or ``shm`` (UDP plus iceoryx
+    shared memory between the processes of a host; the supervisor starts the host's RouDi).
+
+    ``tcp`` is refused for missions: Cyclone DDS 11.0.1's TCP is a proof of concept whose
+    receive thread crashes when a peer disconnects (reproduced here: a TCP demo's supervisor
+    died of SIGSEGV in ``do_packet`` when an instance restarted; upstream issue 2010). It
+    stays available point to point (``Transport(kind="tcp")``, the benches' ``--transport``).
+    """
+
+    kind: Literal["udp", "shm"] = "udp"
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _no_tcp(cls, value: Any) -> Any:
+        if value == "tcp":
+            raise ValueError(
+                "tcp is not offered for missions: Cyclone DDS 11.0.1's TCP crashes the "
+                "listening process when a peer disconnects (docs/transport.md); use udp or shm"
+            )
+        return value
+
+
 class Mission(_Model):
     """A mission manifest (``missions/*.yaml``)."""
 
@@ -224,6 +248,12 @@ class Mission(_Model):
     env: dict[str, str] = {}
     stop_grace_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     services: Services = Services()
+    transport: MissionTransport = MissionTransport()
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _transport_shorthand(cls, value: Any) -> Any:
+        return {"kind": value} if isinstance(value, str) else value  # transport: shm
 
     @model_validator(mode="after")
     def _references(self) -> Mission:

@@ -45,7 +45,10 @@ def register(supervisor: Supervisor) -> Path:
         "pid": os.getpid(),
         "run_dir": str(supervisor.run_dir.resolve()),
         "backend": supervisor.backend.name,
-        "env": {k: os.environ[k] for k in _CARRIED if k in os.environ},
+        "env": {
+            **{k: os.environ[k] for k in _CARRIED if k in os.environ},
+            **{k: v for k, v in supervisor.client_env.items() if k in _CARRIED},
+        },
     }
     path.write_text(json.dumps(record, indent=2))
     return path

@@ -1,4 +1,4 @@
-"""Services the supervisor adds to a mission by itself: persistence and remote compute.
+"""Services the supervisor adds to a mission by itself: persistence, remote compute, transport.
 
 A mission that uses durable topics needs the persistence service (``mcc.persist``) running
 before its writers and readers; a mission with ``gpu: shared`` systems needs the compute
@@ -13,9 +13,11 @@ An app declares the durable topics it uses with a module attribute, e.g. in ``mc
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 
+from mcc.bus.transport import Transport
 from mcc.orchestrate.manifest import Health, Mission, Resources, Restart, System
 
 PERSIST = "persist"
@@ -88,3 +90,13 @@ def with_services(mission: Mission, *, gpus_available: bool) -> Mission:
 
 def _enabled(switch: str, needed: bool) -> bool:
     return switch == "on" or (switch == "auto" and needed)
+
+
+def mission_transports(mission: Mission, base: Transport) -> tuple[Transport, Transport] | None:
+    """The transports of the supervisor and of every other process of ``mission`` (clients
+    included), from the manifest's ``transport:`` over ``base`` (the environment's); None for
+    ``udp``: everyone keeps ``base``."""
+    if mission.transport.kind == "udp":
+        return None
+    shm = dataclasses.replace(base, kind="shm")
+    return shm, shm

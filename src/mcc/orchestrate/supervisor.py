@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcc.bus import Bus, Reader, Replier
+from mcc.bus import Bus, Reader, Replier, Transport
 from mcc.errors import MccError, OrchestratorError
 from mcc.orchestrate import registry
 from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec
@@ -42,7 +42,7 @@ from mcc.orchestrate.runtime import (
     ENV_SYSTEM,
     RUNTIME_ARGV,
 )
-from mcc.orchestrate.services import with_services
+from mcc.orchestrate.services import mission_transports, with_services
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
 
 log = logging.getLogger("mcc.orchestrate")
@@ -131,6 +131,11 @@ class Supervisor:
         self._status_dirty = True
         self._readers: list[Reader[Any]] = []
         self._beats: deque[tuple[float, int, Heartbeat]] = deque()
+        self._roudi: Any = None  # mcc.bus.shm.RouDi, when this supervisor started the host's
+        transports = mission_transports(mission, Transport.from_env())
+        self._transport = transports[0] if transports else None
+        #: What every other process of the mission (clients included) needs in its environment.
+        self.client_env = transports[1].apply_to_env({}) if transports else {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -138,8 +143,16 @@ class Supervisor:
         """Open the backend and the bus, then reconcile in a background thread."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
+        if self.mission.transport.kind == "shm":
+            from mcc.bus.shm import RouDi
+
+            self._roudi = RouDi.ensure(log_path=self.run_dir / "logs" / "iox-roudi.log")
         if self._bus is None:
-            self._bus = Bus(self.mission.domain, name=f"mcc supervisor {self.mission.mission}")
+            self._bus = Bus(
+                self.mission.domain,
+                transport=self._transport,
+                name=f"mcc supervisor {self.mission.mission}",
+            )
         bus = self._bus
         self._status_writer = bus.writer("MissionStatus")
         self._readers.append(bus.reader("Heartbeat", on_data=self._on_heartbeats))
@@ -196,6 +209,8 @@ class Supervisor:
         self._replier.stop()
         if self._own_bus and self._bus is not None:
             self._bus.close()
+        if self._roudi is not None:  # after every process that used it
+            self._roudi.stop()
 
     def __enter__(self) -> Supervisor:
         return self.start()
@@ -298,6 +313,8 @@ class Supervisor:
 
     def _reconcile(self) -> None:
         now = time.monotonic()
+        if self._roudi is not None and self._roudi.watch():
+            self.events.append((time.time_ns(), "iox-roudi", "restarted"))
         with self._lock:
             self._apply_heartbeats()
             for event in self.backend.poll():
@@ -491,7 +508,7 @@ class Supervisor:
     ) -> LaunchSpec:
         mission = self.mission
         device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
-        env = {**os.environ, **mission.env, **system.env}
+        env = {**os.environ, **self.client_env, **mission.env, **system.env}
         env.update(
             {
                 ENV_MISSION: mission.mission,
