@@ -142,6 +142,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_shm(args: argparse.Namespace) -> int:
+    """Run the host's iceoryx daemon in the foreground (it replaces this process)."""
+    from mcc.bus import shm
+
+    if shm.running():
+        print("mcc shm: a RouDi already runs on this host", file=sys.stderr)
+        return 1
+    exe = shm.roudi_path()
+    if not exe.exists():
+        print(f"mcc shm: no {exe}; run `make` (native/build-cyclone.sh)", file=sys.stderr)
+        return 2
+    os.execv(exe, [str(exe), "--log-level", args.log_level])
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from mcc.bench.runner import run_bench
 
@@ -234,6 +248,21 @@ def build_parser() -> argparse.ArgumentParser:
     from mcc.orchestrate.commands import add_parsers as add_orchestrate_parsers
 
     add_orchestrate_parsers(sub)
+
+    shm_cmd = sub.add_parser(
+        "shm",
+        help="run this host's iceoryx daemon (RouDi) for the shared-memory transport",
+        description="Run iox-roudi in the foreground, e.g. as a host service when several "
+        "missions with 'transport: shm' share a host (a supervisor starts one for its mission "
+        "when none runs).",
+    )
+    shm_cmd.add_argument(
+        "--log-level",
+        choices=("off", "fatal", "error", "warning", "info", "debug"),
+        default="warning",
+        help="RouDi's log level (default %(default)s)",
+    )
+    shm_cmd.set_defaults(func=_cmd_shm)
 
     bench = sub.add_parser(
         "bench",

@@ -44,7 +44,7 @@ import cyclonedds.idl.types as types
 
 from mcc.bench.anchors import Background, background
 from mcc.bench.stats import LatencyRecorder
-from mcc.bus.transport import ScratchDomains, Transport, tcp_supported
+from mcc.bus.transport import ScratchDomains, Transport, TransportKind, tcp_supported
 from mcc.errors import MccError, TransportError
 
 __all__ = [
@@ -413,7 +413,7 @@ def node_transport(
             tcp_port=tcp_port if tcp_port is not None else 0,
             extra_xml=extra_xml,
         )
-    kind = "shm" if options.transport == "shm" else "udp"
+    kind: TransportKind = "shm" if options.transport == "shm" else "udp"
     if options.multicast:
         return Transport(
             kind=kind,

@@ -42,7 +42,7 @@ _UNREAD_LIMIT = 3
 class _Watched:
     __slots__ = ("entity", "topic", "profile", "writer")
 
-    def __init__(self, entity: Entity, topic: str, profile: str, writer: bool) -> None:
+    def __init__(self, entity: Any, topic: str, profile: str, writer: bool) -> None:
         self.entity, self.topic, self.profile, self.writer = entity, topic, profile, writer
 
 

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from mcc.bus import _native
+import mcc.bus._native as _native
 from mcc.errors import TransportError
 
 log = logging.getLogger("mcc.bus.shm")
