@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <string.h>
 
 #include "dds/dds.h"
@@ -40,59 +41,112 @@
 #define MCC_CYCLONE_LIB "libddsc.so.11"
 #endif
 
+/* SampleInfo: Cyclone's dds_sample_info_t plus the time the sample was taken, copied as one
+ * struct (a tuple of 13 Python ints per sample cost more than decoding the sample). */
+typedef struct
+{
+  PyObject_HEAD dds_sample_info_t si;
+  long long taken_ns;
+} SampleInfoObject;
+
+#define SI_MEMBER(name, type, field, doc) \
+  {name, type, offsetof(SampleInfoObject, field), READONLY, doc}
+
+static PyMemberDef sample_info_members[] = {
+    SI_MEMBER("sample_state", T_UINT, si.sample_state, "DDS sample state bits"),
+    SI_MEMBER("view_state", T_UINT, si.view_state, "DDS view state bits"),
+    SI_MEMBER("instance_state", T_UINT, si.instance_state, "DDS instance state bits"),
+    SI_MEMBER("valid_data", T_BOOL, si.valid_data, "False for a dispose/unregister notice"),
+    SI_MEMBER("source_timestamp", T_LONGLONG, si.source_timestamp,
+              "the writer's timestamp, ns since the epoch (the sender's clock)"),
+    SI_MEMBER("instance_handle", T_ULONGLONG, si.instance_handle, "local handle of the instance"),
+    SI_MEMBER("publication_handle", T_ULONGLONG, si.publication_handle,
+              "local handle of the writer that sent it"),
+    SI_MEMBER("disposed_generation_count", T_UINT, si.disposed_generation_count, NULL),
+    SI_MEMBER("no_writers_generation_count", T_UINT, si.no_writers_generation_count, NULL),
+    SI_MEMBER("sample_rank", T_UINT, si.sample_rank, NULL),
+    SI_MEMBER("generation_rank", T_UINT, si.generation_rank, NULL),
+    SI_MEMBER("absolute_generation_rank", T_UINT, si.absolute_generation_rank, NULL),
+    SI_MEMBER("taken_ns", T_LONGLONG, taken_ns,
+              "this host's clock when the sample was taken from the reader cache"),
+    {NULL, 0, 0, 0, NULL}};
+
 static PyTypeObject SampleInfoType;
-
-static PyStructSequence_Field sample_info_fields[] = {
-    {"sample_state", "DDS sample state bits"},
-    {"view_state", "DDS view state bits"},
-    {"instance_state", "DDS instance state bits"},
-    {"valid_data", "False for a dispose/unregister notice"},
-    {"source_timestamp", "the writer's timestamp, ns since the epoch (the sender's clock)"},
-    {"instance_handle", "local handle of the instance"},
-    {"publication_handle", "local handle of the writer that sent it"},
-    {"disposed_generation_count", NULL},
-    {"no_writers_generation_count", NULL},
-    {"sample_rank", NULL},
-    {"generation_rank", NULL},
-    {"absolute_generation_rank", NULL},
-    {"taken_ns", "this host's clock when the sample was taken from the reader cache"},
-    {NULL, NULL}};
-
-static PyStructSequence_Desc sample_info_desc = {
-    "mcc.bus._native.SampleInfo", "What DDS says about one taken sample.", sample_info_fields, 13};
 
 static PyObject *make_info(const dds_sample_info_t *si, dds_time_t now)
 {
-  PyObject *info = PyStructSequence_New(&SampleInfoType);
+  SampleInfoObject *info = PyObject_New(SampleInfoObject, &SampleInfoType);
   if (info == NULL)
     return NULL;
-  PyObject *items[13] = {
-      PyLong_FromUnsignedLong(si->sample_state),
-      PyLong_FromUnsignedLong(si->view_state),
-      PyLong_FromUnsignedLong(si->instance_state),
-      PyBool_FromLong(si->valid_data),
-      PyLong_FromLongLong(si->source_timestamp),
-      PyLong_FromUnsignedLongLong(si->instance_handle),
-      PyLong_FromUnsignedLongLong(si->publication_handle),
-      PyLong_FromUnsignedLong(si->disposed_generation_count),
-      PyLong_FromUnsignedLong(si->no_writers_generation_count),
-      PyLong_FromUnsignedLong(si->sample_rank),
-      PyLong_FromUnsignedLong(si->generation_rank),
-      PyLong_FromUnsignedLong(si->absolute_generation_rank),
-      PyLong_FromLongLong(now)};
-  for (int i = 0; i < 13; i++)
-  {
-    if (items[i] == NULL)
-    {
-      for (int j = i + 1; j < 13; j++)
-        Py_XDECREF(items[j]);
-      Py_DECREF(info);
-      return NULL;
-    }
-    PyStructSequence_SET_ITEM(info, i, items[i]);
-  }
-  return info;
+  info->si = *si;
+  info->taken_ns = now;
+  return (PyObject *)info;
 }
+
+/* SampleInfo((sample_state, view_state, instance_state, valid_data, source_timestamp,
+ * instance_handle, publication_handle, disposed_generation_count, no_writers_generation_count,
+ * sample_rank, generation_rank, absolute_generation_rank, taken_ns)): for samples that did not
+ * come from a reader (the persistence service's history). */
+static PyObject *sample_info_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+  PyObject *values;
+  (void)type;
+  if (kwargs != NULL && PyDict_Size(kwargs) > 0)
+  {
+    PyErr_SetString(PyExc_TypeError, "SampleInfo takes one sequence of 13 values");
+    return NULL;
+  }
+  if (!PyArg_ParseTuple(args, "O", &values))
+    return NULL;
+  dds_sample_info_t si;
+  unsigned int ss, vs, is, dgc, nwgc, sr, gr, agr;
+  int valid;
+  long long ts, taken;
+  unsigned long long ih, ph;
+  PyObject *tuple = PySequence_Tuple(values);
+  if (tuple == NULL)
+    return NULL;
+  int ok = PyArg_ParseTuple(tuple, "IIIpLKKIIIIIL", &ss, &vs, &is, &valid, &ts, &ih, &ph, &dgc,
+                            &nwgc, &sr, &gr, &agr, &taken);
+  Py_DECREF(tuple);
+  if (!ok)
+    return NULL;
+  memset(&si, 0, sizeof(si));
+  si.sample_state = (dds_sample_state_t)ss;
+  si.view_state = (dds_view_state_t)vs;
+  si.instance_state = (dds_instance_state_t)is;
+  si.valid_data = valid != 0;
+  si.source_timestamp = ts;
+  si.instance_handle = ih;
+  si.publication_handle = ph;
+  si.disposed_generation_count = dgc;
+  si.no_writers_generation_count = nwgc;
+  si.sample_rank = sr;
+  si.generation_rank = gr;
+  si.absolute_generation_rank = agr;
+  return make_info(&si, taken);
+}
+
+static PyObject *sample_info_repr(PyObject *self)
+{
+  SampleInfoObject *o = (SampleInfoObject *)self;
+  return PyUnicode_FromFormat("SampleInfo(valid_data=%s, source_timestamp=%lld, "
+                              "publication_handle=%llu, instance_state=%u, taken_ns=%lld)",
+                              o->si.valid_data ? "True" : "False",
+                              (long long)o->si.source_timestamp,
+                              (unsigned long long)o->si.publication_handle,
+                              (unsigned)o->si.instance_state, o->taken_ns);
+}
+
+static PyTypeObject SampleInfoType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mcc.bus._native.SampleInfo",
+    .tp_basicsize = sizeof(SampleInfoObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "What DDS says about one taken sample.",
+    .tp_members = sample_info_members,
+    .tp_new = sample_info_new,
+    .tp_repr = sample_info_repr,
+};
 
 /* One serialized sample to the writer; called without the GIL. The serdata is built by the
  * topic's own sertype, which checks the CDR against the type (a malformed sample is refused
@@ -375,7 +429,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-  if (SampleInfoType.tp_name == NULL && PyStructSequence_InitType2(&SampleInfoType, &sample_info_desc) < 0)
+  if (PyType_Ready(&SampleInfoType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&module);
   if (m == NULL)

@@ -4,7 +4,7 @@ from typing import Any
 
 LIBRARY: str
 
-class SampleInfo(tuple[Any, ...]):
+class SampleInfo:
     sample_state: int
     view_state: int
     instance_state: int
@@ -18,7 +18,7 @@ class SampleInfo(tuple[Any, ...]):
     generation_rank: int
     absolute_generation_rank: int
     taken_ns: int
-    def __new__(cls, values: Sequence[Any]) -> SampleInfo: ...
+    def __init__(self, values: Sequence[Any]) -> None: ...
 
 def write(writer: int, data: bytes, timestamp_ns: int = -1, dispose: bool = False) -> int: ...
 def write_many(writer: int, samples: Sequence[bytes]) -> tuple[int, int]: ...

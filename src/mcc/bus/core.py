@@ -52,7 +52,7 @@ from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport, port_clash_hint
-from mcc.bus.validate import validate_sample
+from mcc.bus.validate import received_check, validate_sample
 from mcc.errors import MccError, TopicError, WriteTimeoutError
 
 T = TypeVar("T")
@@ -309,7 +309,8 @@ class Reader(Generic[T]):
             if self._closed:
                 raise MccError(f"reader of topic {self.topic_name!r} is closed")
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")
-        decode, check = self._decode, validate_sample if self._validate else None
+        decode = self._decode
+        check = received_check(self.type) if self._validate else None  # type: ignore[arg-type]
         out = []
         for data, info in raw:
             if not info.valid_data:

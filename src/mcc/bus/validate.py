@@ -15,6 +15,7 @@ import enum
 import math
 import sys
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -91,6 +92,17 @@ def _plan(cls: type) -> _Plan:
         tuple(nested),
         tuple(nested_seqs),
     )
+
+
+@cache
+def received_check(cls: type) -> Callable[[Any], None] | None:
+    """The check a reader runs on decoded samples of ``cls``: `validate_sample`, or None when
+    decoding already guarantees everything it would check (integers of a fixed width, enum
+    members: no float, float array, packed array or nested struct to look at)."""
+    plan = _plan(cls)
+    if plan.floats or plan.float_arrays or plan.packed or plan.nested or plan.nested_seqs:
+        return validate_sample
+    return None
 
 
 def validate_sample(sample: Any, *, path: str | None = None) -> None:
