@@ -303,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compute_parsers(sub)
     add_compute_bench_parser(bsub)
+    from mcc.security.cli import add_parsers as add_security_parsers
+
+    add_security_parsers(sub)
     return parser
 
 

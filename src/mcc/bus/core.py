@@ -62,6 +62,7 @@ PROFILE_TAG = b"mcc.profile="
 
 _ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
 _NOT_READ = SampleState.NotRead | ViewState.Any | InstanceState.Any
+_TAKE_BATCH = 4096  # the most samples one take of take_until asks for
 
 
 def check_one_cyclone() -> None:
@@ -352,7 +353,8 @@ class Reader(Generic[T]):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            out.extend(self.take_wait(max(count - len(out), 1), timeout_s=remaining))
+            batch = min(max(count - len(out), 1), _TAKE_BATCH)
+            out.extend(self.take_wait(batch, timeout_s=remaining))
         return out
 
     def matched(self) -> int:
@@ -491,12 +493,18 @@ class Bus:
         ``write_stored`` waits until the persistence service committed the sample.
         """
         profile = profile or self._default_profile(topic)
-        dds_topic = self.topic(topic, type, profile=profile)
-        if self._is_durable(profile):
-            from mcc.bus.history import DurableWriter
+        try:
+            dds_topic = self.topic(topic, type, profile=profile)
+            if self._is_durable(profile):
+                from mcc.bus.history import DurableWriter
 
-            return DurableWriter(self, dds_topic, profile, validate=validate)
-        return Writer(self, dds_topic, profile, validate=validate)
+                return DurableWriter(self, dds_topic, profile, validate=validate)
+            return Writer(self, dds_topic, profile, validate=validate)
+        except DDSException as exc:
+            refused = self._refused(exc, topic, "publish")
+            if refused is None:
+                raise
+            raise refused from exc
 
     def reader(
         self,
@@ -519,6 +527,23 @@ class Bus:
         False; ``history_timeout_s`` bounds the wait for a service (default 3 s).
         """
         profile = profile or self._default_profile(topic)
+        try:
+            return self._reader(topic, type, profile, on_data, history, history_timeout_s)
+        except DDSException as exc:
+            refused = self._refused(exc, topic, "subscribe to")
+            if refused is None:
+                raise
+            raise refused from exc
+
+    def _reader(
+        self,
+        topic: str,
+        type: type | None,
+        profile: str,
+        on_data: Callable[[Reader[Any]], None] | None,
+        history: bool,
+        history_timeout_s: float | None,
+    ) -> Reader[Any]:
         dds_topic = self.topic(topic, type, profile=profile)
         if history and self._is_durable(profile):
             from mcc.bus.history import DEFAULT_HISTORY_TIMEOUT_S, HistoryReader
@@ -530,6 +555,16 @@ class Bus:
                 self, dds_topic, profile, on_data=on_data, history_timeout_s=timeout_s
             )
         return Reader(self, dds_topic, profile, on_data=on_data)
+
+    def _refused(self, exc: DDSException, topic: str, what: str) -> MccError | None:
+        """A clear error for a DDS Security refusal, else None (re-raise the original)."""
+        if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
+            return None
+        return MccError(
+            f"DDS Security refused to {what} topic {topic!r} for participant {self.name!r}: "
+            "its permissions document does not allow it; grant it in the mission's keystore "
+            "(mcc security identity ... --publish/--subscribe) or use another topic"
+        )
 
     def _is_durable(self, profile: str) -> bool:
         qos = self.qos.reader_qos(profile)

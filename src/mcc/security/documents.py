@@ -1,0 +1,117 @@
+"""The OMG DDS Security governance and permissions documents (XML), generated.
+
+Governance (one per mission): only authenticated participants join; discovery, liveliness and
+every topic's data and metadata are protected (``ENCRYPT``, or ``SIGN`` where encryption is not
+wanted); read and write access are checked against each participant's permissions.
+Permissions (one per identity): the topics it may publish and subscribe, in which partitions,
+for how long; everything else is denied.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from xml.sax.saxutils import escape
+
+PROTECTIONS = ("NONE", "SIGN", "ENCRYPT")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Topics an identity may publish and subscribe, in ``partitions`` (fnmatch patterns;
+    ``""`` is the default partition)."""
+
+    publish: tuple[str, ...] = ()
+    subscribe: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ("", "*")
+
+
+def _domains(domains: tuple[int, ...]) -> str:
+    return "<domains>" + "".join(f"<id>{int(d)}</id>" for d in sorted(set(domains))) + "</domains>"
+
+
+def governance_xml(domains: tuple[int, ...], *, protect: str = "ENCRYPT") -> str:
+    """The governance document for ``domains``, data and metadata protected with ``protect``."""
+    if protect not in PROTECTIONS:
+        raise ValueError(f"protect = {protect!r}: use one of {', '.join(PROTECTIONS)}")
+    kind = protect
+    with_origin = {"NONE": "NONE", "SIGN": "SIGN", "ENCRYPT": "ENCRYPT"}[protect]
+    return f"""<?xml version="1.0" encoding="utf-8"?>
+<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+     xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_governance.xsd">
+  <domain_access_rules>
+    <domain_rule>
+      {_domains(domains)}
+      <allow_unauthenticated_participants>false</allow_unauthenticated_participants>
+      <enable_join_access_control>true</enable_join_access_control>
+      <discovery_protection_kind>{with_origin}</discovery_protection_kind>
+      <liveliness_protection_kind>{with_origin}</liveliness_protection_kind>
+      <rtps_protection_kind>NONE</rtps_protection_kind>
+      <topic_access_rules>
+        <topic_rule>
+          <topic_expression>*</topic_expression>
+          <enable_discovery_protection>true</enable_discovery_protection>
+          <enable_liveliness_protection>true</enable_liveliness_protection>
+          <enable_read_access_control>true</enable_read_access_control>
+          <enable_write_access_control>true</enable_write_access_control>
+          <metadata_protection_kind>{kind}</metadata_protection_kind>
+          <data_protection_kind>{kind}</data_protection_kind>
+        </topic_rule>
+      </topic_access_rules>
+    </domain_rule>
+  </domain_access_rules>
+</dds>
+"""
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _criteria(kind: str, topics: tuple[str, ...], partitions: tuple[str, ...]) -> str:
+    if not topics:
+        return ""
+    names = "".join(f"<topic>{escape(t)}</topic>" for t in topics)
+    parts = "".join(f"<partition>{escape(p)}</partition>" for p in partitions)
+    return (
+        f"<{kind}><topics>{names}</topics>"
+        + (f"<partitions>{parts}</partitions>" if parts else "")
+        + f"</{kind}>"
+    )
+
+
+def permissions_xml(
+    subject: str,
+    grants: tuple[Grant, ...],
+    *,
+    domains: tuple[int, ...],
+    not_before: dt.datetime,
+    not_after: dt.datetime,
+) -> str:
+    """The permissions document of ``subject``: ``grants`` allowed on ``domains``, the rest
+    denied."""
+    rules = "".join(
+        "<allow_rule>"
+        + _domains(domains)
+        + _criteria("publish", g.publish, g.partitions)
+        + _criteria("subscribe", g.subscribe, g.partitions)
+        + "</allow_rule>"
+        for g in grants
+        if g.publish or g.subscribe
+    )
+    return f"""<?xml version="1.0" encoding="utf-8"?>
+<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+     xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd">
+  <permissions>
+    <grant name="{escape(subject)}">
+      <subject_name>{escape(subject)}</subject_name>
+      <validity>
+        <not_before>{_stamp(not_before)}</not_before>
+        <not_after>{_stamp(not_after)}</not_after>
+      </validity>
+      {rules}
+      <default>DENY</default>
+    </grant>
+  </permissions>
+</dds>
+"""

@@ -1,0 +1,158 @@
+"""DDS Security from a keystore: real Cyclone security plugins, real processes, hostile peers."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcc.security import Grant, Keystore, SecurityError
+from tests.conftest import REPO, run_cli
+
+PEER = r"""
+import json, os, sys, time
+from mcc.bus import Bus, Transport
+from mcc.errors import MccError
+from mcc.security import Keystore
+from mcc.types import DetectionBatch
+role, keystore, ident, topic, seconds = sys.argv[1:6]
+extra = Keystore(keystore).existing(ident).security_xml() if ident != "-" else ""
+base = Transport.from_env()
+import dataclasses
+t = dataclasses.replace(base, extra_xml=extra)
+with Bus(int(os.environ["MCC_DOMAIN"]), transport=t, name=ident) as bus:
+    try:
+        endpoint = bus.writer(topic) if role == "pub" else bus.reader(topic)
+    except MccError as exc:
+        print(json.dumps({"refused": str(exc)}))
+        sys.exit(0)
+    print("ready", flush=True)
+    end = time.monotonic() + float(seconds)
+    if role == "pub":
+        n = 0
+        while time.monotonic() < end:
+            endpoint.write(DetectionBatch(sensor_id=ident, scan_id=n))
+            n += 1
+            time.sleep(0.02)
+        print(json.dumps({"sent": n}))
+    else:
+        got = endpoint.take_until(10**6, timeout_s=float(seconds))
+        print(json.dumps({"got": len(got), "from": sorted({s.sensor_id for s in got})}))
+"""
+
+
+@pytest.fixture
+def keystore(tmp_path: Path, domain_id: int) -> Keystore:
+    ks = Keystore.init(tmp_path / "keystore", mission="test")
+    ks.write_governance((domain_id,))
+    ks.identity("radar", (Grant(publish=("DetectionBatch",)),), domains=(domain_id,))
+    ks.identity("tracker", (Grant(subscribe=("DetectionBatch",)),), domains=(domain_id,))
+    return ks
+
+
+def _start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", PEER, *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _result(proc: subprocess.Popen[str], timeout_s: float = 60) -> dict[str, object]:
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"peer hung\n{out}\n{err}")
+    assert proc.returncode == 0, f"{out}\n{err}"
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_keystore_layout_and_private_files(keystore: Keystore) -> None:
+    root = keystore.path
+    for key in (root / "ca/identity_ca.key", root / "ca/permissions_ca.key"):
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert stat.S_IMODE((root / "ca").stat().st_mode) == 0o700
+    radar = keystore.existing("radar")
+    assert stat.S_IMODE((radar.folder / "key.pem").stat().st_mode) == 0o600
+    assert keystore.check("radar") == []
+    permissions = (radar.folder / "permissions.xml").read_text()
+    assert (
+        "<topic>DetectionBatch</topic>" in permissions and "<default>DENY</default>" in permissions
+    )
+    governance = (root / "governance.xml").read_text()
+    assert "<allow_unauthenticated_participants>false" in governance
+    assert "<data_protection_kind>ENCRYPT</data_protection_kind>" in governance
+    assert (root / "governance.p7s").read_text().startswith("MIME-Version: 1.0")
+
+
+def test_keystore_errors_say_what_to_do(tmp_path: Path, keystore: Keystore) -> None:
+    with pytest.raises(SecurityError, match="mcc security init"):
+        Keystore(tmp_path / "nowhere")
+    with pytest.raises(SecurityError, match="already"):
+        Keystore.init(keystore.path)
+    assert "no cert.pem" in keystore.check("nobody")[0]
+    other = Keystore.init(tmp_path / "other")
+    other.identity("radar", (Grant(publish=("DetectionBatch",)),), domains=(1,))
+    foreign = other.path / "identities" / "radar" / "cert.pem"
+    (keystore.path / "identities" / "radar" / "cert.pem").write_bytes(foreign.read_bytes())
+    assert any("not issued by" in p for p in keystore.check("radar"))
+
+
+def test_cli_makes_and_checks_a_keystore(tmp_path: Path, bus_env: dict[str, str]) -> None:
+    ks = str(tmp_path / "ks")
+    run_cli(["security", "init", ks, "--domain", "7"], env=bus_env)
+    run_cli(
+        ["security", "identity", ks, "radar", "--domain", "7", "--publish", "DetectionBatch"],
+        env=bus_env,
+    )
+    assert "radar: ok" in run_cli(["security", "check", ks, "radar"], env=bus_env).stdout
+    bad = run_cli(["security", "check", ks, "ghost"], env=bus_env, check=False)
+    assert bad.returncode == 1 and "ghost" in bad.stderr
+    again = run_cli(["security", "init", ks, "--domain", "7"], env=bus_env, check=False)
+    assert again.returncode == 2 and "already" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.slow
+def test_only_authenticated_permitted_participants_are_heard(
+    keystore: Keystore, bus_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A secured radar reaches a secured tracker; an unsecured eavesdropper hears nothing of
+    it; an unsecured rogue writer is never heard by the tracker; an identity of another CA is
+    not admitted either."""
+    ks = str(keystore.path)
+    other = Keystore.init(tmp_path / "other-ca")
+    other.write_governance((int(bus_env["MCC_DOMAIN"]),))
+    other.identity(
+        "radar", (Grant(publish=("DetectionBatch",)),), domains=(int(bus_env["MCC_DOMAIN"]),)
+    )
+    procs = {
+        "radar": _start(bus_env, "pub", ks, "radar", "DetectionBatch", "8"),
+        "rogue": _start(bus_env, "pub", ks, "-", "DetectionBatch", "8"),
+        "impostor": _start(bus_env, "pub", str(other.path), "radar", "DetectionBatch", "8"),
+        "tracker": _start(bus_env, "sub", ks, "tracker", "DetectionBatch", "6"),
+        "eavesdropper": _start(bus_env, "sub", ks, "-", "DetectionBatch", "6"),
+    }
+    results = {name: _result(proc) for name, proc in procs.items()}
+    tracker, eavesdropper = results["tracker"], results["eavesdropper"]
+    assert tracker["got"] > 20 and tracker["from"] == ["radar"], results
+    assert "-" not in tracker["from"]
+    assert eavesdropper["from"] in ([], ["-"]), results  # the rogue's own samples at most
+
+
+def test_an_identity_cannot_write_a_topic_it_was_not_granted(
+    keystore: Keystore, bus_env: dict[str, str]
+) -> None:
+    ks = str(keystore.path)
+    result = _result(_start(bus_env, "pub", ks, "radar", "EngagementOrder", "1"))
+    assert "DDS Security refused to publish topic 'EngagementOrder'" in str(result["refused"])
+    result = _result(_start(bus_env, "sub", ks, "radar", "DetectionBatch", "1"))
+    assert "refused to subscribe to topic 'DetectionBatch'" in str(result["refused"])
