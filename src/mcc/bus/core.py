@@ -12,13 +12,14 @@ or fails the topic's checks is dropped, counted in ``bus.stats`` and logged once
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
@@ -493,18 +494,13 @@ class Bus:
         ``write_stored`` waits until the persistence service committed the sample.
         """
         profile = profile or self._default_profile(topic)
-        try:
+        with self._permitted(topic, "publish"):
             dds_topic = self.topic(topic, type, profile=profile)
             if self._is_durable(profile):
                 from mcc.bus.history import DurableWriter
 
                 return DurableWriter(self, dds_topic, profile, validate=validate)
             return Writer(self, dds_topic, profile, validate=validate)
-        except DDSException as exc:
-            refused = self._refused(exc, topic, "publish")
-            if refused is None:
-                raise
-            raise refused from exc
 
     def reader(
         self,
@@ -527,13 +523,8 @@ class Bus:
         False; ``history_timeout_s`` bounds the wait for a service (default 3 s).
         """
         profile = profile or self._default_profile(topic)
-        try:
+        with self._permitted(topic, "subscribe to"):
             return self._reader(topic, type, profile, on_data, history, history_timeout_s)
-        except DDSException as exc:
-            refused = self._refused(exc, topic, "subscribe to")
-            if refused is None:
-                raise
-            raise refused from exc
 
     def _reader(
         self,
@@ -556,15 +547,19 @@ class Bus:
             )
         return Reader(self, dds_topic, profile, on_data=on_data)
 
-    def _refused(self, exc: DDSException, topic: str, what: str) -> MccError | None:
-        """A clear error for a DDS Security refusal, else None (re-raise the original)."""
-        if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
-            return None
-        return MccError(
-            f"DDS Security refused to {what} topic {topic!r} for participant {self.name!r}: "
-            "its permissions document does not allow it; grant it in the mission's keystore "
-            "(mcc security identity ... --publish/--subscribe) or use another topic"
-        )
+    @contextlib.contextmanager
+    def _permitted(self, topic: str, what: str) -> Iterator[None]:
+        """Turn a DDS Security refusal into an error that names the topic and the fix."""
+        try:
+            yield
+        except DDSException as exc:
+            if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
+                raise
+            raise MccError(
+                f"DDS Security refused to {what} topic {topic!r} for participant {self.name!r}: "
+                "its permissions document does not allow it; grant it in the mission's "
+                "keystore (mcc security identity ... --publish/--subscribe) or use another topic"
+            ) from exc
 
     def _is_durable(self, profile: str) -> bool:
         qos = self.qos.reader_qos(profile)

@@ -11,7 +11,9 @@ condition that wakes it when the set changes or the bus closes.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -26,15 +28,41 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcc.bus")
 
-_READER_STATUSES = (
-    DDSStatus.RequestedIncompatibleQos
-    | DDSStatus.RequestedDeadlineMissed
-    | DDSStatus.SampleLost
-    | DDSStatus.SampleRejected
+# The statuses recorded, per side: (status bit, cyclonedds getter, QosEvent kind, the
+# BusStatistics counter). An incompatible-QoS event also names the remote profiles.
+_READER_EVENTS = (
+    (
+        DDSStatus.RequestedIncompatibleQos,
+        "get_requested_incompatible_qos_status",
+        "requested_incompatible_qos",
+        "incompatible_qos",
+    ),
+    (
+        DDSStatus.RequestedDeadlineMissed,
+        "get_requested_deadline_missed_status",
+        "requested_deadline_missed",
+        "deadline_missed",
+    ),
+    (DDSStatus.SampleLost, "get_sample_lost_status", "sample_lost", "samples_lost"),
+    (DDSStatus.SampleRejected, "get_sample_rejected_status", "sample_rejected", "samples_rejected"),
 )
-_WRITER_STATUSES = (
-    DDSStatus.OfferedIncompatibleQos | DDSStatus.OfferedDeadlineMissed | DDSStatus.LivelinessLost
+_WRITER_EVENTS = (
+    (
+        DDSStatus.OfferedIncompatibleQos,
+        "get_offered_incompatible_qos_status",
+        "offered_incompatible_qos",
+        "incompatible_qos",
+    ),
+    (
+        DDSStatus.OfferedDeadlineMissed,
+        "get_offered_deadline_missed_status",
+        "offered_deadline_missed",
+        "deadline_missed",
+    ),
+    (DDSStatus.LivelinessLost, "get_liveliness_lost_status", "liveliness_lost", "liveliness_lost"),
 )
+_READER_STATUSES = functools.reduce(operator.or_, (e[0] for e in _READER_EVENTS))
+_WRITER_STATUSES = functools.reduce(operator.or_, (e[0] for e in _WRITER_EVENTS))
 #: A handler that takes and reads nothing this many wake-ups in a row has its samples marked read.
 _UNREAD_LIMIT = 3
 
@@ -203,49 +231,17 @@ class Dispatcher:
             changes = item.entity.get_status_changes()
         except DDSException:  # deleted meanwhile
             return
-        if not changes:
-            return
-        bus, entity, topic, profile = self._bus, item.entity, item.topic, item.profile
-        now = time.time_ns()
-        if item.writer:
-            if changes & DDSStatus.OfferedIncompatibleQos:
-                st = entity.get_offered_incompatible_qos_status()
-                remote = bus._remote_profiles(topic, profile, readers=True)
-                event = QosEvent(
-                    "offered_incompatible_qos", topic, profile, remote,
-                    policy_name(st.last_policy_id), st.total_count, now,
-                )  # fmt: skip
-                bus._record(event, "incompatible_qos")
-            if changes & DDSStatus.OfferedDeadlineMissed:
-                st = entity.get_offered_deadline_missed_status()
-                event = QosEvent(
-                    "offered_deadline_missed", topic, profile, (), "", st.total_count, now
-                )
-                bus._record(event, "deadline_missed")
-            if changes & DDSStatus.LivelinessLost:
-                st = entity.get_liveliness_lost_status()
-                event = QosEvent("liveliness_lost", topic, profile, (), "", st.total_count, now)
-                bus._record(event, "liveliness_lost")
-            return
-        if changes & DDSStatus.RequestedIncompatibleQos:
-            st = entity.get_requested_incompatible_qos_status()
-            remote = bus._remote_profiles(topic, profile, readers=False)
+        bus, topic, profile = self._bus, item.topic, item.profile
+        for bit, getter, kind, counter in _WRITER_EVENTS if item.writer else _READER_EVENTS:
+            if not changes & bit:
+                continue
+            status = getattr(item.entity, getter)()  # reading it resets the change
+            remote: tuple[str, ...] = ()
+            policy = ""
+            if counter == "incompatible_qos":
+                remote = bus._remote_profiles(topic, profile, readers=item.writer)
+                policy = policy_name(status.last_policy_id)
             event = QosEvent(
-                "requested_incompatible_qos", topic, profile, remote,
-                policy_name(st.last_policy_id), st.total_count, now,
-            )  # fmt: skip
-            bus._record(event, "incompatible_qos")
-        if changes & DDSStatus.RequestedDeadlineMissed:
-            st = entity.get_requested_deadline_missed_status()
-            event = QosEvent(
-                "requested_deadline_missed", topic, profile, (), "", st.total_count, now
+                kind, topic, profile, remote, policy, status.total_count, time.time_ns()
             )
-            bus._record(event, "deadline_missed")
-        if changes & DDSStatus.SampleLost:
-            st = entity.get_sample_lost_status()
-            event = QosEvent("sample_lost", topic, profile, (), "", st.total_count, now)
-            bus._record(event, "samples_lost")
-        if changes & DDSStatus.SampleRejected:
-            st = entity.get_sample_rejected_status()
-            event = QosEvent("sample_rejected", topic, profile, (), "", st.total_count, now)
-            bus._record(event, "samples_rejected")
+            bus._record(event, counter)
