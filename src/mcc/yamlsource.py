@@ -57,16 +57,56 @@ def lookup(data: Any, loc: tuple[Any, ...], default: Any = None) -> Any:
     return data
 
 
+#: Bounds on a YAML document: its size, and how many values it holds once its aliases are
+#: expanded (an alias bomb, "billion laughs", expands a few lines into billions of values).
+MAX_BYTES = 1 << 20
+MAX_VALUES = 100_000
+
+
+def _check_graph(node: Any, *, source: str, error: type[Exception]) -> None:
+    """Refuse duplicate keys and documents whose aliases expand past ``MAX_VALUES``; counts
+    each node once per path (as loading expands it), stopping at the bound."""
+    count = 0
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise error(
+                f"{source}: the document expands to more than {MAX_VALUES} values through "
+                "its aliases (&anchor/*alias): refused; write the values out"
+            )
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key, value in n.value:
+                if isinstance(key, yaml.ScalarNode):
+                    line = key.start_mark.line + 1
+                    if key.value in seen and key.value != "<<":
+                        raise error(
+                            f"{source}:{line}: {key.value}: duplicate key, first at line "
+                            f"{seen[key.value]} (got a second {key.value!r})"
+                        )
+                    seen[key.value] = line
+                stack.append(key)
+                stack.append(value)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+
+
 def parse_mapping(
     text: str, *, source: str, error: type[Exception], expected: str
 ) -> tuple[dict[Any, Any], dict[tuple[Any, ...], int]]:
     """Parse YAML ``text`` that must be a mapping; the data and its line index.
 
-    Raises ``error`` with ``source:line: not valid YAML: …``, or ``source: <expected>`` when
-    the document is not a mapping.
+    Raises ``error`` with ``source:line: not valid YAML: …``, ``source:line: key: duplicate
+    key …``, ``source: … aliases …`` (a document that would expand past ``MAX_VALUES``, or is
+    larger than ``MAX_BYTES``), or ``source: <expected>`` when the document is not a mapping.
     """
+    if len(text) > MAX_BYTES:
+        raise error(f"{source}: {len(text)} bytes, more than {MAX_BYTES}: not a manifest")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_graph(node, source=source, error=error)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

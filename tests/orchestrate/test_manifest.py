@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from mcc.errors import ManifestError
-from mcc.orchestrate.manifest import Cluster, load_manifest, parse_manifest
+from mcc.orchestrate.manifest import Cluster, load_manifest, parse_manifest, runnable_problems
 from tests.conftest import REPO, run_cli
 
 GOOD = """\
@@ -59,11 +60,43 @@ def test_transport_is_udp_unless_the_manifest_says_shm() -> None:
     assert parse_manifest(_edit("domain: 12", "domain: 12\ntransport: shm")).transport.kind == "shm"
 
 
+def test_a_yaml_alias_bomb_is_refused_fast() -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    text = "\n".join([*lines, "mission: x", "systems: {x: {app: 'a.b:c'}}"]) + "\n"
+    start = time.monotonic()
+    with pytest.raises(ManifestError, match="expands to more than 100000 values"):
+        parse_manifest(text, source="<m>")
+    assert time.monotonic() - start < 1.0
+
+
+def test_validate_imports_apps_and_finds_commands(tmp_path: Path, bus_env: dict[str, str]) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "mission: m\nsystems:\n"
+        '  a: {app: "mcc.apps.nothere:main"}\n'
+        '  b: {app: "mcc.orchestrate.probe:nosuch"}\n'
+        "  c: {command: [no-such-binary-xyz]}\n"
+        '  d: {app: "mcc.orchestrate.probe:idle"}\n'
+    )
+    proc = run_cli(["validate", str(path)], env=bus_env, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{path}:3: systems.a.app: module 'mcc.apps.nothere' does not import" in proc.stderr
+    assert f"{path}:4: systems.b.app: mcc.orchestrate.probe has no function 'nosuch'" in (
+        proc.stderr
+    )
+    assert f"{path}:5: systems.c.command: executable 'no-such-binary-xyz' not found" in (
+        proc.stderr
+    )
+
+
 def test_shipped_missions_validate() -> None:
     files = sorted((REPO / "missions").glob("*.yaml"))
     assert files, "missions/*.yaml should ship"
     for file in files:
         load_manifest(file)
+        assert runnable_problems(file) == []
 
 
 def _edit(old: str, new: str) -> str:
@@ -144,6 +177,19 @@ BAD = [
         _edit("domain: 12", "domain: 12\ntransport: {kind: ipc}"),
         "<m>:3: transport.kind: must be one of 'udp' or 'shm' (got 'ipc')",
     ),
+    (
+        _edit("domain: 12", "domain: 12\ndomain: 13"),
+        "<m>:3: domain: duplicate key, first at line 2 (got a second 'domain')",
+    ),
+    (
+        "mission: m\nsystems: {}\n",
+        "<m>:2: systems: a mission needs at least one system (or cluster) to run (got {})",
+    ),
+    (
+        _edit("    restart: always", "    restart: always\n    env: {A: {nested: 1}}"),
+        "<m>:15: systems.tracker.env.A: an environment value is a string or a number "
+        "(got {'nested': 1})",
+    ),
     ("systems: [radar", "<m>:1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
     (
         "- just\n- a list\n",
@@ -173,7 +219,7 @@ def test_mcc_validate_exits_2_with_messages_and_no_traceback(
     bad = tmp_path / "bad.yaml"
     bad.write_text(_edit("domain: 12", "domain: 300"))
     good = tmp_path / "good.yaml"
-    good.write_text(GOOD)
+    good.write_text(GOOD.replace("./launcher --fast", "sleep 1"))
     proc = run_cli(["validate", str(good), str(bad)], env=bus_env, check=False)
     assert proc.returncode == 2
     assert f"{bad}:2: domain: must be <= 232 (got 300)" in proc.stderr

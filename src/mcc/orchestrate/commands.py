@@ -16,7 +16,7 @@ from typing import Any
 
 from mcc.errors import ManifestError, OrchestratorError
 from mcc.orchestrate.backends.base import Backend
-from mcc.orchestrate.manifest import Mission, load_manifest
+from mcc.orchestrate.manifest import Mission, load_manifest, runnable_problems
 
 
 def add_parsers(sub: Any) -> None:
@@ -95,9 +95,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for file in args.files:
         try:
             mission = load_manifest(file)
+            problems = runnable_problems(file)
         except ManifestError as exc:
             failed = True
             for problem in exc.problems:
+                print(problem, file=sys.stderr)
+            continue
+        if problems:
+            failed = True
+            for problem in problems:
                 print(problem, file=sys.stderr)
             continue
         instances = sum(s.replicas for s in mission.systems.values()) + sum(

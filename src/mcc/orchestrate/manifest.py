@@ -12,6 +12,7 @@ docs/manifest.md.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -107,9 +108,7 @@ class System(_Model):
     @field_validator("env", mode="before")
     @classmethod
     def _env_strings(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): str(v) for k, v in value.items()}
-        return value
+        return _env_values(value)
 
     @model_validator(mode="after")
     def _app_xor_command(self) -> System:
@@ -255,8 +254,17 @@ class Mission(_Model):
     def _transport_shorthand(cls, value: Any) -> Any:
         return {"kind": value} if isinstance(value, str) else value  # transport: shm
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_strings(cls, value: Any) -> Any:
+        return _env_values(value)
+
     @model_validator(mode="after")
     def _references(self) -> Mission:
+        if not self.systems and not self.clusters:
+            raise _FieldError(
+                ("systems",), {}, "a mission needs at least one system (or cluster) to run"
+            )
         for where, names in (("systems", self.systems), ("clusters", self.clusters)):
             for name in names:
                 if not re.fullmatch(NAME_PATTERN, name):
@@ -334,6 +342,21 @@ class Mission(_Model):
         return phases is None or phase in phases
 
 
+def _env_values(value: Any) -> Any:
+    """Environment values as strings: a string, a number or a boolean is written out; a
+    mapping, a list or a null is refused (it would reach the process as its Python repr)."""
+    if not isinstance(value, Mapping):
+        return value
+    out = {}
+    for key, item in value.items():
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif not isinstance(item, str | int | float):
+            raise _FieldError((key,), item, "an environment value is a string or a number")
+        out[str(key)] = str(item)
+    return out
+
+
 class _FieldError(ValueError):
     """A cross-field error that knows the YAML path it belongs to."""
 
@@ -389,6 +412,48 @@ def load_manifest(path: str | Path) -> Mission:
     return parse_manifest(text, source=str(path))
 
 
+def runnable_problems(path: str | Path) -> list[str]:
+    """What would fail at launch in the valid manifest at ``path``: an ``app`` whose module
+    does not import or has no such function, a ``command`` whose executable is not found.
+    Each as ``file:line: field: what is wrong (got …)``; ``mcc validate`` reports them."""
+    import importlib
+    import shutil
+
+    path = Path(path)
+    text = path.read_text()
+    mission = parse_manifest(text, source=str(path))
+    _, lines = parse_mapping(text, source=str(path), error=ManifestError, expected="")
+    problems = []
+    for kind, name, system in mission._each():
+        where = f"{path}:{nearest_line(lines, (kind, name, 'app' if system.app else 'command'))}"
+        if system.app is not None:
+            module_name, _, function = system.app.partition(":")
+            try:
+                module = importlib.import_module(module_name)
+            except Exception as exc:  # whatever the import raises is the user's answer
+                problems.append(
+                    f"{where}: {kind}.{name}.app: module {module_name!r} does not import: "
+                    f"{type(exc).__name__}: {exc} (got {system.app!r})"
+                )
+                continue
+            if not callable(getattr(module, function, None)):
+                problems.append(
+                    f"{where}: {kind}.{name}.app: {module_name} has no function {function!r} "
+                    f"(got {system.app!r})"
+                )
+        elif system.command:
+            exe = system.command[0]
+            found = (
+                shutil.which(exe) if "/" not in exe else (exe if os.access(exe, os.X_OK) else None)
+            )
+            if found is None:
+                problems.append(
+                    f"{where}: {kind}.{name}.command: executable {exe!r} not found (on PATH, "
+                    f"or as a path from {Path.cwd()}) (got {system.command!r})"
+                )
+    return problems
+
+
 def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
     """Validate manifest text; ``source`` names it in messages."""
     data, lines = parse_mapping(
@@ -407,7 +472,10 @@ def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
 def _describe(err: Any, data: Any, lines: dict[tuple[Any, ...], int], source: str) -> str:
     cause = err.get("ctx", {}).get("error")
     if isinstance(cause, _FieldError):
-        loc: tuple[Any, ...] = cause.path
+        # A model validator's path is absolute (its loc is empty); a field validator's is
+        # relative to the field it checks.
+        prefix = tuple(p for p in err["loc"] if not _is_union_tag(p))
+        loc: tuple[Any, ...] = prefix + cause.path
         value, message = cause.value, cause.message
     else:
         loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
