@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import os
 import re
 import selectors
@@ -24,6 +26,43 @@ REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 _scratch_domains = ScratchDomains()
+
+#: The watchdog fires this long after pytest-timeout would have: it is the backstop for a test
+#: stuck where pytest-timeout cannot reach it (a thread holding the GIL inside C).
+WATCHDOG_GRACE_S = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Arm a watchdog per test: faulthandler's own C thread (it needs no GIL) dumps every
+    thread's stack and ends the run if the test outlives its timeout by ``WATCHDOG_GRACE_S``."""
+    marker = item.get_closest_marker("timeout")
+    limit = (
+        float(marker.args[0])
+        if marker and marker.args
+        else float(item.config.getini("timeout") or 300)
+    )
+    faulthandler.dump_traceback_later(limit + WATCHDOG_GRACE_S, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No test may leave a process behind: kill what is left and say which ones."""
+    import psutil
+
+    left = psutil.Process().children(recursive=True)
+    if not left:
+        return
+    names = [" ".join(p.cmdline()[:4]) for p in left if p.is_running()]
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(left, timeout=5)
+    if names:
+        print(f"\nconftest: killed {len(names)} processes left by the tests: {names}")
 
 
 def require_tool(name: str) -> str:
