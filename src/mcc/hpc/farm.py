@@ -540,9 +540,11 @@ class FarmWorker:
             scan = resume.scan
             log.info("%s: item %d resumes at %d", self.worker_id, item.item_id, scan.next_lo)
             self.resumed_from = {"item_id": int(item.item_id), "next_lo": scan.next_lo}
+            self._resume = None
         else:
+            # Another item may come first (the master hands out new items while it reissues
+            # the interrupted one): keep the resume point for the item it belongs to.
             scan = PrimeScan(item.lo, item.hi, segment_numbers=self.segment_numbers)
-        self._resume = None
         base = self._base_for(item.hi)
         last_checkpoint = time.monotonic()
         for _ in scan.run(base):
