@@ -30,8 +30,15 @@ import numpy as np
 from mcc.apps.metrics import gospa
 from mcc.apps.scenario import TruthState
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import AirPicture, EngagementOrder, OrderStatus, TrackStatus, Truth
 from mcc.types.arrays import packed_field
+
+BUS_TOPICS = {
+    "assessor": Topics(
+        subscribe=("AirPicture", "EngagementOrder", "Threat", "Truth", "WeaponStatus")
+    )
+}
 
 LIVE_TRACKS = (TrackStatus.TRACK_CONFIRMED.value, TrackStatus.TRACK_COASTING.value)
 

@@ -37,7 +37,13 @@ import numpy as np
 from mcc.bus import Reader
 from mcc.errors import MccError
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import GuidanceCommand, NavSample
+
+BUS_TOPICS = {
+    "plant": Topics(publish=("NavSample",), subscribe=("GuidanceCommand",)),
+    "elaborator": Topics(publish=("GuidanceCommand",), subscribe=("NavSample",)),
+}
 
 __all__ = [
     "AircraftLimits",

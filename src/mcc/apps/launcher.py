@@ -59,6 +59,7 @@ from mcc.apps.args import positive_float, shipped_path
 from mcc.apps.scenario import TARGET_CLASSES
 from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import (
     EngagementOrder,
     OrderStatus,
@@ -69,6 +70,12 @@ from mcc.types import (
     WeaponStatus,
 )
 from mcc.yamlsource import parse_mapping
+
+BUS_TOPICS = {
+    "launcher": Topics(
+        publish=("EngagementOrder", "WeaponStatus"), subscribe=("EngagementOrder", "Track")
+    )
+}
 
 __all__ = [
     "DEFAULT_CLASS_FACTORS",

@@ -29,7 +29,13 @@ from mcc.apps.args import positive_float
 from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
 from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
+from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, Truth
+
+BUS_TOPICS = {
+    "truth": Topics(publish=("Truth",), subscribe=("EngagementOrder", "Track")),
+    "radar": Topics(publish=("DetectionBatch",), subscribe=("Truth",)),
+}
 
 __all__ = ["default_epoch_ns", "radar", "truth"]
 

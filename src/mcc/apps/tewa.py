@@ -76,6 +76,7 @@ from mcc.compute.threat import evaluate_threats
 from mcc.compute.wta import WTAResult, wta_greedy, wta_hungarian
 from mcc.errors import MccError
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import (
     AirPicture,
     Command,
@@ -89,6 +90,13 @@ from mcc.types import (
     WeaponStatus,
 )
 from mcc.types.arrays import packed_field
+
+BUS_TOPICS = {
+    "tewa": Topics(
+        publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals
+        subscribe=("AirPicture", "WeaponStatus", "EngagementOrder", "Command"),
+    )
+}
 
 __all__ = [
     "APPROVAL_PARTITION",

@@ -73,8 +73,11 @@ from mcc.compute.associate import (
 )
 from mcc.errors import ComputeError, MccError
 from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
+from mcc.security.mission import Topics
 from mcc.types import AirPicture, DetectionBatch, TargetClass, Track, TrackStatus
 from mcc.types.arrays import pack, packed_field
+
+BUS_TOPICS = {"tracker": Topics(publish=("AirPicture", "Track"), subscribe=("DetectionBatch",))}
 
 __all__ = [
     "MultiTargetTracker",

@@ -75,7 +75,10 @@ from mcc.compute.wire import (
     encode_request,
 )
 from mcc.errors import ComputeError, MccError, PeerLostError, RequestTimeoutError
+from mcc.security.mission import Topics
 from mcc.types import ComputeReply, ComputeRequest
+
+BUS_TOPICS = {"serve": Topics(publish=("ComputeReply",), subscribe=("ComputeRequest",))}
 
 if TYPE_CHECKING:
     from mcc.bus import HeartbeatPublisher

@@ -50,7 +50,13 @@ from mcc.bus import Bus, Reader
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, default_job_id, write_result
 from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS, PrimeCount, PrimeScan, base_primes, split_range
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import Checkpoint, Heartbeat, WorkItem, WorkResult
+
+BUS_TOPICS = {
+    "master": Topics(publish=("WorkItem",), subscribe=("WorkResult", "Heartbeat")),
+    "worker": Topics(publish=("WorkResult", "Checkpoint"), subscribe=("WorkItem", "Checkpoint")),
+}
 
 __all__ = [
     "FarmMaster",

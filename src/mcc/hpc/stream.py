@@ -45,7 +45,13 @@ from mcc.hpc.base import (
 )
 from mcc.hpc.farm import _parse, result_path
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import WorkItem, WorkResult
+
+BUS_TOPICS = {
+    "source": Topics(publish=("WorkItem",), subscribe=("WorkResult",)),
+    "echo": Topics(publish=("WorkResult",), subscribe=("WorkItem",)),
+}
 
 __all__ = [
     "BULK_TRANSPORT_XML",

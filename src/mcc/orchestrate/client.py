@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mcc.bus import Bus, Requester
+from mcc.bus import Bus, Requester, Transport
 from mcc.errors import OrchestratorError
 from mcc.orchestrate import registry
 from mcc.types import Command, CommandReply, MissionStatus
@@ -93,18 +93,33 @@ class ControlClient:
         self._requester.close()
 
 
+def operator_transport(keystore: str, mission: str) -> Transport:
+    """The environment's transport with the operator identity of a secured ``mission``."""
+    import dataclasses
+
+    from mcc.security import Keystore
+    from mcc.security.mission import OPERATOR
+
+    base = Transport.from_env()
+    xml = Keystore(keystore).existing(f"{mission}/{OPERATOR}").security_xml()
+    return dataclasses.replace(base, extra_xml=base.extra_xml + xml)
+
+
 @contextmanager
 def open_client(
     *, mission: str | None = None, domain: int | None = None, timeout_s: float = 5.0
 ) -> Iterator[ControlClient]:
     """A client for ``mission``: its domain (and discovery tag) come from the registry of
     missions running here, unless ``domain`` is given."""
+    transport = None
     if domain is None:
         record = registry.find(mission)
         mission, domain = record.mission, record.domain
         for key, value in record.env.items():
             os.environ.setdefault(key, value)
-    with Bus(domain, name="mcc client") as bus:
+        if record.keystore:  # a secured mission: as its operator
+            transport = operator_transport(record.keystore, record.mission)
+    with Bus(domain, transport=transport, name="mcc client") as bus:
         client = ControlClient(bus, mission, timeout_s=timeout_s)
         try:
             yield client

@@ -248,6 +248,12 @@ class Mission(_Model):
     stop_grace_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     services: Services = Services()
     transport: MissionTransport = MissionTransport()
+    security: Literal["none", "on"] = "none"
+
+    @field_validator("security", mode="before")
+    @classmethod
+    def _security_boolean(cls, value: Any) -> Any:  # YAML reads on/off as booleans
+        return {True: "on", False: "none"}.get(value, value) if isinstance(value, bool) else value
 
     @field_validator("transport", mode="before")
     @classmethod

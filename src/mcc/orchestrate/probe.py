@@ -16,6 +16,9 @@ import signal
 import time
 
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
+
+BUS_TOPICS = {"idle": Topics()}  # its heartbeat only
 
 
 def idle(ctx: AppContext) -> int:

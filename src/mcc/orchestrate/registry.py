@@ -33,6 +33,7 @@ class ActiveMission:
     run_dir: str
     backend: str
     env: dict[str, str]
+    keystore: str | None = None  # a secured mission: clients use its operator identity
 
 
 def register(supervisor: Supervisor) -> Path:
@@ -49,6 +50,7 @@ def register(supervisor: Supervisor) -> Path:
             **{k: os.environ[k] for k in _CARRIED if k in os.environ},
             **{k: v for k, v in supervisor.client_env.items() if k in _CARRIED},
         },
+        "keystore": str(supervisor.keystore) if supervisor.keystore else None,
     }
     path.write_text(json.dumps(record, indent=2))
     return path

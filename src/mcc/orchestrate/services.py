@@ -19,6 +19,7 @@ import logging
 
 from mcc.bus.transport import Transport
 from mcc.orchestrate.manifest import Health, Mission, Resources, Restart, System
+from mcc.security.mission import HISTORY_TOPICS, RUNTIME_TOPICS, Topics, app_topics
 
 PERSIST = "persist"
 COMPUTE = "compute"
@@ -100,3 +101,29 @@ def mission_transports(mission: Mission, base: Transport) -> tuple[Transport, Tr
         return None
     shm = dataclasses.replace(base, kind="shm")
     return shm, shm
+
+
+def system_topics(mission: Mission) -> dict[str, Topics]:
+    """What each system of ``mission`` may publish and subscribe in a secured mission: what its
+    app declares (``BUS_TOPICS``), its heartbeat, and the history and compute topics it needs."""
+    out = {}
+    for name, system in mission.all_systems().items():
+        topics = RUNTIME_TOPICS
+        if system.app is not None:
+            declared = app_topics(system.app)
+            if declared is None:
+                log.warning(
+                    "mission %s: %s (%s) declares no BUS_TOPICS: secured, it may publish its "
+                    "heartbeat and nothing else",
+                    mission.mission,
+                    name,
+                    system.app,
+                )
+            else:
+                topics |= declared
+            if durable_topics(system.app):
+                topics |= HISTORY_TOPICS
+        if system.resources.gpu == "shared":
+            topics |= Topics(publish=("ComputeRequest",), subscribe=("ComputeReply",))
+        out[name] = topics
+    return out

@@ -11,6 +11,7 @@ starts, stops and watches processes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -42,7 +43,7 @@ from mcc.orchestrate.runtime import (
     ENV_SYSTEM,
     RUNTIME_ARGV,
 )
-from mcc.orchestrate.services import mission_transports, with_services
+from mcc.orchestrate.services import mission_transports, system_topics, with_services
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
 
 log = logging.getLogger("mcc.orchestrate")
@@ -136,6 +137,9 @@ class Supervisor:
         self._transport = transports[0] if transports else None
         #: What every other process of the mission (clients included) needs in its environment.
         self.client_env = transports[1].apply_to_env({}) if transports else {}
+        self._instance_base = transports[1] if transports else None
+        self._system_env: dict[str, dict[str, str]] = {}  # per system: its identity (secured)
+        self.keystore: Path | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -143,6 +147,8 @@ class Supervisor:
         """Open the backend and the bus, then reconcile in a background thread."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
+        if self.mission.security == "on":
+            self._secure()
         if self.mission.transport.kind == "shm":
             from mcc.bus.shm import RouDi
 
@@ -182,6 +188,31 @@ class Supervisor:
                 break
             self._done.wait(0.1)
         self.close()
+
+    def _secure(self) -> None:
+        """Identities for this supervisor and every system, from the mission's keystore
+        (``$MCC_HOME/keystores/MISSION``, created on first use)."""
+        from mcc.security.mission import SUPERVISOR, mission_identities
+
+        self.keystore = registry.home() / "keystores" / self.mission.mission
+        identities = mission_identities(
+            self.keystore,
+            mission=self.mission.mission,
+            domain=self.mission.domain,
+            systems=system_topics(self.mission),
+        )
+
+        def secured(base: Transport | None, name: str) -> Transport:
+            base = base or Transport.from_env()
+            xml = identities[name].security_xml()
+            return dataclasses.replace(base, extra_xml=base.extra_xml + xml)
+
+        self._transport = secured(self._transport, SUPERVISOR)
+        self._system_env = {
+            name: secured(self._instance_base, name).apply_to_env({})
+            for name in identities
+            if name in self.systems
+        }
 
     def close(self) -> None:
         """Stop every instance gracefully, publish the final status, release everything."""
@@ -508,7 +539,13 @@ class Supervisor:
     ) -> LaunchSpec:
         mission = self.mission
         device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
-        env = {**os.environ, **self.client_env, **mission.env, **system.env}
+        env = {
+            **os.environ,
+            **self.client_env,
+            **self._system_env.get(inst.system, {}),
+            **mission.env,
+            **system.env,
+        }
         env.update(
             {
                 ENV_MISSION: mission.mission,

@@ -53,7 +53,13 @@ from mcc.bus.history import (
 from mcc.bus.topics import TOPICS
 from mcc.errors import MccError, TopicError
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
+from mcc.security.mission import Topics
 from mcc.types import PersistAck, PersistReply
+
+# Stores whatever durable topic it discovers: it subscribes to every topic.
+BUS_TOPICS = {
+    "main": Topics(publish=("PersistReply", "PersistAck"), subscribe=("*",)),
+}
 
 if TYPE_CHECKING:
     from mcc.orchestrate.runtime import AppContext

@@ -1,0 +1,95 @@
+"""A secured mission (``security: on``): identities from the manifest, operators from the
+keystore, strangers ignored."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcc.bus import Bus
+from mcc.types import Command
+from tests.conftest import REPO, run_cli, wait_for
+
+MANIFEST = """\
+mission: guarded
+domain: {domain}
+security: on
+systems:
+  radar: {{app: "mcc.orchestrate.probe:idle", replicas: 2, resources: {{cpus: 0.1}}}}
+  tracker: {{app: "mcc.orchestrate.probe:idle", resources: {{cpus: 0.1}}}}
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path, bus_env: dict[str, str]) -> dict[str, str]:
+    return {**bus_env, "MCC_HOME": str(tmp_path / "home")}
+
+
+@pytest.fixture
+def up(env: dict[str, str], tmp_path: Path, domain_id: int) -> Iterator[subprocess.Popen[str]]:
+    path = tmp_path / "guarded.yaml"
+    path.write_text(MANIFEST.format(domain=domain_id))
+    log = (tmp_path / "up.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcc.cli", "up", str(path), "--quiet"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log.close()
+
+
+def _status(env: dict[str, str]) -> dict[str, Any] | None:
+    proc = run_cli(["status", "--json"], env=env, check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def _running(status: dict[str, Any] | None) -> set[str]:
+    return {i["id"] for i in (status or {}).get("instances", []) if i["state"] == "running"}
+
+
+@pytest.mark.slow
+def test_a_secured_mission_runs_and_strangers_are_not_heard(
+    up: subprocess.Popen[str], env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    everyone = {"guarded/radar/0", "guarded/radar/1", "guarded/tracker/0"}
+    # Every instance authenticated with its system's identity: its heartbeats reach the
+    # supervisor, which answers the operator (mcc status, with the keystore's operator).
+    wait_for(lambda: _running(_status(env)) == everyone, 60, "every instance running")
+    keystore = tmp_path / "home" / "keystores" / "guarded"
+    names = {p.name for p in (keystore / "identities" / "guarded").iterdir()}
+    assert names == {"supervisor", "operator", "radar", "tracker"}
+    grants = (keystore / "identities/guarded/radar/permissions.xml").read_text()
+    assert "<topic>Heartbeat</topic>" in grants and "Command" not in grants
+    # A participant without credentials on the same domain: it sees no status and its
+    # `down` is never obeyed.
+    with Bus(domain_id, name="stranger") as bus:
+        status = bus.reader("MissionStatus")
+        commands = bus.writer("Command")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            commands.write(Command(command_id=f"x{time.monotonic_ns()}", verb="down"))
+            time.sleep(0.25)
+        assert status.take() == [], "a stranger read the mission's status"
+    assert up.poll() is None, "a stranger's `down` stopped the mission"
+    assert _running(_status(env)) == everyone
+    assert "down" in run_cli(["down"], env=env).stdout.lower() or up.wait(30) == 0
+    up.wait(30)
