@@ -65,10 +65,13 @@ def run_demo(
     supervisor = Supervisor(
         mission, backend=LocalBackend(mission.nodes, mission=mission.mission), run_dir=run_dir
     )
-    os.environ.update(supervisor.client_env)  # the console joins with the mission's transport
+    if mission.security == "on":
+        supervisor.secure()  # the console's identity exists before the console starts
+    os.environ.update(supervisor.console_env)  # the console joins as the mission's console
     out.print(
         f"[bold]MCC demo[/bold]: mission [cyan]{mission.mission}[/cyan] on the local backend "
-        f"for {duration_s:g} s, domain {mission.domain}, transport {mission.transport.kind}; "
+        f"for {duration_s:g} s, domain {mission.domain}, transport {mission.transport.kind}, "
+        f"security {mission.security}; "
         f"run folder {run_dir}"
     )
     web = (

@@ -140,6 +140,8 @@ class Supervisor:
         self._instance_base = transports[1] if transports else None
         self._system_env: dict[str, dict[str, str]] = {}  # per system: its identity (secured)
         self.keystore: Path | None = None
+        #: The environment of the mission's web console (its identity when secured).
+        self.console_env = self.client_env
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -147,8 +149,8 @@ class Supervisor:
         """Open the backend and the bus, then reconcile in a background thread."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
-        if self.mission.security == "on":
-            self._secure()
+        if self.mission.security == "on" and self.keystore is None:
+            self.secure()
         if self.mission.transport.kind == "shm":
             from mcc.bus.shm import RouDi
 
@@ -189,10 +191,11 @@ class Supervisor:
             self._done.wait(0.1)
         self.close()
 
-    def _secure(self) -> None:
-        """Identities for this supervisor and every system, from the mission's keystore
-        (``$MCC_HOME/keystores/MISSION``, created on first use)."""
-        from mcc.security.mission import SUPERVISOR, mission_identities
+    def secure(self) -> None:
+        """Identities for this supervisor, the console and every system, from the mission's
+        keystore (``$MCC_HOME/keystores/MISSION``, created on first use); `start` calls it for
+        a ``security: on`` mission unless done already (the demo does it before its console)."""
+        from mcc.security.mission import CONSOLE, SUPERVISOR, mission_identities
 
         self.keystore = registry.home() / "keystores" / self.mission.mission
         identities = mission_identities(
@@ -208,6 +211,7 @@ class Supervisor:
             return dataclasses.replace(base, extra_xml=base.extra_xml + xml)
 
         self._transport = secured(self._transport, SUPERVISOR)
+        self.console_env = secured(self._instance_base, CONSOLE).apply_to_env({})
         self._system_env = {
             name: secured(self._instance_base, name).apply_to_env({})
             for name in identities

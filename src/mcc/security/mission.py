@@ -22,6 +22,7 @@ log = logging.getLogger("mcc.security")
 
 SUPERVISOR = "supervisor"
 OPERATOR = "operator"
+CONSOLE = "console"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ SUPERVISOR_TOPICS = Topics(
 OPERATOR_TOPICS = Topics(
     publish=("Command",), subscribe=("CommandReply", "MissionStatus", "Heartbeat")
 )
+#: The web console: the operator's commands, and the picture it shows.
+CONSOLE_TOPICS = OPERATOR_TOPICS | Topics(
+    subscribe=(
+        "AirPicture", "Track", "Threat", "EngagementOrder", "WeaponStatus", "DetectionBatch",
+        "Truth",
+    )
+)  # fmt: skip
 #: A user of durable topics asks the persistence service for history and waits for its acks.
 HISTORY_TOPICS = Topics(publish=("PersistRequest",), subscribe=("PersistReply", "PersistAck"))
 
@@ -74,10 +82,16 @@ def mission_identities(
     path: Path, *, mission: str, domain: int, systems: Mapping[str, Topics]
 ) -> dict[str, Identity]:
     """The keystore of ``mission`` at ``path`` (created on first use) with fresh identities for
-    the supervisor, the operators and every system in ``systems`` (``mission/NAME``)."""
+    the supervisor, the operators, the console and every system in ``systems``
+    (``mission/NAME``)."""
     keystore = Keystore(path) if (path / "ca").exists() else Keystore.init(path, mission=mission)
     keystore.write_governance((domain,))
-    wanted = {SUPERVISOR: SUPERVISOR_TOPICS, OPERATOR: OPERATOR_TOPICS, **systems}
+    wanted = {
+        SUPERVISOR: SUPERVISOR_TOPICS,
+        OPERATOR: OPERATOR_TOPICS,
+        CONSOLE: CONSOLE_TOPICS,
+        **systems,
+    }
     return {
         name: keystore.identity(f"{mission}/{name}", (topics.grant(),), domains=(domain,))
         for name, topics in wanted.items()
