@@ -157,3 +157,34 @@ def test_bad_options_are_refused_with_the_option(argv: list[str], message: str) 
     args = bench_parser().parse_args(["latency", *argv])
     with pytest.raises(MccError, match=message):
         args.func(args)
+
+
+@pytest.mark.tool
+def test_security_rows_measure_the_cost_of_dds_security(tmp_path: Path) -> None:
+    """--security adds mcc over DDS Security beside mcc, and ddsperf of MCC's own Cyclone
+    with the same governance beside it unsecured: each secured row has its ratio."""
+    require_tool("ddsperf")
+    doc = run_mode(
+        tmp_path,
+        "latency",
+        "--sizes",
+        "64",
+        "--intervals",
+        "0",
+        "--count",
+        "300",
+        "--duration",
+        "1",
+        "--impl",
+        "mcc",
+        "--security",
+    )
+    rows = {r["impl"]: r for r in doc["rows"]}
+    assert set(rows) == {"mcc", "mcc-secure", "ddsperf-11", "ddsperf-secure"}
+    for impl in rows:
+        assert rows[impl].get("p50_us") and not rows[impl].get("error"), rows[impl]
+    for secure, plain in (("mcc-secure", "mcc"), ("ddsperf-secure", "ddsperf-11")):
+        assert rows[secure]["ratio_p50_vs_unsecured"] == pytest.approx(
+            rows[secure]["p50_us"] / rows[plain]["p50_us"], rel=0.02
+        )
+    assert rows["mcc-secure"]["lost"] == 0

@@ -97,6 +97,7 @@ def run_ddsperf_pingpong(
     rate_hz: float = 0.0,
     ping_config: str | None = None,
     pong_config: str | None = None,
+    executable: str | None = None,
     ping_prefix: Sequence[str] = (),
     pong_prefix: Sequence[str] = (),
 ) -> LatencyStats:
@@ -112,6 +113,8 @@ def run_ddsperf_pingpong(
     a side elsewhere (e.g. `ip netns exec NS`). `rate_hz` > 0 pings at that rate (`ping
     1000Hz`) instead of right after each pong.
 
+    `executable` replaces the `ddsperf` found on PATH (e.g. the one of MCC's Cyclone build).
+
     The ping side waits (at most 10 s) for the pong side to match, starts pinging one second
     later and prints one summary per second; see `parse_ddsperf_ping` for how they are combined.
     """
@@ -120,7 +123,7 @@ def run_ddsperf_pingpong(
     if not (rate_hz >= 0 and math.isfinite(rate_hz)):
         raise MccError(f"ping rate {rate_hz} Hz: use 0 (after each pong) or a positive rate")
     intervals = _whole_seconds(_positive_duration(duration_s))
-    exe = tool_path("ddsperf")
+    exe = executable or tool_path("ddsperf")
     tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     default = _cyclone_config(interface=interface, tag=tag)
     ping_env = {**os.environ, "CYCLONEDDS_URI": ping_config or default}

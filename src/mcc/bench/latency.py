@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cyclonedds.core import DDSException, WaitSet
@@ -57,7 +58,17 @@ DEFAULT_SIZES = (1, 64, 256, 1024, 4096, 10240, 65536)
 QUICK_SIZES = (64,)
 DEFAULT_INTERVALS_MS = (0.0, 1.0, 0.1)
 QUICK_INTERVALS_MS = (0.0, 1.0)
-IMPLS = ("mcc", "mcc-waitset", "ddsperf", "sockperf", "mpi")
+IMPLS = (
+    "mcc",
+    "mcc-waitset",
+    "ddsperf",
+    "sockperf",
+    "mpi",
+    "mcc-secure",  # mcc with DDS Security, signed and encrypted
+    "ddsperf-11",  # ddsperf of MCC's own Cyclone build (11.0.1), the secured anchor's baseline
+    "ddsperf-secure",  # that ddsperf with the same governance as mcc-secure
+)
+SECURITY_IMPLS = ("mcc-secure", "ddsperf-11", "ddsperf-secure")
 DEFAULT_IMPLS = ("mcc", "ddsperf", "sockperf", "mpi")
 DEFAULT_COUNT = 100_000
 QUICK_COUNT = 2_000
@@ -558,7 +569,9 @@ def _latency_row(
     domain = perftest.next_domain()
     duration_s = plan.max_duration_s
     try:
-        if impl in ("mcc", "mcc-waitset"):
+        if impl in ("mcc", "mcc-waitset", "mcc-secure"):
+            if impl == "mcc-secure":
+                options = dataclasses.replace(options, security=True)
             result = mcc_pingpong(
                 options,
                 nodes,
@@ -571,9 +584,12 @@ def _latency_row(
             )
             row.update(result.stats().as_row())
             row["cdf_us"] = result.recorder.cdf()
-        elif impl == "ddsperf":
+        elif impl in ("ddsperf", "ddsperf-11", "ddsperf-secure"):
             row["keyed"] = True  # ddsperf's sized topic (KS) is keyed; one instance
-            row.update(_ddsperf_row(options, nodes, size, interval_ms, duration_s, domain))
+            if impl != "ddsperf":
+                options = dataclasses.replace(options, security=impl == "ddsperf-secure")
+            own = impl != "ddsperf"  # MCC's Cyclone build: the same library as mcc's rows
+            row.update(_ddsperf_row(options, nodes, size, interval_ms, duration_s, domain, own))
         elif impl == "sockperf":
             row.update({"reliable": None, "keyed": None, "multicast": None, "send_queue": None})
             row.update(_sockperf_row(options, nodes, size, interval_ms, duration_s))
@@ -592,11 +608,21 @@ def _ddsperf_row(
     interval_ms: float,
     duration_s: float,
     domain: int,
+    own_build: bool = False,
 ) -> dict[str, Any]:
     from mcc.bench.anchors import DDSPERF_MIN_SIZE_BYTES, run_ddsperf_pingpong
+    from mcc.bus import _native
 
     sent = max(size, DDSPERF_MIN_SIZE_BYTES)
-    ping_config, pong_config = perftest.anchor_configs(options, nodes)
+    ping_config: str | None
+    pong_config: str | None
+    if options.security:
+        tag = perftest.run_tag("anchor")
+        ping_t, pong_t = perftest.pair_transports(options, nodes, tag=tag)
+        ping_config, pong_config = ping_t.to_xml(), pong_t.to_xml()
+    else:
+        ping_config, pong_config = perftest.anchor_configs(options, nodes)
+    own = Path(_native.LIBRARY).resolve().parent.parent / "bin" / "ddsperf"
     stats = run_ddsperf_pingpong(
         size_bytes=sent,
         duration_s=duration_s,
@@ -607,8 +633,9 @@ def _ddsperf_row(
         pong_config=pong_config,
         ping_prefix=nodes[0].argv([]),
         pong_prefix=nodes[-1].argv([]),
+        executable=str(own) if own_build else None,
     )
-    unicast = {"multicast": False} if ping_config is None else {}  # anchors' own loopback
+    unicast: dict[str, Any] = {"multicast": False} if ping_config is None else {}
     # ddsperf counts a "ping timed out" when a pong is not back by the next ping: at a rate
     # that is a late pong (it still comes), and reliable pongs are never lost. Only best
     # effort flat out (1 s without a pong) is a loss.
@@ -670,7 +697,16 @@ def _mpi_row(
 
 
 def _add_ratios(group: list[dict[str, Any]]) -> None:
-    anchor = next((r for r in group if r["impl"] == "ddsperf" and r.get("p50_us")), None)
+    def measured(impl: str) -> dict[str, Any] | None:
+        return next((r for r in group if r["impl"] == impl and r.get("p50_us")), None)
+
+    # The secured rows against their unsecured selves: the cost of security.
+    for secure, plain in (("mcc-secure", "mcc"), ("ddsperf-secure", "ddsperf-11")):
+        a, b = measured(secure), measured(plain)
+        if a is not None and b is not None:
+            a["ratio_p50_vs_unsecured"] = round(a["p50_us"] / b["p50_us"], 2)
+            a["ratio_p99_vs_unsecured"] = round(a["p99_us"] / b["p99_us"], 2)
+    anchor = measured("ddsperf")
     if anchor is None:
         return
     for row in group:
@@ -779,6 +815,12 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         help=f"implementations (default %(default)s; also mcc-waitset); choose from "
         f"{','.join(IMPLS)}",
     )
+    p.add_argument(
+        "--security",
+        action="store_true",
+        help="add rows over DDS Security (signed and encrypted): mcc-secure beside mcc, "
+        "and ddsperf-secure beside ddsperf-11 (MCC's own Cyclone build), same governance",
+    )
     perftest.add_common_options(p)
     p.set_defaults(func=cmd_latency)
     return p
@@ -791,7 +833,8 @@ def plan_from_args(args: argparse.Namespace) -> LatencyPlan:
         sizes=parse_ints("--sizes", args.sizes) or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
         intervals_ms=parse_floats("--intervals", args.intervals)
         or (QUICK_INTERVALS_MS if args.quick else DEFAULT_INTERVALS_MS),
-        impls=tuple(i.strip() for i in args.impl.split(",") if i.strip()),
+        impls=tuple(i.strip() for i in args.impl.split(",") if i.strip())
+        + (SECURITY_IMPLS if args.security else ()),
         count=args.count or (QUICK_COUNT if args.quick else DEFAULT_COUNT),
         max_duration_s=args.duration
         or (QUICK_MAX_DURATION_S if args.quick else DEFAULT_MAX_DURATION_S),

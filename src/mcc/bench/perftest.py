@@ -126,6 +126,7 @@ class PerfOptions:
     multicast: bool = False
     send_queue: int = DEFAULT_SEND_QUEUE
     net: str = "host"
+    security: bool = False  # DDS Security on both sides (signed and encrypted)
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -443,6 +444,10 @@ def pair_transports(
     first connects to it; otherwise each gets `node_transport`.
     """
     first, second = nodes[0], nodes[-1]
+    if options.security:
+        plain = dataclasses.replace(options, security=False)
+        a, b = pair_transports(plain, nodes, tag=tag, extra_xml=extra_xml)
+        return secured(a, "first"), secured(b, "second")
     if options.transport != "tcp":
         return (
             node_transport(options, first, nodes, tag=tag, extra_xml=extra_xml),
@@ -454,6 +459,35 @@ def pair_transports(
         options, first, nodes, tag=tag, tcp_peers=(f"{second.address}:{port}",), extra_xml=extra_xml
     )
     return connect, listen
+
+
+def secured(transport: Transport, side: str) -> Transport:
+    """``transport`` with the bench identity of ``side`` (``first`` or ``second``): signed and
+    encrypted DDS Security, every topic allowed (the cost measured is the cryptography)."""
+    identity = bench_keystore().existing(f"bench-{side}")
+    return dataclasses.replace(transport, extra_xml=transport.extra_xml + identity.security_xml())
+
+
+@cache
+def bench_keystore() -> Any:
+    """A keystore for this process's secured rows: governance ENCRYPT on every domain, two
+    identities allowed every topic. Removed at exit."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from mcc.security import MAX_SECURE_DOMAIN, Grant, Keystore
+
+    folder = Path(tempfile.mkdtemp(prefix="mcc-bench-keystore-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    keystore = Keystore.init(folder / "ks", mission="bench")
+    domains = tuple(range(0, MAX_SECURE_DOMAIN + 1))
+    keystore.write_governance(domains, protect="ENCRYPT")
+    for side in ("first", "second"):
+        keystore.identity(
+            f"bench-{side}", (Grant(publish=("*",), subscribe=("*",)),), domains=domains
+        )
+    return keystore
 
 
 def anchor_configs(

@@ -271,6 +271,10 @@ class Mission(_Model):
             raise _FieldError(
                 ("systems",), {}, "a mission needs at least one system (or cluster) to run"
             )
+        if self.security == "on" and self.domain > 230:  # Cyclone's governance parser
+            raise _FieldError(
+                ("domain",), self.domain, "a secured mission needs a domain id from 0 to 230"
+            )
         for where, names in (("systems", self.systems), ("clusters", self.clusters)):
             for name in names:
                 if not re.fullmatch(NAME_PATTERN, name):

@@ -6,10 +6,11 @@
 >>> Transport(..., extra_xml=radar.security_xml())   # the radar's participant authenticates
 """
 
-from mcc.security.documents import Grant, governance_xml, permissions_xml
+from mcc.security.documents import MAX_SECURE_DOMAIN, Grant, governance_xml, permissions_xml
 from mcc.security.keystore import Identity, Keystore, SecurityError
 
 __all__ = [
+    "MAX_SECURE_DOMAIN",
     "Grant",
     "Identity",
     "Keystore",

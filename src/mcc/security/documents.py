@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 PROTECTIONS = ("NONE", "SIGN", "ENCRYPT")
+#: Cyclone's access-control plugin refuses a governance document naming a domain id above 230
+#: (measured: 0..230 parse, 231 and 232 do not), though DDS domain ids run to 232.
+MAX_SECURE_DOMAIN = 230
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,22 @@ class Grant:
 
 
 def _domains(domains: tuple[int, ...]) -> str:
-    return "<domains>" + "".join(f"<id>{int(d)}</id>" for d in sorted(set(domains))) + "</domains>"
+    """``<domains>``: each run of consecutive ids as one ``<id_range>`` (Cyclone's parser
+    refuses a long list of ``<id>``)."""
+    ids = sorted({int(d) for d in domains})
+    if ids and not 0 <= ids[0] <= ids[-1] <= MAX_SECURE_DOMAIN:
+        raise ValueError(f"domains {ids}: DDS Security takes domain ids 0..{MAX_SECURE_DOMAIN}")
+    parts, start = [], 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[i - 1] + 1:
+            lo, hi = ids[start], ids[i - 1]
+            parts.append(
+                f"<id>{lo}</id>"
+                if lo == hi
+                else f"<id_range><min>{lo}</min><max>{hi}</max></id_range>"
+            )
+            start = i
+    return "<domains>" + "".join(parts) + "</domains>"
 
 
 def governance_xml(domains: tuple[int, ...], *, protect: str = "ENCRYPT") -> str:
