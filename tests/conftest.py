@@ -152,6 +152,32 @@ def peer(
         proc.stderr.close()
 
 
+@contextmanager
+def mcc_up(manifest: Path, *, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
+    """``mcc up MANIFEST --quiet`` in its own process (output in ``log``); Ctrl-C after the
+    block, then SIGKILL if it does not stop within 20 s."""
+    out = log.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcc.cli", "up", str(manifest), "--quiet"],
+        cwd=REPO,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        out.close()
+
+
 def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)

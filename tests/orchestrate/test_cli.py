@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import REPO, run_cli, wait_for
+from tests.conftest import mcc_up, run_cli, wait_for
 
 APP = "mcc.orchestrate.probe:idle"
 MANIFEST = """\
@@ -44,24 +43,8 @@ def mission_file(tmp_path: Path, domain_id: int) -> Path:
 
 @pytest.fixture
 def up(mission_file: Path, env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    log = (tmp_path / "up.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcc.cli", "up", str(mission_file), "--quiet"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    yield proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    log.close()
+    with mcc_up(mission_file, env=env, log=tmp_path / "up.log") as proc:
+        yield proc
 
 
 def status(env: dict[str, str]) -> dict[str, Any]:

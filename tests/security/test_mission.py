@@ -4,9 +4,7 @@ keystore, strangers ignored."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,7 @@ import pytest
 
 from mcc.bus import Bus
 from mcc.types import Command
-from tests.conftest import REPO, run_cli, wait_for
+from tests.conftest import mcc_up, run_cli, wait_for
 
 MANIFEST = """\
 mission: guarded
@@ -37,24 +35,8 @@ def env(tmp_path: Path, bus_env: dict[str, str]) -> dict[str, str]:
 def up(env: dict[str, str], tmp_path: Path, domain_id: int) -> Iterator[subprocess.Popen[str]]:
     path = tmp_path / "guarded.yaml"
     path.write_text(MANIFEST.format(domain=domain_id))
-    log = (tmp_path / "up.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcc.cli", "up", str(path), "--quiet"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    yield proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    log.close()
+    with mcc_up(path, env=env, log=tmp_path / "up.log") as proc:
+        yield proc
 
 
 def _status(env: dict[str, str]) -> dict[str, Any] | None:
@@ -76,7 +58,7 @@ def test_a_secured_mission_runs_and_strangers_are_not_heard(
     wait_for(lambda: _running(_status(env)) == everyone, 60, "every instance running")
     keystore = tmp_path / "home" / "keystores" / "guarded"
     names = {p.name for p in (keystore / "identities" / "guarded").iterdir()}
-    assert names == {"supervisor", "operator", "radar", "tracker"}
+    assert names == {"supervisor", "operator", "console", "radar", "tracker"}
     grants = (keystore / "identities/guarded/radar/permissions.xml").read_text()
     assert "<topic>Heartbeat</topic>" in grants and "Command" not in grants
     # A participant without credentials on the same domain: it sees no status and its
