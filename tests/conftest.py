@@ -153,9 +153,16 @@ def peer(
 
 
 @contextmanager
-def mcc_up(manifest: Path, *, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
-    """``mcc up MANIFEST --quiet`` in its own process (output in ``log``); Ctrl-C after the
-    block, then SIGKILL if it does not stop within 20 s."""
+def mcc_up(
+    manifest: Path,
+    *,
+    env: dict[str, str],
+    log: Path,
+    stop_signal: int = signal.SIGINT,
+    stop_timeout_s: float = 20.0,
+) -> Iterator[subprocess.Popen[str]]:
+    """``mcc up MANIFEST --quiet`` in its own process (output in ``log``); ``stop_signal``
+    after the block, then SIGKILL if it does not stop within ``stop_timeout_s``."""
     out = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcc.cli", "up", str(manifest), "--quiet"],
@@ -169,9 +176,9 @@ def mcc_up(manifest: Path, *, env: dict[str, str], log: Path) -> Iterator[subpro
         yield proc
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(stop_signal)
             try:
-                proc.wait(20)
+                proc.wait(stop_timeout_s)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

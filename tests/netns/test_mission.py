@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from mcc.bus import Bus, Transport
 from mcc.orchestrate.client import ControlClient
 from mcc.types import AirPicture
 from mcc.types.arrays import packed_field
-from tests.conftest import REPO, run_cli
+from tests.conftest import mcc_up, run_cli
 from tests.conftest import wait_for as wait_until
 from tests.netns.conftest import lab_leftovers, require_netns
 
@@ -63,31 +61,15 @@ def mission(tmp_path: Path, bus_env: dict[str, str], domain_id: int) -> Iterator
     manifest = tmp_path / "mission.yaml"
     manifest.write_text(MANIFEST.format(name=name, domain=domain_id))
     env = {**bus_env, "MCC_HOME": str(tmp_path / "home")}
-    log = (tmp_path / "up.log").open("wb")
-    up = subprocess.Popen(
-        [sys.executable, "-m", "mcc.cli", "up", str(manifest), "--quiet"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     lab_file = tmp_path / "home" / "netlab" / f"{name}.json"
-    try:
+    log = tmp_path / "up.log"
+    with mcc_up(manifest, env=env, log=log, stop_signal=signal.SIGTERM, stop_timeout_s=30) as up:
         wait_for("network lab", lambda: lab_file.exists() or up.poll() is not None)
-        assert up.poll() is None, (tmp_path / "up.log").read_text()
+        assert up.poll() is None, log.read_text()
         lab = json.loads(lab_file.read_text())
         # clients take the mission's transport (on the lab bridge) from its registry record
         client_env = {k: v for k, v in env.items() if k not in ("MCC_TRANSPORT", "CYCLONEDDS_URI")}
-        yield {"name": name, "lab": lab, "env": client_env, "up": up, "log": tmp_path / "up.log"}
-    finally:
-        if up.poll() is None:
-            up.send_signal(signal.SIGTERM)
-            try:
-                up.wait(30)
-            except subprocess.TimeoutExpired:
-                up.kill()
-                up.wait()
-        log.close()
+        yield {"name": name, "lab": lab, "env": client_env, "up": up, "log": log}
     token = lab["bridge"].removeprefix("mcc-").removesuffix("b")
     assert lab_leftovers(token) == []
 
