@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import os
 import re
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mcc.bus.transport import ScratchDomains
+from mcc.bus.transport import ScratchDomains, Transport
 from mcc.orchestrate import LocalBackend, Supervisor, parse_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -251,6 +252,33 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = 
             return value
         time.sleep(0.05)
     pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
+
+
+def mission_transport(
+    home: Path,
+    mission: str,
+    domain: int,
+    *,
+    publish: Sequence[str] = (),
+    subscribe: Sequence[str] = ("*",),
+    name: str = "test",
+    timeout_s: float = 60.0,
+) -> Transport:
+    """How a test talks to a secured mission: a transport with an identity ``MISSION/name`` of
+    the mission's keystore (made by its supervisor under ``home``) that may publish and
+    subscribe the given topics, as an operator would grant it with `mcc security identity`."""
+    from mcc.security import Keystore
+    from mcc.security.documents import Grant
+
+    keystore = Path(home) / "keystores" / mission
+    wait_for(lambda: (keystore / "governance.p7s").exists(), timeout_s, f"keystore {keystore}")
+    identity = Keystore(keystore).identity(
+        f"{mission}/{name}",
+        (Grant(publish=tuple(publish), subscribe=tuple(subscribe)),),
+        domains=(domain,),
+    )
+    base = Transport.from_env()
+    return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@
  * mcc.bus.transport.Transport.apply_to_env). SIGTERM or SIGINT stop it with exit status 0.
  *
  * QoS: Cyclone C 0.10 has no QoS provider, so the policies of qos/mcc.xml are set here in code:
- * profile "sensor_stream" for DetectionBatch, "state" for EngagementOrder and WeaponStatus.
+ * profile "sensor_stream" for DetectionBatch, "state" for EngagementOrder, EngagementOutcome
+ * (the launcher's answers, a topic of their own so that only TEWA may write orders) and
+ * WeaponStatus.
  * tests/interop runs it next to Python readers and writers of those profiles.
  *
  * Content conventions (mcc.apps.radar, mcc.types.arrays): per-detection arrays are packed
@@ -353,9 +355,11 @@ static int run_launcher(int argc, char **argv)
   struct bus bus = open_bus();
   dds_qos_t *qos = qos_state();
   dds_entity_t order_topic = make_topic(&bus, &mcc_EngagementOrder_desc, "EngagementOrder", qos);
+  dds_entity_t outcome_topic =
+      make_topic(&bus, &mcc_EngagementOrder_desc, "EngagementOutcome", qos);
   dds_entity_t status_topic = make_topic(&bus, &mcc_WeaponStatus_desc, "WeaponStatus", qos);
   dds_entity_t orders = dds_create_reader(bus.subscriber, order_topic, qos, NULL);
-  dds_entity_t answers = dds_create_writer(bus.publisher, order_topic, qos, NULL);
+  dds_entity_t answers = dds_create_writer(bus.publisher, outcome_topic, qos, NULL);
   dds_entity_t statuses = dds_create_writer(bus.publisher, status_topic, qos, NULL);
   dds_delete_qos(qos);
   if (orders < 0 || answers < 0 || statuses < 0)
@@ -416,7 +420,7 @@ static int run_launcher(int argc, char **argv)
       answer.weapon_id = (char *)weapon_id;
       dds_return_t rc = dds_write(answers, &answer);
       if (rc < 0)
-        die("dds_write EngagementOrder", rc);
+        die("dds_write EngagementOutcome", rc);
     }
     if (n > 0)
       dds_return_loan(orders, samples, n);
@@ -426,7 +430,7 @@ static int run_launcher(int argc, char **argv)
       engagement.order.status = mcc_ORDER_MISS;
       dds_return_t rc = dds_write(answers, &engagement.order);
       if (rc < 0)
-        die("dds_write EngagementOrder", rc);
+        die("dds_write EngagementOutcome", rc);
       printf("launcher %s: order %u: miss\n", weapon_id, engagement.order.order_id);
       fflush(stdout);
       engagement.active = 0;

@@ -66,7 +66,7 @@ def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_
             state = TruthState.from_msg(truth_msgs[-1])
             i = int(np.flatnonzero(state.ids == 1)[0])
             (x, y, z), (vx, vy, vz) = state.positions_m[i], state.velocities_mps[i]
-            tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
+            tracks, orders = bus.writer("Track"), bus.writer("EngagementOutcome")
             tracks.write(
                 Track(
                     track_id=42,

@@ -14,8 +14,9 @@ import pytest
 
 from mcc.apps.launcher import Launcher, PkModel, WeaponSpec
 from mcc.apps.scenario import TruthState
-from mcc.apps.tewa import APPROVAL_PARTITION, Assets, Picture, TewaEngine, TewaResult
+from mcc.apps.tewa import Assets, Picture, TewaEngine, TewaResult
 from mcc.bus import Bus
+from mcc.bus.rpc import APPROVAL_CHANNEL
 from mcc.errors import MccError, OrchestratorError
 from mcc.orchestrate.client import ControlClient
 from mcc.types import (
@@ -484,7 +485,7 @@ def test_truth_tewa_and_launcher_kill_a_target(
 
     with Bus(domain_id) as bus:
         truths = bus.reader("Truth")
-        answers = bus.reader("EngagementOrder")
+        answers = bus.reader("EngagementOutcome")
         statuses = bus.reader("WeaponStatus")
         threats = bus.reader("Threat")
         writers = (bus.writer("Track"), bus.writer("AirPicture"))
@@ -563,7 +564,6 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
     )
     with (
         Bus(domain_id) as bus,
-        Bus(domain_id, partitions=[APPROVAL_PARTITION]) as approval_bus,
         app_instance(
             "mcc.apps.tewa:tewa",
             "--scenario",
@@ -579,7 +579,9 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
         orders = bus.reader("EngagementOrder")
         status_writer = bus.writer("WeaponStatus")
         writers = (bus.writer("Track"), bus.writer("AirPicture"))
-        client = ControlClient(approval_bus, "test", timeout_s=10.0)
+        client = ControlClient(
+            bus, "test", timeout_s=10.0, principal="alice", channel=APPROVAL_CHANNEL
+        )
         seen: dict[int, list[OrderStatus]] = {}
 
         def pump_until(done: Callable[[], bool], timeout_s: float) -> bool:
@@ -613,7 +615,8 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
         assert pump_until(lambda: OrderStatus.ORDER_ISSUED in seen[order_id], 10), seen
         client.close()
         stop_app(proc, tmp_path, "tewa")
-    assert f"order {order_id}: approved by" in log()
+    # Who approved: the principal of the writer's partition, not the client id it wrote.
+    assert f"order {order_id}: approved by alice (client {client._requester.client_id})" in log()
 
 
 def test_launcher_outcome_reaches_the_engine_like_on_the_bus() -> None:

@@ -55,6 +55,7 @@ EXPECTED: dict[str, Qos] = {
         Policy.History.KeepAll,
         _durability_service(32),
     ),
+    "request": Qos(RELIABLE, Policy.Durability.Volatile, Policy.History.KeepAll),
     "health": Qos(
         Policy.Reliability.BestEffort,
         Policy.Durability.Volatile,
@@ -134,6 +135,7 @@ def test_profile_has_exactly_its_policies(library: QosLibrary, profile: str) -> 
         ("sensor_stream", Policy.Reliability.BestEffort, Policy.Durability.Volatile, 8),
         ("state", RELIABLE, Policy.Durability.TransientLocal, 1),
         ("command", RELIABLE, Policy.Durability.TransientLocal, None),
+        ("request", RELIABLE, Policy.Durability.Volatile, None),
         ("health", Policy.Reliability.BestEffort, Policy.Durability.Volatile, 1),
         (
             "bulk",

@@ -14,7 +14,6 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcc.console import ConsoleConfig, Layout, UserStore, create_app, read_audit
-from mcc.console.bridge import APPROVAL_PARTITION
 from mcc.orchestrate import Supervisor
 from tests.conftest import wait_for
 from tests.console.conftest import COMMANDER, OBSERVER
@@ -191,9 +190,6 @@ systems:
 def test_approval_goes_to_tewa_and_times_out_without_one(
     client: TestClient, audit_path: Path
 ) -> None:
-    from mcc.apps.tewa import APPROVAL_PARTITION as TEWA_PARTITION
-
-    assert APPROVAL_PARTITION == TEWA_PARTITION
     login(client, COMMANDER)
     response = client.post("/api/command", json={"verb": "approve", "target": "17"})
     assert response.status_code == 504

@@ -16,7 +16,7 @@ import pytest
 from mcc.bus import Bus
 from mcc.orchestrate.manifest import load_manifest
 from mcc.types import TrackStatus
-from tests.conftest import IN_CI, REPO, require_tool, run_cli
+from tests.conftest import IN_CI, REPO, mission_transport, require_tool, run_cli
 
 PEER = REPO / "build" / "interop" / "mcc-c-peer"
 MISSION = REPO / "missions" / "interop.yaml"
@@ -81,7 +81,9 @@ def test_c_radar_and_launcher_in_a_python_mission(interop_mission: dict[str, obj
     domain = load_manifest(MISSION).domain
     confirmed: set[int] = set()
     orders: list[str] = []
-    with Bus(domain, name="interop test") as bus:
+    home = Path(str(interop_mission["env"]["MCC_HOME"]))  # type: ignore[index]
+    transport = mission_transport(home, "interop", domain, subscribe=("Track",))
+    with Bus(domain, transport=transport, name="interop test") as bus:
         tracks = bus.reader("Track")
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and (len(confirmed) < 3 or not orders):

@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import mcc_up, run_cli, wait_for
+from tests.conftest import mcc_up, mission_transport, run_cli, wait_for
 
 APP = "mcc.orchestrate.probe:idle"
 MANIFEST = """\
@@ -122,15 +122,19 @@ def test_foreign_and_hostile_commands_never_silence_the_supervisor(
     from cyclonedds.pub import DataWriter
 
     from mcc.bus import Bus
+    from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
     from mcc.types import Command
     from tests.bus.test_native_core import hostile_payloads
 
     wait_status(env, lambda s: running(s) == {"cli/radar/0", "cli/mc/0"})
-    with Bus(domain_id) as bus:
+    transport = mission_transport(
+        Path(env["MCC_HOME"]), "cli", domain_id, publish=("Command",), subscribe=("CommandReply",)
+    )
+    with Bus(domain_id, transport=transport) as bus:
         replies = bus.reader("CommandReply")
         xcdr1 = Qos(Policy.DataRepresentation(use_cdrv0_representation=True))
         foreign = DataWriter(
-            bus._publisher,
+            bus._group([principal_partition(COMMAND_CHANNEL, "fastdds")], writer=True),
             bus.topic("Command"),
             qos=bus._endpoint_qos("command", writer=True) + xcdr1,
         )

@@ -58,8 +58,8 @@ def test_a_secured_mission_runs_and_strangers_are_not_heard(
     wait_for(lambda: _running(_status(env)) == everyone, 60, "every instance running")
     keystore = tmp_path / "home" / "keystores" / "guarded"
     names = {p.name for p in (keystore / "identities" / "guarded").iterdir()}
-    assert names == {"supervisor", "operator", "console", "radar", "tracker"}
-    grants = (keystore / "identities/guarded/radar/permissions.xml").read_text()
+    assert names == {"supervisor", "operator", "console", "radar.0", "radar.1", "tracker.0"}
+    grants = (keystore / "identities/guarded/radar.0/permissions.xml").read_text()
     assert "<topic>Heartbeat</topic>" in grants and "Command" not in grants
     # A participant without credentials on the same domain: it sees no status and its
     # `down` is never obeyed.

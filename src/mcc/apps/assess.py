@@ -36,7 +36,9 @@ from mcc.types.arrays import packed_field
 
 BUS_TOPICS = {
     "assessor": Topics(
-        subscribe=("AirPicture", "EngagementOrder", "Threat", "Truth", "WeaponStatus")
+        subscribe=(
+            "AirPicture", "EngagementOrder", "EngagementOutcome", "Threat", "Truth", "WeaponStatus"
+        )  # fmt: skip
     )
 }
 
@@ -143,6 +145,7 @@ def assessor(ctx: AppContext) -> int:
     truth = bus.reader("Truth")
     pictures = bus.reader("AirPicture")
     orders = bus.reader("EngagementOrder")
+    outcomes = bus.reader("EngagementOutcome")
     threats = bus.reader("Threat")
     weapons = bus.reader("WeaponStatus")
     last_write = 0.0
@@ -153,6 +156,8 @@ def assessor(ctx: AppContext) -> int:
             state.on_picture(msg)
             ctx.heartbeat.count_in()
         for msg in orders.take(1024):
+            state.on_order(msg)
+        for msg in outcomes.take(1024):
             state.on_order(msg)
         for threat in threats.take(1024):
             state.threats.add(threat.track_id)

@@ -9,7 +9,8 @@ obeys the ``EngagementOrder`` samples addressed to its ``weapon_id`` (status ``O
    ``v``, weapon at ``w``, interceptor speed ``s``); an order it cannot fly (not ready, no
    rounds, no intercept inside the range band, unknown or deleted track) is answered at once
    with ``ORDER_ABORTED``;
-3. it answers ``ORDER_IN_FLIGHT`` at launch and, at intercept time, draws the outcome with its
+3. it answers on ``EngagementOutcome`` (TEWA alone may write ``EngagementOrder``):
+   ``ORDER_IN_FLIGHT`` at launch and, at intercept time, draws the outcome with its
    seeded RNG: each of the order's rounds kills with the single-shot pk of the `PkModel` at the
    intercept range; ``ORDER_KILL`` if one does, ``ORDER_MISS`` otherwise. The outcome keeps the
    order's ``order_id``, ``track_id``, ``issue_ns`` and ``origin_ns``; ``pk`` is the launcher's
@@ -73,7 +74,7 @@ from mcc.yamlsource import parse_mapping
 
 BUS_TOPICS = {
     "launcher": Topics(
-        publish=("EngagementOrder", "WeaponStatus"), subscribe=("EngagementOrder", "Track")
+        publish=("EngagementOutcome", "WeaponStatus"), subscribe=("EngagementOrder", "Track")
     )
 }
 
@@ -581,7 +582,7 @@ class _LauncherApp:
         self.max_order_age_ns = int(opts.max_order_age_s * 1e9)
         self.track_wait_ns = int(opts.track_wait_s * 1e9)
         self.status_writer = ctx.bus.writer("WeaponStatus")
-        self.order_writer = ctx.bus.writer("EngagementOrder")
+        self.order_writer = ctx.bus.writer("EngagementOutcome")
         self.orders = ctx.bus.reader("EngagementOrder")
         self.tracks_reader = ctx.bus.reader("Track")
         self.waitset = WaitSet(ctx.bus.participant)

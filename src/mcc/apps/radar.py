@@ -33,7 +33,7 @@ from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, Truth
 
 BUS_TOPICS = {
-    "truth": Topics(publish=("Truth",), subscribe=("EngagementOrder", "Track")),
+    "truth": Topics(publish=("Truth",), subscribe=("EngagementOutcome", "Track")),
     "radar": Topics(publish=("DetectionBatch",), subscribe=("Truth",)),
 }
 
@@ -125,7 +125,7 @@ class _KillDesk:
 
     def __post_init__(self) -> None:
         self._tracks = self.ctx.bus.reader("Track")
-        self._orders = self.ctx.bus.reader("EngagementOrder")
+        self._orders = self.ctx.bus.reader("EngagementOutcome")
 
     def poll(self, t_s: float, now_ns: int) -> None:
         for track in self._tracks.take(4096):

@@ -70,7 +70,8 @@ from cyclonedds.util import duration
 from mcc.apps.args import positive_float
 from mcc.apps.launcher import DEFAULT_WEAPONS, PkModel, WeaponSpec, intercept_time_s, load_weapons
 from mcc.apps.scenario import Scenario, load_scenario
-from mcc.bus import Bus, Replier
+from mcc.bus import Replier
+from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.compute.montecarlo import EngagementPlan, MonteCarloResult, compare_plans, simulate_raid
 from mcc.compute.threat import evaluate_threats
 from mcc.compute.wta import WTAResult, wta_greedy, wta_hungarian
@@ -94,7 +95,7 @@ from mcc.types.arrays import packed_field
 BUS_TOPICS = {
     "tewa": Topics(
         publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals
-        subscribe=("AirPicture", "WeaponStatus", "EngagementOrder", "Command"),
+        subscribe=("AirPicture", "WeaponStatus", "EngagementOutcome", "Command"),
     )
 }
 
@@ -116,9 +117,10 @@ POLICIES = ("auto", "hungarian", "greedy")
 Policy = Literal["auto", "hungarian", "greedy"]
 _ACTIVE = (OrderStatus.ORDER_ISSUED, OrderStatus.ORDER_IN_FLIGHT)
 _HELD = (OrderStatus.ORDER_PROPOSED, *_ACTIVE)  # the order's weapon and track are busy
-# Approval commands travel on the Command topic in this partition: TEWA answers them there and
-# the supervisor, in the default partition, never hears them.
-APPROVAL_PARTITION = "approval"
+# Approval commands travel on the Command topic in the partitions of the approval channel
+# (``approval/<principal>``): TEWA answers them there and the supervisor, which reads the
+# ``cmd`` channel, never hears them; who approved is the partition's principal.
+APPROVAL_PARTITION = principal_partition(APPROVAL_CHANNEL, "*")
 _DONE = (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS, OrderStatus.ORDER_ABORTED)
 _THREATS = (int(TrackStatus.TRACK_CONFIRMED.value), int(TrackStatus.TRACK_COASTING.value))
 
@@ -868,7 +870,7 @@ class _TewaApp:
         bus = ctx.bus
         self.pictures = bus.reader("AirPicture")
         self.statuses = bus.reader("WeaponStatus")
-        self.answers = bus.reader("EngagementOrder")
+        self.answers = bus.reader("EngagementOutcome")
         self.threat_writer = bus.writer("Threat")
         self.order_writer = bus.writer("EngagementOrder")
         self.waitset = WaitSet(bus.participant)
@@ -876,16 +878,13 @@ class _TewaApp:
             self.waitset.attach(reader.condition)
         # The engine is shared with the approval replier's thread.
         self._lock = threading.Lock()
-        self._approval_bus: Bus | None = None
         self._replier: Replier[Command, CommandReply] | None = None
         if engine.approval:
-            self._approval_bus = Bus(
-                bus.domain_id,
-                partitions=[APPROVAL_PARTITION],
-                name=f"{ctx.identity.id} approval",
-            )
             self._replier = Replier[Command, CommandReply](
-                self._approval_bus, self._on_command, replier_id=f"tewa:{ctx.identity.id}"
+                bus,
+                self._on_command,
+                replier_id=f"tewa:{ctx.identity.id}",
+                channel=APPROVAL_CHANNEL,
             )
 
     def run(self) -> None:
@@ -896,8 +895,6 @@ class _TewaApp:
         finally:
             if self._replier is not None:
                 self._replier.stop()
-            if self._approval_bus is not None:
-                self._approval_bus.close()
 
     def _run(self) -> None:
         while not self.ctx.stopping:
@@ -995,10 +992,12 @@ class _TewaApp:
                 order, status = self.engine.reject(order_id, now_ns), OrderStatus.ORDER_ABORTED
             self.order_writer.write(order.to_msg(status))
             self.ctx.heartbeat.count_out()
-        self.ctx.log.info(
-            "order %d: %s by %s (weapon %s, track %d)",
+        assert self._replier is not None  # it called us
+        self.ctx.log.info(  # who decided: the sender's identity, then what it says of its user
+            "order %d: %s by %s (client %s) (weapon %s, track %d)",
             order_id,
             "approved" if verb == "approve" else "rejected",
+            self._replier.sender(command),
             command.client_id,
             order.weapon_id,
             order.track_id,

@@ -140,13 +140,22 @@ class BusStatistics:
 class Writer(Generic[T]):
     """A typed writer bound to a topic and a QoS profile; samples are validated before sending."""
 
-    def __init__(self, bus: Bus, topic: Topic[Any], profile: str, *, validate: bool) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        topic: Topic[Any],
+        profile: str,
+        *,
+        validate: bool,
+        partitions: Sequence[str] | None = None,
+    ) -> None:
         self.bus = bus
         self.topic_name: str = topic.name
         self.profile = profile
         self.type = topic.data_type
         self._validate = validate
-        self._dds = DataWriter(bus._publisher, topic, qos=bus._endpoint_qos(profile, writer=True))
+        publisher = cast(Publisher, bus._group(partitions, writer=True))
+        self._dds = DataWriter(publisher, topic, qos=bus._endpoint_qos(profile, writer=True))
         self._ref = int(self._dds._ref)
         self._closed = False
         codec = flat_codec(self.type)  # type: ignore[arg-type]
@@ -264,6 +273,7 @@ class Reader(Generic[T]):
         *,
         on_data: Callable[[Reader[T]], None] | None = None,
         validate: bool = True,
+        partitions: Sequence[str] | None = None,
     ) -> None:
         self.bus = bus
         self.topic_name: str = topic.name
@@ -271,7 +281,8 @@ class Reader(Generic[T]):
         self.type = topic.data_type
         self._on_data = on_data
         self._validate = validate
-        self._dds = DataReader(bus._subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
+        subscriber = cast(Subscriber, bus._group(partitions, writer=False))
+        self._dds = DataReader(subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
         self._ref = int(self._dds._ref)
         self._closed = False
         self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
@@ -366,6 +377,21 @@ class Reader(Generic[T]):
         """Wait until ``count`` writers match; False on timeout."""
         return _poll(lambda: self.matched() >= count, timeout_s)
 
+    def writer_partitions(self, publication_handle: int) -> tuple[str, ...]:
+        """The partitions of the matched writer behind ``publication_handle`` (a sample's
+        ``SampleInfo.publication_handle``); () when it is no longer matched. In a secured
+        mission they are authenticated: access control checks a remote writer's partitions
+        against its signed permissions, so `mcc.bus.rpc` attributes requests by them."""
+        try:
+            endpoint = self._dds.get_matched_publication_data(publication_handle)
+        except DDSException:
+            return ()
+        if endpoint is None or endpoint.qos is None:
+            return ()
+        if Policy.Partition not in endpoint.qos:
+            return ("",)
+        return tuple(endpoint.qos[Policy.Partition].partitions)
+
     def writer_name(self, publication_handle: int) -> str:
         """The GUID of the matched writer behind ``publication_handle`` (for logs)."""
         try:
@@ -444,6 +470,7 @@ class Bus:
         )
         self._publisher = Publisher(self.participant, qos=group_qos)
         self._subscriber = Subscriber(self.participant, qos=group_qos)
+        self._groups: dict[tuple[bool, tuple[str, ...]], Publisher | Subscriber] = {}
         self._topics: dict[str, Topic[Any]] = {}
         self._builtin: tuple[BuiltinDataReader, BuiltinDataReader] | None = None
         if monitor_qos:
@@ -457,6 +484,23 @@ class Bus:
         self._dispatcher = Dispatcher(self)
 
     # -- entities -------------------------------------------------------------------------
+    def _group(self, partitions: Sequence[str] | None, *, writer: bool) -> Publisher | Subscriber:
+        """The bus's publisher (subscriber), or one in ``partitions`` instead of the bus's."""
+        if partitions is None:
+            return self._publisher if writer else self._subscriber
+        key = (writer, tuple(partitions))
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                qos = Qos(Policy.Partition(partitions=list(partitions)))
+                group = (
+                    Publisher(self.participant, qos=qos)
+                    if writer
+                    else Subscriber(self.participant, qos=qos)
+                )
+                self._groups[key] = group
+            return group
+
     def topic(
         self, name: str, type_: type | None = None, *, profile: str | None = None
     ) -> Topic[Any]:
@@ -487,8 +531,10 @@ class Bus:
         profile: str | None = None,
         type: type | None = None,
         validate: bool = True,
+        partitions: Sequence[str] | None = None,
     ) -> Writer[Any]:
-        """A writer on ``topic`` with QoS ``profile`` (default: the catalogue's).
+        """A writer on ``topic`` with QoS ``profile`` (default: the catalogue's), in the bus's
+        partitions unless ``partitions`` are given.
 
         For a TRANSIENT or PERSISTENT profile it is a ``DurableWriter``, whose
         ``write_stored`` waits until the persistence service committed the sample.
@@ -500,7 +546,7 @@ class Bus:
                 from mcc.bus.history import DurableWriter
 
                 return DurableWriter(self, dds_topic, profile, validate=validate)
-            return Writer(self, dds_topic, profile, validate=validate)
+            return Writer(self, dds_topic, profile, validate=validate, partitions=partitions)
 
     def reader(
         self,
@@ -511,8 +557,10 @@ class Bus:
         on_data: Callable[[Reader[Any]], None] | None = None,
         history: bool = True,
         history_timeout_s: float | None = None,
+        partitions: Sequence[str] | None = None,
     ) -> Reader[Any]:
-        """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's).
+        """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's), in the bus's
+        partitions unless ``partitions`` are given.
 
         ``on_data(reader)`` is called on the bus's dispatcher thread as unread data arrives
         (never on a Cyclone thread), for short handlers that ``take`` and maybe write; the bus
@@ -524,6 +572,9 @@ class Bus:
         """
         profile = profile or self._default_profile(topic)
         with self._permitted(topic, "subscribe to"):
+            if partitions is not None:
+                dds_topic = self.topic(topic, type, profile=profile)
+                return Reader(self, dds_topic, profile, on_data=on_data, partitions=partitions)
             return self._reader(topic, type, profile, on_data, history, history_timeout_s)
 
     def _reader(

@@ -6,6 +6,14 @@ e.g. ``command_id``), the replier copies both into the reply, and the requester 
 replies to waiting calls. A missing replier or a late reply gives ``RequestTimeoutError``,
 never a hang. Requests are disposed once answered so a transient-local topic does not replay
 them to a replier that starts later.
+
+**Who asked.** A requester writes in the partition of its *principal* on a *channel*
+(``cmd/operator``, ``approval/console``: `principal_partition`); a replier reads its channel's
+partitions (``cmd/*``) and learns who asked from the partition of the matched writer
+(`Replier.sender`), never from a field the sender fills in. In a secured mission that is the
+authenticated identity: each identity's permissions let it publish requests in its own
+partitions only, and access control checks a remote writer's partitions against its signed
+permissions.
 """
 
 from __future__ import annotations
@@ -46,6 +54,21 @@ def default_client_id() -> str:
 
 _client_seq = itertools.count(1)
 
+#: Channels of requests on the ``Command`` topic: the supervisor's and TEWA's approvals.
+COMMAND_CHANNEL = "cmd"
+APPROVAL_CHANNEL = "approval"
+CHANNELS = (COMMAND_CHANNEL, APPROVAL_CHANNEL)
+
+
+def principal_partition(channel: str, principal: str) -> str:
+    """The partition in which ``principal`` sends requests on ``channel``."""
+    return f"{channel}/{principal}"
+
+
+def channel_partitions(channel: str) -> tuple[str, ...]:
+    """What a replier on ``channel`` reads: every principal's partition of it."""
+    return (f"{channel}/*",)
+
 
 class Requester(Generic[Req, Rep]):
     """Send requests and wait for their replies.
@@ -62,10 +85,13 @@ class Requester(Generic[Req, Rep]):
         *,
         client_id: str | None = None,
         profile: str | None = None,
+        partition: str | None = None,
     ) -> None:
         self.bus = bus
         self.client_id = client_id or default_client_id()
-        self._writer = bus.writer(request_topic, profile=profile)
+        self._writer = bus.writer(
+            request_topic, profile=profile, partitions=None if partition is None else [partition]
+        )
         self._reader = bus.reader(reply_topic, profile=profile)
         self._request_id = _id_field(self._writer.type)
         self._reply_id = _id_field(self._reader.type)
@@ -156,17 +182,35 @@ class Replier(Generic[Req, Rep]):
         *,
         replier_id: str | None = None,
         profile: str | None = None,
+        channel: str | None = None,
     ) -> None:
         self.bus = bus
         self.handler = handler
         self.replier_id = replier_id or default_client_id()
-        self._reader = bus.reader(request_topic, profile=profile)
+        self.channel = channel
+        self._reader = bus.reader(
+            request_topic,
+            profile=profile,
+            partitions=None if channel is None else channel_partitions(channel),
+        )
         self._writer = bus.writer(reply_topic, profile=profile)
         self._request_id = _id_field(self._reader.type)
         self._reply_id = _id_field(self._writer.type)
         self._answered: set[str] = set()
         self.served = 0
         self._loop = ReaderLoop(bus).add(self._reader, self._on_requests)
+
+    def sender(self, request: Any) -> str:
+        """Who sent ``request`` (taken by this replier): the principal named by its writer's
+        partition on this replier's channel; ``"unknown"`` when there is none."""
+        info = getattr(request, "sample_info", None)
+        if info is None or self.channel is None:
+            return "unknown"
+        prefix = f"{self.channel}/"
+        for partition in self._reader.writer_partitions(info.publication_handle):
+            if partition.startswith(prefix) and len(partition) > len(prefix):
+                return partition[len(prefix) :]
+        return "unknown"
 
     def _on_requests(self, requests: list[Any]) -> None:
         for request in requests:

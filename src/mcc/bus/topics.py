@@ -30,9 +30,14 @@ _SPECS = (
     TopicSpec("Track", types.Track, "state", "latest state of each track"),
     TopicSpec("Threat", types.Threat, "state", "threat evaluation per track"),
     TopicSpec("EngagementOrder", types.EngagementOrder, "state", "weapon assignment orders"),
+    # The launchers' answers (in flight, kill, miss, abort) on a topic of their own, so that
+    # DDS Security can grant `EngagementOrder` to TEWA alone.
+    TopicSpec(
+        "EngagementOutcome", types.EngagementOrder, "state", "launchers' answers to orders"
+    ),
     TopicSpec("WeaponStatus", types.WeaponStatus, "state", "readiness of each weapon"),
     TopicSpec("Heartbeat", types.Heartbeat, "health", "liveliness and load per instance"),
-    TopicSpec("Command", types.Command, "command", "control-plane requests"),
+    TopicSpec("Command", types.Command, "request", "control-plane requests"),
     TopicSpec("CommandReply", types.CommandReply, "command", "control-plane answers"),
     TopicSpec("MissionStatus", types.MissionStatus, "state", "mission phase and systems"),
     TopicSpec("ComputeRequest", types.ComputeRequest, "bulk", "remote kernel calls"),

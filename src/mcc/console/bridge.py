@@ -4,8 +4,10 @@ orchestrator's ``Command`` topic (`mcc.orchestrate.client.ControlClient`).
 One `ReaderLoop` thread takes every topic in batches and hands them to the store (a short
 lock, no I/O), so the bus is never held up by a browser. Commands are blocking calls made
 from the web server's worker threads: phase, start, stop, restart and scale go to the
-supervisor in the default partition; approve and reject go to TEWA on the same topic in the
-``approval`` partition (`mcc.apps.tewa.APPROVAL_PARTITION`), which the supervisor never hears.
+supervisor on the ``cmd`` channel; approve and reject go to TEWA on the same topic on the
+``approval`` channel (`mcc.bus.rpc`), which the supervisor never hears. Both go out as principal
+``console`` (partitions ``cmd/console`` and ``approval/console``), the only partitions the
+console's identity may write commands in, so supervisor and TEWA know the console sent them.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import threading
 from typing import Any
 
 from mcc.bus import Bus, ReaderLoop
+from mcc.bus.rpc import APPROVAL_CHANNEL
 from mcc.console.state import LiveState
 from mcc.orchestrate.client import ControlClient
 
 log = logging.getLogger("mcc.console")
 
-# The partition in which TEWA (`mcc.apps.tewa.APPROVAL_PARTITION`) answers approvals; kept
-# here too so the console does not import TEWA's numerical stack (a test checks they agree).
-APPROVAL_PARTITION = "approval"
+# Approve and reject go to TEWA on the approval channel, as principal `console`.
 APPROVAL_VERBS = ("approve", "reject")
+PRINCIPAL = "console"
 
 
 class BusBridge:
@@ -52,7 +54,6 @@ class BusBridge:
         self.truth = truth
         self.command_timeout_s = command_timeout_s
         self._bus: Bus | None = None
-        self._approval_bus: Bus | None = None
         self._loop: ReaderLoop | None = None
         self._control: ControlClient | None = None
         self._approval: ControlClient | None = None
@@ -69,6 +70,7 @@ class BusBridge:
             ("Track", s.on_tracks),
             ("Threat", s.on_threats),
             ("EngagementOrder", s.on_orders),
+            ("EngagementOutcome", s.on_orders),
             ("WeaponStatus", s.on_weapons),
             ("DetectionBatch", s.on_detections),
         ]
@@ -77,7 +79,9 @@ class BusBridge:
         for topic, handler in handlers:
             loop.add(bus.reader(topic), _guarded(topic, handler))
         self._loop = loop.start("mcc-console-bus")
-        self._control = ControlClient(bus, self.mission, timeout_s=self.command_timeout_s)
+        self._control = ControlClient(
+            bus, self.mission, timeout_s=self.command_timeout_s, principal=PRINCIPAL
+        )
         return self
 
     def command(self, verb: str, target: str, args: dict[str, Any] | None = None) -> Any:
@@ -89,13 +93,15 @@ class BusBridge:
         return client.call(verb, target, **(args or {}))
 
     def _approval_client(self) -> ControlClient:
-        with self._lock:  # the approval partition is joined on first use
+        with self._lock:  # made on first use
             if self._approval is None:
-                self._approval_bus = Bus(
-                    self.domain, partitions=[APPROVAL_PARTITION], name="mcc console approval"
-                )
+                assert self._bus is not None, "the bridge is not started"
                 self._approval = ControlClient(
-                    self._approval_bus, self.mission, timeout_s=self.command_timeout_s
+                    self._bus,
+                    self.mission,
+                    timeout_s=self.command_timeout_s,
+                    principal=PRINCIPAL,
+                    channel=APPROVAL_CHANNEL,
                 )
             return self._approval
 
@@ -105,9 +111,8 @@ class BusBridge:
         for client in (self._control, self._approval):
             if client is not None:
                 client.close()
-        for bus in (self._approval_bus, self._bus):
-            if bus is not None:
-                bus.close()
+        if self._bus is not None:
+            self._bus.close()
 
 
 def _guarded(topic: str, handler: Any) -> Any:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from mcc.bus import Bus, Requester, Transport
+from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
 from mcc.errors import OrchestratorError
 from mcc.orchestrate import registry
 from mcc.types import Command, CommandReply, MissionStatus
@@ -23,11 +24,25 @@ from mcc.types import Command, CommandReply, MissionStatus
 class ControlClient:
     """Send operator commands to a mission's supervisor over the bus."""
 
-    def __init__(self, bus: Bus, mission: str | None, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        mission: str | None,
+        *,
+        timeout_s: float = 5.0,
+        principal: str = "operator",
+        channel: str = COMMAND_CHANNEL,
+    ) -> None:
+        """``principal``: the identity the bus runs as (``operator`` for `mcc` commands,
+        ``console`` for the web console): commands go out in its partition of ``channel``
+        (``cmd`` for the supervisor, ``approval`` for TEWA), the only one its permissions let
+        it write, and are attributed to it."""
         self.bus = bus
         self.mission = mission
         self.timeout_s = timeout_s
-        self._requester = Requester[Command, CommandReply](bus)
+        self._requester = Requester[Command, CommandReply](
+            bus, partition=principal_partition(channel, principal)
+        )
         self._status_reader = bus.reader("MissionStatus")
 
     def call(self, verb: str, target: str = "", **args: Any) -> Any:

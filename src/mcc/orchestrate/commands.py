@@ -296,4 +296,11 @@ def _status_table_text(status: dict[str, Any]) -> str:
             )
             console.print(f"virtual clusters: {sizes}")
         console.print(f"run folder: {status['run_dir']}")
+        if status.get("security") == "none":
+            console.print(
+                "security: NONE: this mission runs without DDS Security; anyone who can reach "
+                "its domain can read its data and command it (manifest `security: none`)"
+            )
+        else:
+            console.print("security: on (DDS Security: authenticated, access control, encrypted)")
     return capture.get()

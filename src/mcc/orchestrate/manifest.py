@@ -85,6 +85,10 @@ class System(_Model):
     node: str | None = None
     health: Health = Health()
     description: str = ""
+    #: Topics (names or fnmatch patterns) the system may publish and subscribe in a secured
+    #: mission; None: what its app declares (``BUS_TOPICS``). Given, they replace the app's.
+    publish: list[str] | None = None
+    subscribe: list[str] | None = None
 
     @field_validator("app")
     @classmethod
@@ -248,7 +252,7 @@ class Mission(_Model):
     stop_grace_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     services: Services = Services()
     transport: MissionTransport = MissionTransport()
-    security: Literal["none", "on"] = "none"
+    security: Literal["none", "on"] = "on"
 
     @field_validator("security", mode="before")
     @classmethod

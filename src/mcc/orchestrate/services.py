@@ -109,7 +109,11 @@ def system_topics(mission: Mission) -> dict[str, Topics]:
     out = {}
     for name, system in mission.all_systems().items():
         topics = RUNTIME_TOPICS
-        if system.app is not None:
+        if system.publish is not None or system.subscribe is not None:
+            topics |= Topics(tuple(system.publish or ()), tuple(system.subscribe or ()))
+            if system.app is not None and durable_topics(system.app):
+                topics |= HISTORY_TOPICS
+        elif system.app is not None:
             declared = app_topics(system.app)
             if declared is None:
                 log.warning(

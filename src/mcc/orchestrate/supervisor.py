@@ -22,9 +22,10 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, Reader, Replier, Transport
+from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError, OrchestratorError
 from mcc.orchestrate import registry
 from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec
@@ -45,6 +46,10 @@ from mcc.orchestrate.runtime import (
 )
 from mcc.orchestrate.services import mission_transports, system_topics, with_services
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
+
+if TYPE_CHECKING:
+    from mcc.security import Identity
+    from mcc.security.mission import Topics
 
 log = logging.getLogger("mcc.orchestrate")
 S = SystemState
@@ -131,14 +136,15 @@ class Supervisor:
         self._last_status = 0.0
         self._status_dirty = True
         self._readers: list[Reader[Any]] = []
-        self._beats: deque[tuple[float, int, Heartbeat]] = deque()
+        # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
+        self._beats: deque[tuple[float, int, Heartbeat]] = deque(maxlen=65536)
         self._roudi: Any = None  # mcc.bus.shm.RouDi, when this supervisor started the host's
         transports = mission_transports(mission, Transport.from_env())
         self._transport = transports[0] if transports else None
         #: What every other process of the mission (clients included) needs in its environment.
         self.client_env = transports[1].apply_to_env({}) if transports else {}
         self._instance_base = transports[1] if transports else None
-        self._system_env: dict[str, dict[str, str]] = {}  # per system: its identity (secured)
+        self._system_topics: dict[str, Topics] = {}  # secured: what each system may do
         self.keystore: Path | None = None
         #: The environment of the mission's web console (its identity when secured).
         self.console_env = self.client_env
@@ -173,7 +179,10 @@ class Supervisor:
         if hasattr(self.backend, "on_event"):
             self.backend.on_event = self._wake.set
         self._replier = Replier[Command, CommandReply](
-            bus, self._handle, replier_id=f"supervisor:{self.mission.mission}"
+            bus,
+            self._handle,
+            replier_id=f"supervisor:{self.mission.mission}",
+            channel=COMMAND_CHANNEL,
         ).start()
         registry.register(self)
         self._thread = threading.Thread(target=self._loop, name="mcc-supervisor", daemon=True)
@@ -192,31 +201,35 @@ class Supervisor:
         self.close()
 
     def secure(self) -> None:
-        """Identities for this supervisor, the console and every system, from the mission's
-        keystore (``$MCC_HOME/keystores/MISSION``, created on first use); `start` calls it for
-        a ``security: on`` mission unless done already (the demo does it before its console)."""
+        """Identities for this supervisor and the console from the mission's keystore
+        (``$MCC_HOME/keystores/MISSION``, created on first use), and the permissions of every
+        system, for the identity each instance gets at its start; `start` calls it for a
+        ``security: on`` mission unless done already (the demo does it before its console)."""
         from mcc.security.mission import CONSOLE, SUPERVISOR, mission_identities
 
         self.keystore = registry.home() / "keystores" / self.mission.mission
         identities = mission_identities(
+            self.keystore, mission=self.mission.mission, domain=self.mission.domain
+        )
+        self._system_topics = system_topics(self.mission)
+        self._transport = _secured(self._transport, identities[SUPERVISOR])
+        self.console_env = _secured(self._instance_base, identities[CONSOLE]).apply_to_env({})
+
+    def _identity_env(self, inst: Instance) -> dict[str, str]:
+        """A secured mission: the environment that carries ``inst``'s own, fresh identity."""
+        if self.keystore is None:
+            return {}
+        from mcc.security.mission import instance_identity
+
+        identity = instance_identity(
             self.keystore,
             mission=self.mission.mission,
             domain=self.mission.domain,
-            systems=system_topics(self.mission),
+            system=inst.system,
+            index=inst.index,
+            topics=self._system_topics[inst.system],
         )
-
-        def secured(base: Transport | None, name: str) -> Transport:
-            base = base or Transport.from_env()
-            xml = identities[name].security_xml()
-            return dataclasses.replace(base, extra_xml=base.extra_xml + xml)
-
-        self._transport = secured(self._transport, SUPERVISOR)
-        self.console_env = secured(self._instance_base, CONSOLE).apply_to_env({})
-        self._system_env = {
-            name: secured(self._instance_base, name).apply_to_env({})
-            for name in identities
-            if name in self.systems
-        }
+        return _secured(self._instance_base, identity).apply_to_env({})
 
     def close(self) -> None:
         """Stop every instance gracefully, publish the final status, release everything."""
@@ -546,7 +559,7 @@ class Supervisor:
         env = {
             **os.environ,
             **self.client_env,
-            **self._system_env.get(inst.system, {}),
+            **self._identity_env(inst),
             **mission.env,
             **system.env,
         }
@@ -630,7 +643,7 @@ class Supervisor:
         while self._beats:
             now, now_ns, hb = self._beats.popleft()
             inst = self.instances.get(hb.system_id)
-            if inst is None or inst.state not in LIVE or (hb.pid and hb.pid != inst.pid):
+            if inst is None or inst.state not in LIVE or not _beat_of(hb, inst):
                 continue
             if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
                 continue  # a last word before exiting: the exit event says the rest
@@ -652,6 +665,7 @@ class Supervisor:
                 "state": self._mission_state().name.removeprefix("SYSTEM_").lower(),
                 "backend": self.backend.name,
                 "domain": self.mission.domain,
+                "security": self.mission.security,
                 "run_dir": str(self.run_dir),
                 "clusters": self._clusters(),
                 "instances": [
@@ -730,6 +744,13 @@ class Supervisor:
             )
         args = json.loads(command.args_json or "{}")
         verb, target = command.verb, command.target
+        if verb != "status":  # who commanded: the sender's identity, never a field it wrote
+            sender = self._replier.sender(command)
+            log.info("command %s %s from %s (%s)", verb, target, sender, command.client_id)
+            with self._lock:
+                self.events.append(
+                    (time.time_ns(), f"{COMMAND_CHANNEL}/{sender}", f"{verb} {target}")
+                )
         result: Any = None
         if verb == "status":
             result = self.status()
@@ -780,6 +801,21 @@ class Supervisor:
             "events": [{"time_ns": t, "instance": i, "event": e} for t, i, e in self.events],
         }
         (self.run_dir / "supervisor.json").write_text(json.dumps(summary, indent=2))
+
+
+def _beat_of(hb: Heartbeat, inst: Instance) -> bool:
+    """Whether ``hb`` can be ``inst``'s: the pid it names is the one the backend started (a
+    beat naming pid 0 or another process is not this instance's, whoever sent it); where the
+    backend knows no pid (a Ray actor before its first beat), any real pid."""
+    if hb.pid <= 0:
+        return False
+    return not inst.pid or hb.pid == inst.pid
+
+
+def _secured(base: Transport | None, identity: Identity) -> Transport:
+    """``base`` (default: the environment's transport) with ``identity``'s DDS Security."""
+    base = base or Transport.from_env()
+    return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
 
 
 def _describe_exit(returncode: int) -> str:

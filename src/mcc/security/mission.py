@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcc.bus.rpc import CHANNELS
 from mcc.security.documents import Grant
 from mcc.security.keystore import Identity, Keystore
 
@@ -25,21 +26,34 @@ OPERATOR = "operator"
 CONSOLE = "console"
 
 
+#: A principal writes requests in ``CHANNEL/PRINCIPAL`` only (`mcc.bus.rpc`).
+REQUEST_CHANNELS = CHANNELS
+
+
 @dataclass(frozen=True)
 class Topics:
-    """What an entry point publishes and subscribes (topic names or fnmatch patterns)."""
+    """What an entry point publishes and subscribes (topic names or fnmatch patterns);
+    ``requests``: topics it publishes only in its own partitions of the request channels
+    (``cmd/NAME``, ``approval/NAME``), by which repliers know who asked."""
 
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
+    requests: tuple[str, ...] = ()
 
     def __or__(self, other: Topics) -> Topics:
         return Topics(
             tuple(dict.fromkeys(self.publish + other.publish)),
             tuple(dict.fromkeys(self.subscribe + other.subscribe)),
+            tuple(dict.fromkeys(self.requests + other.requests)),
         )
 
-    def grant(self) -> Grant:
-        return Grant(publish=self.publish, subscribe=self.subscribe)
+    def grants(self, principal: str) -> tuple[Grant, ...]:
+        """The permissions of identity ``principal`` (the last part of its name)."""
+        grants = [Grant(publish=self.publish, subscribe=self.subscribe)]
+        if self.requests:
+            own = tuple(f"{channel}/{principal}" for channel in REQUEST_CHANNELS)
+            grants.append(Grant(publish=self.requests, partitions=own))
+        return tuple(grants)
 
 
 #: What every app instance does on the bus through the runtime.
@@ -50,12 +64,13 @@ SUPERVISOR_TOPICS = Topics(
 )
 #: ``mcc status|scale|phase|…`` and the console's commands.
 OPERATOR_TOPICS = Topics(
-    publish=("Command",), subscribe=("CommandReply", "MissionStatus", "Heartbeat")
+    requests=("Command",), subscribe=("CommandReply", "MissionStatus", "Heartbeat")
 )
 #: The web console: the operator's commands, and the picture it shows.
 CONSOLE_TOPICS = OPERATOR_TOPICS | Topics(
     subscribe=(
-        "AirPicture", "Track", "Threat", "EngagementOrder", "WeaponStatus", "DetectionBatch",
+        "AirPicture", "Track", "Threat", "EngagementOrder", "EngagementOutcome", "WeaponStatus",
+        "DetectionBatch",
         "Truth",
     )
 )  # fmt: skip
@@ -78,21 +93,24 @@ def app_topics(app: str) -> Topics | None:
     return declared if isinstance(declared, Topics) else None
 
 
-def mission_identities(
-    path: Path, *, mission: str, domain: int, systems: Mapping[str, Topics]
-) -> dict[str, Identity]:
-    """The keystore of ``mission`` at ``path`` (created on first use) with fresh identities for
-    the supervisor, the operators, the console and every system in ``systems``
-    (``mission/NAME``)."""
+def mission_identities(path: Path, *, mission: str, domain: int) -> dict[str, Identity]:
+    """The keystore of ``mission`` at ``path`` (created on first use, governance for
+    ``domain``) with fresh identities for the supervisor, the operators and the console
+    (``MISSION/NAME``); systems get one per instance from `instance_identity`."""
     keystore = Keystore(path) if (path / "ca").exists() else Keystore.init(path, mission=mission)
     keystore.write_governance((domain,))
-    wanted = {
-        SUPERVISOR: SUPERVISOR_TOPICS,
-        OPERATOR: OPERATOR_TOPICS,
-        CONSOLE: CONSOLE_TOPICS,
-        **systems,
-    }
+    wanted = {SUPERVISOR: SUPERVISOR_TOPICS, OPERATOR: OPERATOR_TOPICS, CONSOLE: CONSOLE_TOPICS}
     return {
-        name: keystore.identity(f"{mission}/{name}", (topics.grant(),), domains=(domain,))
+        name: keystore.identity(f"{mission}/{name}", topics.grants(name), domains=(domain,))
         for name, topics in wanted.items()
     }
+
+
+def instance_identity(
+    path: Path, *, mission: str, domain: int, system: str, index: int, topics: Topics
+) -> Identity:
+    """A fresh identity ``MISSION/SYSTEM.INDEX`` for one instance of a system, with the
+    system's permissions: each instance authenticates as itself, so what it writes is
+    attributable to it and a leaked key is one instance's, revoked by its next start."""
+    name = f"{system}.{index}"
+    return Keystore(path).identity(f"{mission}/{name}", topics.grants(name), domains=(domain,))
