@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
 from mcc.types import Checkpoint
 
 DURABLE_TOPICS = ("Checkpoint",)
+BUS_TOPICS = {"main": Topics(publish=("Checkpoint",))}
 
 
 def main(ctx: AppContext) -> int:

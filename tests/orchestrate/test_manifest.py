@@ -118,7 +118,8 @@ BAD = [
         _edit("    resources: {cpus", "    resourcs: {cpus"),
         "<m>:10: systems.radar.resourcs: unknown field; allowed here: app, command, args, "
         "replicas, resources, priority, pin, restart, phases, after, env, node, health, "
-        "description; did you mean 'resources'? (got {'cpus': 0.5, 'memory_mb': 256})",
+        "description, publish, subscribe; did you mean 'resources'? "
+        "(got {'cpus': 0.5, 'memory_mb': 256})",
     ),
     (
         _edit("{cpus: 0.5,", "{cpus: 0,"),

@@ -212,6 +212,9 @@ class Supervisor:
             self.keystore, mission=self.mission.mission, domain=self.mission.domain
         )
         self._system_topics = system_topics(self.mission)
+        # The instances' base transport, fixed now: the process environment may carry the
+        # console's identity later (the demo's console runs in this process).
+        self._instance_base = self._instance_base or Transport.from_env()
         self._transport = _secured(self._transport, identities[SUPERVISOR])
         self.console_env = _secured(self._instance_base, identities[CONSOLE]).apply_to_env({})
 
