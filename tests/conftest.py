@@ -263,6 +263,7 @@ def mission_transport(
     subscribe: Sequence[str] = ("*",),
     name: str = "test",
     timeout_s: float = 60.0,
+    base: Transport | None = None,
 ) -> Transport:
     """How a test talks to a secured mission: a transport with an identity ``MISSION/name`` of
     the mission's keystore (made by its supervisor under ``home``) that may publish and
@@ -277,7 +278,7 @@ def mission_transport(
         (Grant(publish=tuple(publish), subscribe=tuple(subscribe)),),
         domains=(domain,),
     )
-    base = Transport.from_env()
+    base = base or Transport.from_env()
     return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
 
 

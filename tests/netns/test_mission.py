@@ -17,7 +17,7 @@ from mcc.bus import Bus, Transport
 from mcc.orchestrate.client import ControlClient
 from mcc.types import AirPicture
 from mcc.types.arrays import packed_field
-from tests.conftest import mcc_up, run_cli
+from tests.conftest import mcc_up, mission_transport, run_cli
 from tests.conftest import wait_for as wait_until
 from tests.netns.conftest import lab_leftovers, require_netns
 
@@ -82,7 +82,13 @@ def test_mission_across_three_hosts_survives_a_partition(
     mission: dict[str, Any], domain_id: int, bus_env: dict[str, str]
 ) -> None:
     lab, name, env = mission["lab"], mission["name"], mission["env"]
-    transport = Transport(interface=lab["bridge"], discovery_tag=bus_env["MCC_DISCOVERY_TAG"])
+    transport = mission_transport(
+        Path(env["MCC_HOME"]),
+        name,
+        domain_id,
+        publish=("Command",),
+        base=Transport(interface=lab["bridge"], discovery_tag=bus_env["MCC_DISCOVERY_TAG"]),
+    )
     with Bus(domain_id, transport=transport, name="netns test") as bus:
         client = ControlClient(bus, name, timeout_s=10)
         air = bus.reader("AirPicture")

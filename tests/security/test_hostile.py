@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -39,8 +40,9 @@ domain: {domain}
 systems:
   radar: {{app: "mcc.orchestrate.probe:idle", publish: [DetectionBatch], resources: {{cpus: 0.1}}}}
   tewa: {{app: "mcc.orchestrate.probe:idle", resources: {{cpus: 0.1}}}}
+  rogue: {{app: "tests.security.rogue_app:main", resources: {{cpus: 0.1}}}}
 """
-EVERYONE = {"guarded/radar/0", "guarded/tewa/0"}
+EVERYONE = {"guarded/radar/0", "guarded/tewa/0", "guarded/rogue/0"}
 
 
 @pytest.fixture
@@ -111,7 +113,11 @@ def _tampered(keystore: Path, source: str, tmp_path: Path) -> Identity:
 
 @pytest.mark.slow
 def test_hostile_participants_are_never_obeyed(
-    up: subprocess.Popen[str], env: dict[str, str], domain_id: int, tmp_path: Path
+    up: subprocess.Popen[str],
+    env: dict[str, str],
+    domain_id: int,
+    tmp_path: Path,
+    manifest: Path,
 ) -> None:
     wait_for(lambda: _running(_status(env)) == EVERYONE, 60, "every instance running")
     keystore = Path(env["MCC_HOME"]) / "keystores" / "guarded"
@@ -138,6 +144,15 @@ def test_hostile_participants_are_never_obeyed(
     assert up.poll() is None, f"a stranger stopped the mission: {outcomes}"
     assert _running(_status(env)) == EVERYONE, outcomes
 
+    # An instance that creates a writer its system was not granted: refused, and told where
+    # the system's permissions are declared.
+    refusal = wait_for(lambda: next(Path(env["MCC_HOME"]).rglob("rogue-0.txt"), None), 30)
+    assert re.search(
+        r"DDS Security refused to publish topic 'EngagementOrder' for participant .*"
+        r"declare it in the manifest \(.*guarded\.yaml:6: systems\.rogue: publish/subscribe\)",
+        refusal.read_text(),
+    ), refusal.read_text()
+
     # A valid identity of another system: the radar instance's own credentials.
     radar = mission.existing("guarded/radar.0")
     with Bus(domain_id, transport=_as(radar), name="rogue radar") as bus:
@@ -154,8 +169,28 @@ def test_hostile_participants_are_never_obeyed(
             bus.writer("Command")  # the default partition is no one's
     assert _running(_status(env)) == EVERYONE
 
-    # Attribution: `mcc stop` is recorded as the operator's, whatever client id it wrote.
-    run_cli(["stop", "tewa"], env=env)
+    # The keystore against the manifest: every identity present and as declared; a changed
+    # declaration is a mismatch.
+    checked = run_cli(["security", "check", str(keystore), str(manifest)], env=env)
+    assert "guarded/rogue.0: ok" in checked.stdout and "guarded/console: ok" in checked.stdout
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(
+        manifest.read_text().replace(
+            "publish: [DetectionBatch]", "publish: [DetectionBatch, Track]"
+        )
+    )
+    mismatch = run_cli(["security", "check", str(keystore), str(changed)], env=env, check=False)
+    assert mismatch.returncode == 1
+    assert "guarded/radar.0: its permissions do not match the manifest" in mismatch.stderr
+
+    # Attribution: each operator has an identity; `mcc stop --as alice` is recorded as
+    # alice's and `mcc down` as the operator's, whatever client id they wrote.
+    run_cli(
+        ["security", "identity", str(keystore), "guarded/alice", "--operator"]
+        + ["--domain", str(domain_id)],
+        env=env,
+    )
+    run_cli(["stop", "tewa", "--as", "alice"], env=env)
     summary_events = _status(env)
     assert summary_events is not None and "guarded/tewa/0" not in _running(summary_events)
     run_cli(["down"], env=env)
@@ -163,7 +198,7 @@ def test_hostile_participants_are_never_obeyed(
     summary = json.loads(next((tmp_path / "home").rglob("supervisor.json")).read_text())
     commanded = [e for e in summary["events"] if e["instance"].startswith("cmd/")]
     assert {(e["instance"], e["event"]) for e in commanded} >= {
-        ("cmd/operator", "stop tewa"),
+        ("cmd/alice", "stop tewa"),
         ("cmd/operator", "down "),
     }, commanded
 

@@ -46,9 +46,12 @@ COLUMNS = (
     "error",
 )
 PROBE = "mcc.orchestrate.probe:idle"
+# Unsecured, like its anchor (plain exec of the same workers): the bench measures what the
+# orchestrator adds to starting and failing over processes, not the DDS Security handshake.
 MANIFEST = """\
 mission: deploy{workers}
 domain: {domain}
+security: none
 clusters:
   w:
     app: {probe}

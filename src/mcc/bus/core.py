@@ -57,6 +57,9 @@ from mcc.bus.validate import received_check, validate_sample
 from mcc.errors import MccError, TopicError, WriteTimeoutError
 
 T = TypeVar("T")
+#: Set by the supervisor for an instance of a secured mission: ``file:line: systems.NAME``,
+#: where the permissions of the instance's system come from (named when one is refused).
+GRANTS_ENV = "MCC_GRANTS_AT"
 log = logging.getLogger("mcc.bus")
 
 PROFILE_TAG = b"mcc.profile="
@@ -606,10 +609,17 @@ class Bus:
         except DDSException as exc:
             if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
                 raise
+            declared = os.environ.get(GRANTS_ENV)  # an instance: where its system is declared
+            fix = (
+                f"declare it in the manifest ({declared}: publish/subscribe) or in its app's "
+                "BUS_TOPICS"
+                if declared
+                else "grant it in the mission's keystore (mcc security identity ... "
+                "--publish/--subscribe)"
+            )
             raise MccError(
                 f"DDS Security refused to {what} topic {topic!r} for participant {self.name!r}: "
-                "its permissions document does not allow it; grant it in the mission's "
-                "keystore (mcc security identity ... --publish/--subscribe) or use another topic"
+                f"its permissions document does not allow it; {fix}, or use another topic"
             ) from exc
 
     def _is_durable(self, profile: str) -> bool:

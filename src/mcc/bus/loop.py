@@ -14,10 +14,11 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from cyclonedds.core import GuardCondition, WaitSet
+from cyclonedds.core import DDSException, GuardCondition, WaitSet
 from cyclonedds.util import duration
 
 from mcc.bus.core import Bus, Reader
+from mcc.errors import MccError
 
 Handler = Callable[[list[Any]], None]
 log = logging.getLogger("mcc.bus")
@@ -71,7 +72,12 @@ class ReaderLoop:
             self.wakeups += 1
             got = 0
             for reader, handler in self._handlers:
-                samples = reader.take(self.batch)
+                try:
+                    samples = reader.take(self.batch)
+                except (DDSException, MccError):
+                    if self.bus._closed or self._stop.is_set():
+                        return  # the bus was closed under the loop: nothing left to serve
+                    raise
                 while samples:
                     got += len(samples)
                     self._call(reader, handler, samples)

@@ -36,6 +36,7 @@ from mcc.hpc.stream import bulk_env
 from mcc.orchestrate.backends.local import LocalBackend
 from mcc.orchestrate.manifest import Cluster, Mission, System, load_manifest
 from mcc.orchestrate.supervisor import Supervisor
+from mcc.security.mission import Topics
 from mcc.types import Checkpoint, WorkResult
 
 __all__ = [
@@ -262,14 +263,16 @@ def _run_mission(
     kill_info: dict[str, Any] = {}
     start_ns = time.time_ns()
     supervisor = Supervisor(
-        mission, backend=LocalBackend(mission.nodes, mission=mission.mission), run_dir=run_dir
+        mission,
+        backend=LocalBackend(mission.nodes, mission=mission.mission),
+        run_dir=run_dir,
+        watch=Topics(subscribe=("WorkResult", "Checkpoint")) if kill is not None else None,
     )
     with contextlib.ExitStack() as stack:
-        watch = None
-        if kill is not None:
-            bus = stack.enter_context(Bus(mission.domain, name="mcc hpc launcher"))
-            watch = _JobWatch(bus, job_id)
         stack.enter_context(supervisor)
+        # On the supervisor's bus (one identity per domain and process); the workers it just
+        # started have not produced anything yet.
+        watch = _JobWatch(supervisor.bus, job_id) if kill is not None else None
         deadline = time.monotonic() + timeout_s
         while (result := read_result(path)) is None:
             status = {i["id"]: i for i in supervisor.status()["instances"]}

@@ -18,6 +18,7 @@ from mcc.bus import Bus, Requester, Transport
 from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
 from mcc.errors import OrchestratorError
 from mcc.orchestrate import registry
+from mcc.security.mission import OPERATOR
 from mcc.types import Command, CommandReply, MissionStatus
 
 
@@ -108,24 +109,28 @@ class ControlClient:
         self._requester.close()
 
 
-def operator_transport(keystore: str, mission: str) -> Transport:
-    """The environment's transport with the operator identity of a secured ``mission``."""
+def operator_transport(keystore: str, mission: str, operator: str = OPERATOR) -> Transport:
+    """The environment's transport with operator identity ``MISSION/OPERATOR`` of a secured
+    ``mission``."""
     import dataclasses
 
     from mcc.security import Keystore
-    from mcc.security.mission import OPERATOR
-
     base = Transport.from_env()
-    xml = Keystore(keystore).existing(f"{mission}/{OPERATOR}").security_xml()
+    xml = Keystore(keystore).existing(f"{mission}/{operator}").security_xml()
     return dataclasses.replace(base, extra_xml=base.extra_xml + xml)
 
 
 @contextmanager
 def open_client(
-    *, mission: str | None = None, domain: int | None = None, timeout_s: float = 5.0
+    *,
+    mission: str | None = None,
+    domain: int | None = None,
+    timeout_s: float = 5.0,
+    operator: str = OPERATOR,
 ) -> Iterator[ControlClient]:
     """A client for ``mission``: its domain (and discovery tag) come from the registry of
-    missions running here, unless ``domain`` is given."""
+    missions running here, unless ``domain`` is given; a secured mission's keystore gives it
+    the identity of ``operator``, to whom its commands are attributed."""
     transport = None
     if domain is None:
         record = registry.find(mission)
@@ -133,9 +138,9 @@ def open_client(
         for key, value in record.env.items():
             os.environ.setdefault(key, value)
         if record.keystore:  # a secured mission: as its operator
-            transport = operator_transport(record.keystore, record.mission)
+            transport = operator_transport(record.keystore, record.mission, operator)
     with Bus(domain, transport=transport, name="mcc client") as bus:
-        client = ControlClient(bus, mission, timeout_s=timeout_s)
+        client = ControlClient(bus, mission, timeout_s=timeout_s, principal=operator)
         try:
             yield client
         finally:

@@ -57,6 +57,14 @@ def add_parsers(sub: Any) -> None:
             help="DDS domain of the mission (default: from .mcc/active, written by `mcc up`)",
         )
         parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
+        parser.add_argument(
+            "--as",
+            dest="operator",
+            default=os.environ.get("MCC_OPERATOR", "operator"),
+            help="a secured mission: act as operator identity MISSION/NAME of its keystore "
+            "(`mcc security identity KEYSTORE MISSION/NAME --operator`); commands are "
+            "attributed to NAME (default: env MCC_OPERATOR, else 'operator')",
+        )
         return parser
 
     status = client_parser("status", "show a running mission: phase, instances, where they run")
@@ -197,7 +205,9 @@ def _print_progress(supervisor: Any, stop: threading.Event, quiet: bool) -> None
 def _client(args: argparse.Namespace) -> Any:
     from mcc.orchestrate.client import open_client
 
-    return open_client(mission=args.mission, domain=args.domain, timeout_s=args.timeout)
+    return open_client(
+        mission=args.mission, domain=args.domain, timeout_s=args.timeout, operator=args.operator
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -241,6 +242,8 @@ class MissionTransport(_Model):
 class Mission(_Model):
     """A mission manifest (``missions/*.yaml``)."""
 
+    _where: dict[str, str] = PrivateAttr(default_factory=dict)  # system → "file:line"
+
     mission: Annotated[str, Field(pattern=NAME_PATTERN)]
     domain: Annotated[int, Field(ge=0, le=232)] = 0
     description: str = ""
@@ -330,6 +333,11 @@ class Mission(_Model):
             yield "systems", name, system
         for name, cluster in self.clusters.items():
             yield "clusters", name, cluster
+
+    def where(self, name: str) -> str:
+        """``file:line: systems.NAME`` of system (or cluster) ``name``, for messages."""
+        kind = "clusters" if name in self.clusters else "systems"
+        return f"{self._where.get(name, '<manifest>')}: {kind}.{name}"
 
     def all_systems(self) -> dict[str, System]:
         """Systems and clusters by name (names are unique across both)."""
@@ -477,10 +485,13 @@ def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
         expected="a manifest is a YAML mapping with at least 'mission:' and 'systems:'",
     )
     try:
-        return Mission.model_validate(data)
+        mission = Mission.model_validate(data)
     except ValidationError as exc:
         problems = [_describe(err, data, lines, source) for err in exc.errors()]
         raise ManifestError("\n".join(problems), problems=problems) from None
+    for kind, name, _ in mission._each():
+        mission._where[name] = f"{source}:{nearest_line(lines, (kind, name))}"
+    return mission
 
 
 def _describe(err: Any, data: Any, lines: dict[tuple[Any, ...], int], source: str) -> str:

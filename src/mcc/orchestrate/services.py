@@ -16,9 +16,18 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+from pathlib import Path
 
 from mcc.bus.transport import Transport
-from mcc.orchestrate.manifest import Health, Mission, Resources, Restart, System
+from mcc.orchestrate.manifest import (
+    Cluster,
+    Health,
+    Mission,
+    Resources,
+    Restart,
+    System,
+    load_manifest,
+)
 from mcc.security.mission import HISTORY_TOPICS, RUNTIME_TOPICS, Topics, app_topics
 
 PERSIST = "persist"
@@ -131,3 +140,27 @@ def system_topics(mission: Mission) -> dict[str, Topics]:
             topics |= Topics(publish=("ComputeRequest",), subscribe=("ComputeReply",))
         out[name] = topics
     return out
+
+
+def expected_permissions(manifest: str | Path) -> dict[str, str]:
+    """Every identity the mission of ``manifest`` needs (``MISSION/NAME``: supervisor,
+    operator, console, one per instance at the manifest's replicas and cluster sizes) and
+    the allow rules its permissions must hold (`mcc security check KEYSTORE MANIFEST`)."""
+    from mcc.security.documents import allow_rules
+    from mcc.security.mission import CONSOLE_TOPICS, OPERATOR_TOPICS, SUPERVISOR_TOPICS
+
+    mission = load_manifest(manifest)
+    domains = (mission.domain,)
+    wanted = {
+        "supervisor": SUPERVISOR_TOPICS,
+        "operator": OPERATOR_TOPICS,
+        "console": CONSOLE_TOPICS,
+    }
+    for name, topics in system_topics(mission).items():
+        system = mission.all_systems()[name]
+        count = system.size if isinstance(system, Cluster) else system.replicas
+        wanted.update({f"{name}.{i}": topics for i in range(count)})
+    return {
+        f"{mission.mission}/{name}": allow_rules(topics.grants(name), domains)
+        for name, topics in wanted.items()
+    }

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, Reader, Replier, Transport
+from mcc.bus.core import GRANTS_ENV
 from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError, OrchestratorError
 from mcc.orchestrate import registry
@@ -101,7 +102,11 @@ class Supervisor:
         bus: Bus | None = None,
         tick_s: float = 0.05,
         status_period_s: float = 1.0,
+        watch: Topics | None = None,
     ) -> None:
+        """``watch``: what the process running this supervisor also reads on the supervisor's
+        bus (a job launcher watching results) when the mission is secured. Cyclone DDS gives a
+        process one identity per domain, so such a watcher shares the supervisor's."""
         if phase is not None and phase not in mission.phases:
             raise OrchestratorError(
                 f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
@@ -145,6 +150,7 @@ class Supervisor:
         self.client_env = transports[1].apply_to_env({}) if transports else {}
         self._instance_base = transports[1] if transports else None
         self._system_topics: dict[str, Topics] = {}  # secured: what each system may do
+        self._watch = watch
         self.keystore: Path | None = None
         #: The environment of the mission's web console (its identity when secured).
         self.console_env = self.client_env
@@ -209,7 +215,10 @@ class Supervisor:
 
         self.keystore = registry.home() / "keystores" / self.mission.mission
         identities = mission_identities(
-            self.keystore, mission=self.mission.mission, domain=self.mission.domain
+            self.keystore,
+            mission=self.mission.mission,
+            domain=self.mission.domain,
+            supervisor_watches=self._watch,
         )
         self._system_topics = system_topics(self.mission)
         # The instances' base transport, fixed now: the process environment may carry the
@@ -232,7 +241,9 @@ class Supervisor:
             index=inst.index,
             topics=self._system_topics[inst.system],
         )
-        return _secured(self._instance_base, identity).apply_to_env({})
+        env = _secured(self._instance_base, identity).apply_to_env({})
+        env[GRANTS_ENV] = self.mission.where(inst.system)
+        return env
 
     def close(self) -> None:
         """Stop every instance gracefully, publish the final status, release everything."""

@@ -31,10 +31,22 @@ def add_parsers(sub: Any) -> None:
     ident.add_argument("--publish", default="", help="topics it may write, comma-separated")
     ident.add_argument("--subscribe", default="", help="topics it may read, comma-separated")
     ident.add_argument("--days", type=int, default=365, help="validity (default %(default)s)")
+    ident.add_argument(
+        "--operator",
+        action="store_true",
+        help="an operator of the mission (MISSION/NAME): may send commands, attributed to NAME "
+        "(`mcc status|stop|... --as NAME`); --publish/--subscribe are not used",
+    )
     ident.set_defaults(func=_identity)
-    check = ssub.add_parser("check", help="say what is missing, expired or does not match")
+    check = ssub.add_parser(
+        "check",
+        help="say what is missing, expired or does not match",
+        description="Check identities of a keystore, or, given a manifest, every identity its "
+        "mission needs (supervisor, operator, console, one per instance) against what the "
+        "manifest declares now.",
+    )
     check.add_argument("keystore")
-    check.add_argument("names", nargs="+", help="identities to check")
+    check.add_argument("names", nargs="+", help="identities to check, or a manifest file")
     check.set_defaults(func=_check)
 
 
@@ -50,9 +62,15 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _identity(args: argparse.Namespace) -> int:
-    grant = Grant(publish=_topics(args.publish), subscribe=_topics(args.subscribe))
+    grants: tuple[Grant, ...] = (
+        Grant(publish=_topics(args.publish), subscribe=_topics(args.subscribe)),
+    )
+    if args.operator:
+        from mcc.security.mission import OPERATOR_TOPICS
+
+        grants = OPERATOR_TOPICS.grants(args.name.rsplit("/", 1)[-1])
     ident = Keystore(args.keystore).identity(
-        args.name, (grant,), domains=tuple(args.domain), days=args.days
+        args.name, grants, domains=tuple(args.domain), days=args.days
     )
     print(f"identity {ident.subject}: {ident.folder}")
     return 0
@@ -60,9 +78,21 @@ def _identity(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     ks = Keystore(args.keystore)
+    expected: dict[str, str] = {}  # identity → its permissions document as the manifest wants
+    names = list(args.names)
+    if len(names) == 1 and names[0].endswith((".yaml", ".yml")):
+        from mcc.orchestrate.services import expected_permissions
+
+        expected = expected_permissions(names[0])
+        names = list(expected)
     bad = 0
-    for name in args.names:
+    for name in names:
         problems = ks.check(name)
+        if not problems and name in expected and not ks.grants_match(name, expected[name]):
+            problems = [
+                "its permissions do not match the manifest (start the mission again, or "
+                "`mcc security identity`, to reissue them)"
+            ]
         bad += bool(problems)
         for problem in problems:
             print(f"{name}: {problem}", file=sys.stderr)

@@ -98,6 +98,20 @@ def _criteria(kind: str, topics: tuple[str, ...], partitions: tuple[str, ...]) -
     )
 
 
+def allow_rules(grants: tuple[Grant, ...], domains: tuple[int, ...]) -> str:
+    """The ``<allow_rule>`` elements of a permissions document for ``grants`` on ``domains``
+    (what `Keystore.grants_match` compares: the rest is subject and validity)."""
+    return "".join(
+        "<allow_rule>"
+        + _domains(domains)
+        + _criteria("publish", g.publish, g.partitions)
+        + _criteria("subscribe", g.subscribe, g.partitions)
+        + "</allow_rule>"
+        for g in grants
+        if g.publish or g.subscribe
+    )
+
+
 def permissions_xml(
     subject: str,
     grants: tuple[Grant, ...],
@@ -108,15 +122,7 @@ def permissions_xml(
 ) -> str:
     """The permissions document of ``subject``: ``grants`` allowed on ``domains``, the rest
     denied."""
-    rules = "".join(
-        "<allow_rule>"
-        + _domains(domains)
-        + _criteria("publish", g.publish, g.partitions)
-        + _criteria("subscribe", g.subscribe, g.partitions)
-        + "</allow_rule>"
-        for g in grants
-        if g.publish or g.subscribe
-    )
+    rules = allow_rules(grants, domains)
     return f"""<?xml version="1.0" encoding="utf-8"?>
 <dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
      xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd">

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,11 @@ class Keystore:
         if xml.encode() not in signed:
             problems.append(f"{ident.folder}/permissions.p7s: does not sign permissions.xml")
         return problems
+
+    def grants_match(self, name: str, rules: str) -> bool:
+        """Whether identity ``name``'s permissions allow exactly ``rules`` (`allow_rules`)."""
+        xml = (self.path / "identities" / name / "permissions.xml").read_text()
+        return "".join(re.findall(r"<allow_rule>.*?</allow_rule>", xml, re.S)) == rules
 
     def _ca(self, name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         cert = x509.load_pem_x509_certificate((self.path / "ca" / f"{name}.pem").read_bytes())

@@ -93,13 +93,17 @@ def app_topics(app: str) -> Topics | None:
     return declared if isinstance(declared, Topics) else None
 
 
-def mission_identities(path: Path, *, mission: str, domain: int) -> dict[str, Identity]:
+def mission_identities(
+    path: Path, *, mission: str, domain: int, supervisor_watches: Topics | None = None
+) -> dict[str, Identity]:
     """The keystore of ``mission`` at ``path`` (created on first use, governance for
-    ``domain``) with fresh identities for the supervisor, the operators and the console
-    (``MISSION/NAME``); systems get one per instance from `instance_identity`."""
+    ``domain``) with fresh identities for the supervisor (which may also read
+    ``supervisor_watches``), the operators and the console (``MISSION/NAME``); systems get
+    one per instance from `instance_identity`."""
     keystore = Keystore(path) if (path / "ca").exists() else Keystore.init(path, mission=mission)
     keystore.write_governance((domain,))
-    wanted = {SUPERVISOR: SUPERVISOR_TOPICS, OPERATOR: OPERATOR_TOPICS, CONSOLE: CONSOLE_TOPICS}
+    supervisor = SUPERVISOR_TOPICS | (supervisor_watches or Topics())
+    wanted = {SUPERVISOR: supervisor, OPERATOR: OPERATOR_TOPICS, CONSOLE: CONSOLE_TOPICS}
     return {
         name: keystore.identity(f"{mission}/{name}", topics.grants(name), domains=(domain,))
         for name, topics in wanted.items()
