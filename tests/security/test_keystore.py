@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 import subprocess
 import sys
@@ -156,3 +157,26 @@ def test_an_identity_cannot_write_a_topic_it_was_not_granted(
     assert "DDS Security refused to publish topic 'EngagementOrder'" in str(result["refused"])
     result = _result(_start(bus_env, "sub", ks, "radar", "DetectionBatch", "1"))
     assert "refused to subscribe to topic 'DetectionBatch'" in str(result["refused"])
+
+
+def test_protection_per_topic_with_commands_and_orders_always_encrypted(tmp_path: Path) -> None:
+    from mcc.errors import ManifestError
+    from mcc.orchestrate import parse_manifest
+    from mcc.security.documents import ALWAYS_ENCRYPTED, governance_xml
+
+    xml = governance_xml((7,), protect="SIGN", topics={"DetectionBatch": "SIGN"})
+    rules = re.findall(
+        r"<topic_expression>(.*?)</topic_expression>.*?<data_protection_kind>(\w+)<", xml, re.S
+    )
+    # First match wins: the named topics before "*", orders and commands encrypted.
+    assert rules[0] == ("DetectionBatch", "SIGN") and rules[-1] == ("*", "SIGN")
+    assert {t: k for t, k in rules if t in ALWAYS_ENCRYPTED} == dict.fromkeys(
+        ALWAYS_ENCRYPTED, "ENCRYPT"
+    )
+    base = "mission: m\nsystems:\n  a: {app: 'mcc.orchestrate.probe:idle'}\n"
+    mission = parse_manifest(base + "protection: {'*': sign, Track: encrypt}\n")
+    assert mission.protection == {"*": "sign", "Track": "encrypt"}
+    with pytest.raises(ManifestError, match=r"protection\.EngagementOrder: EngagementOrder is "):
+        parse_manifest(base + "protection: {EngagementOrder: sign}\n")
+    with pytest.raises(ManifestError, match=r"protection\.Track"):
+        parse_manifest(base + "protection: {Track: none}\n")

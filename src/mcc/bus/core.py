@@ -767,15 +767,18 @@ def _configure_domain(domain_id: int, transport: Transport | None) -> Domain | N
     with _domains_lock:
         existing = _domains.get(domain_id)
         if existing is not None:
-            if existing[0] == xml:
-                existing[2] += 1
-                return existing[1]
             if existing[2] > 0:
+                if existing[0] == xml:
+                    existing[2] += 1
+                    return existing[1]
                 raise MccError(
                     f"domain {domain_id} is already configured in this process with another "
                     "transport; use one transport per domain and process"
                 )
-            Entity.__del__(existing[1])  # unused: let this id take the new configuration
+            # Unused: configure it afresh, even with the same text. A secured configuration
+            # names files (identity, permissions) that may have been reissued since, and
+            # Cyclone keeps what it loaded for as long as the domain lives.
+            Entity.__del__(existing[1])
             del _domains[domain_id]
         domain = transport.configure_domain(domain_id)
         _domains[domain_id] = [xml, domain, 1]

@@ -68,15 +68,20 @@ class ReaderLoop:
         """Run in the calling thread until ``stop()``."""
         timeout = duration(seconds=self.idle_timeout_s)
         while not self._stop.is_set():
-            triggered = self._waitset.wait(timeout)
+            try:
+                triggered = self._waitset.wait(timeout)
+            except DDSException:
+                if self._closed_under_us():
+                    return
+                raise
             self.wakeups += 1
             got = 0
             for reader, handler in self._handlers:
                 try:
                     samples = reader.take(self.batch)
                 except (DDSException, MccError):
-                    if self.bus._closed or self._stop.is_set():
-                        return  # the bus was closed under the loop: nothing left to serve
+                    if self._closed_under_us():
+                        return
                     raise
                 while samples:
                     got += len(samples)
@@ -87,6 +92,10 @@ class ReaderLoop:
             self.samples += got
             if not got and not triggered and self.on_idle is not None:
                 self.on_idle()
+
+    def _closed_under_us(self) -> bool:
+        """The bus was closed (or the loop stopped) while the loop ran: nothing left to serve."""
+        return self.bus._closed or self._stop.is_set()
 
     def _call(self, reader: Reader[Any], handler: Handler, samples: list[Any]) -> None:
         try:

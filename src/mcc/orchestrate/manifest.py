@@ -256,6 +256,10 @@ class Mission(_Model):
     services: Services = Services()
     transport: MissionTransport = MissionTransport()
     security: Literal["none", "on"] = "on"
+    #: Secured missions: how each topic's samples travel, ``sign`` or ``encrypt`` (default);
+    #: ``"*"`` sets it for topics not named. Commands, orders and weapon status are always
+    #: encrypted.
+    protection: dict[str, Literal["sign", "encrypt"]] = {}
 
     @field_validator("security", mode="before")
     @classmethod
@@ -278,6 +282,16 @@ class Mission(_Model):
             raise _FieldError(
                 ("systems",), {}, "a mission needs at least one system (or cluster) to run"
             )
+        from mcc.security.documents import ALWAYS_ENCRYPTED
+
+        for topic, protect in self.protection.items():
+            if topic in ALWAYS_ENCRYPTED and protect != "encrypt":
+                raise _FieldError(
+                    ("protection", topic),
+                    protect,
+                    f"{topic} is always encrypted (who may command, fire and answer must not "
+                    "be readable or forgeable on the wire)",
+                )
         if self.security == "on" and self.domain > 230:  # Cyclone's governance parser
             raise _FieldError(
                 ("domain",), self.domain, "a secured mission needs a domain id from 0 to 230"

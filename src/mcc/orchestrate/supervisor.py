@@ -219,6 +219,7 @@ class Supervisor:
             mission=self.mission.mission,
             domain=self.mission.domain,
             supervisor_watches=self._watch,
+            protection=self.mission.protection,
         )
         self._system_topics = system_topics(self.mission)
         # The instances' base transport, fixed now: the process environment may carry the

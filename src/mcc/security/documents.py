@@ -10,6 +10,7 @@ for how long; everything else is denied.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
@@ -48,12 +49,38 @@ def _domains(domains: tuple[int, ...]) -> str:
     return "<domains>" + "".join(parts) + "</domains>"
 
 
-def governance_xml(domains: tuple[int, ...], *, protect: str = "ENCRYPT") -> str:
-    """The governance document for ``domains``, data and metadata protected with ``protect``."""
-    if protect not in PROTECTIONS:
-        raise ValueError(f"protect = {protect!r}: use one of {', '.join(PROTECTIONS)}")
-    kind = protect
+#: Topics whose samples are always encrypted, whatever a mission asks for the rest: who may
+#: command, fire and answer must not be readable or forgeable on the wire.
+ALWAYS_ENCRYPTED = (
+    "Command", "CommandReply", "EngagementOrder", "EngagementOutcome", "WeaponStatus",
+)  # fmt: skip
+
+
+def _topic_rule(expression: str, kind: str) -> str:
+    return f"""
+        <topic_rule>
+          <topic_expression>{escape(expression)}</topic_expression>
+          <enable_discovery_protection>true</enable_discovery_protection>
+          <enable_liveliness_protection>true</enable_liveliness_protection>
+          <enable_read_access_control>true</enable_read_access_control>
+          <enable_write_access_control>true</enable_write_access_control>
+          <metadata_protection_kind>{kind}</metadata_protection_kind>
+          <data_protection_kind>{kind}</data_protection_kind>
+        </topic_rule>"""
+
+
+def governance_xml(
+    domains: tuple[int, ...], *, protect: str = "ENCRYPT", topics: Mapping[str, str] | None = None
+) -> str:
+    """The governance document for ``domains``: data and metadata protected with ``protect``,
+    or per topic (name or pattern) with ``topics``; `ALWAYS_ENCRYPTED` topics encrypted."""
+    overrides = {**(topics or {}), **dict.fromkeys(ALWAYS_ENCRYPTED, "ENCRYPT")}
+    for what in (protect, *overrides.values()):
+        if what not in PROTECTIONS:
+            raise ValueError(f"protection {what!r}: use one of {', '.join(PROTECTIONS)}")
     with_origin = {"NONE": "NONE", "SIGN": "SIGN", "ENCRYPT": "ENCRYPT"}[protect]
+    # Rules apply in order, the first match wins: named topics first, then everything else.
+    rules = "".join(_topic_rule(t, k) for t, k in overrides.items()) + _topic_rule("*", protect)
     return f"""<?xml version="1.0" encoding="utf-8"?>
 <dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
      xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_governance.xsd">
@@ -65,16 +92,7 @@ def governance_xml(domains: tuple[int, ...], *, protect: str = "ENCRYPT") -> str
       <discovery_protection_kind>{with_origin}</discovery_protection_kind>
       <liveliness_protection_kind>{with_origin}</liveliness_protection_kind>
       <rtps_protection_kind>NONE</rtps_protection_kind>
-      <topic_access_rules>
-        <topic_rule>
-          <topic_expression>*</topic_expression>
-          <enable_discovery_protection>true</enable_discovery_protection>
-          <enable_liveliness_protection>true</enable_liveliness_protection>
-          <enable_read_access_control>true</enable_read_access_control>
-          <enable_write_access_control>true</enable_write_access_control>
-          <metadata_protection_kind>{kind}</metadata_protection_kind>
-          <data_protection_kind>{kind}</data_protection_kind>
-        </topic_rule>
+      <topic_access_rules>{rules}
       </topic_access_rules>
     </domain_rule>
   </domain_access_rules>

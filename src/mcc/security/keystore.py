@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,9 +110,15 @@ class Keystore:
         return cls(root)
 
     # -- documents ------------------------------------------------------------------------
-    def write_governance(self, domains: tuple[int, ...], *, protect: str = "ENCRYPT") -> Path:
-        """Sign and write the governance document for ``domains``."""
-        xml = governance_xml(domains, protect=protect)
+    def write_governance(
+        self,
+        domains: tuple[int, ...],
+        *,
+        protect: str = "ENCRYPT",
+        topics: Mapping[str, str] | None = None,
+    ) -> Path:
+        """Sign and write the governance document for ``domains`` (`governance_xml`)."""
+        xml = governance_xml(domains, protect=protect, topics=topics)
         (self.path / "governance.xml").write_text(xml)
         path = self.path / "governance.p7s"
         path.write_bytes(self._sign(xml.encode()))

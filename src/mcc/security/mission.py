@@ -94,14 +94,21 @@ def app_topics(app: str) -> Topics | None:
 
 
 def mission_identities(
-    path: Path, *, mission: str, domain: int, supervisor_watches: Topics | None = None
+    path: Path,
+    *,
+    mission: str,
+    domain: int,
+    supervisor_watches: Topics | None = None,
+    protection: Mapping[str, str] | None = None,
 ) -> dict[str, Identity]:
     """The keystore of ``mission`` at ``path`` (created on first use, governance for
-    ``domain``) with fresh identities for the supervisor (which may also read
+    ``domain``, data protected as ``protection`` says: topic → sign|encrypt, ``*`` for the
+    rest, default encrypt) with fresh identities for the supervisor (which may also read
     ``supervisor_watches``), the operators and the console (``MISSION/NAME``); systems get
     one per instance from `instance_identity`."""
     keystore = Keystore(path) if (path / "ca").exists() else Keystore.init(path, mission=mission)
-    keystore.write_governance((domain,))
+    protection = {k: v.upper() for k, v in (protection or {}).items()}
+    keystore.write_governance((domain,), protect=protection.pop("*", "ENCRYPT"), topics=protection)
     supervisor = SUPERVISOR_TOPICS | (supervisor_watches or Topics())
     wanted = {SUPERVISOR: supervisor, OPERATOR: OPERATOR_TOPICS, CONSOLE: CONSOLE_TOPICS}
     return {

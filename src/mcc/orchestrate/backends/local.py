@@ -276,7 +276,11 @@ class LocalBackend:
             spec = dataclasses.replace(spec, node=node)
         env = dict(spec.env)
         if self._host_transport is not None and self._is_lab_node(node):
-            env.update(self._host_transport.apply_to_env({}))
+            # The node's network, with whatever else the instance's transport carries (its
+            # DDS Security identity in a secured mission).
+            own = Transport.from_env(env)
+            host = dataclasses.replace(self._host_transport, extra_xml=own.extra_xml)
+            env.update(host.apply_to_env({}))
         request: dict[str, Any] = {
             "op": "spawn",
             "id": spec.instance_id,
