@@ -142,6 +142,7 @@ def test_commands_reach_the_supervisor_through_the_command_topic(
         f"""
 mission: console-api
 domain: {{domain}}
+security: none  # supervisor and console in this one process: Cyclone gives it one identity
 phases: [idle, busy]
 systems:
   worker: {{app: "{APP}", phases: [busy], resources: {{cpus: 0.1}}}}

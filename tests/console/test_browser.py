@@ -61,12 +61,14 @@ def test_commander_watches_commands_approves_and_survives_a_restart(
     text = MISSION.replace("WEAPONS", str(weapons))
     manifest = tmp_path / "mission.yaml"
     manifest.write_text(text.replace("{domain}", str(domain_id)))
-    run_supervisor(text)
+    supervisor = run_supervisor(text)  # secured (the default)
     audit = tmp_path / "audit.jsonl"
     log = tmp_path / "console.log"
     args = ("--manifest", str(manifest), "--users", str(accounts), "--audit", str(audit))
 
-    with console_process(*args, env=bus_env, log=log) as console:
+    # The console as the mission's console identity (what `mcc console` finds in the registry)
+    console_env = {**bus_env, **supervisor.console_env}
+    with console_process(*args, env=console_env, log=log) as console:
         page = open_page(browser, console.url, COMMANDER)
         expect(page.locator("#who")).to_have_text("cmdr · commander")
         # Tracks appear on the air picture, then move.
@@ -118,7 +120,7 @@ def test_commander_watches_commands_approves_and_survives_a_restart(
 
     # The console goes away: the page says so, then reconnects to the new one by itself.
     page.wait_for_function("mcc.link !== 'live'", timeout=20_000)
-    with console_process(*args, env=bus_env, log=log, port=port):
+    with console_process(*args, env=console_env, log=log, port=port):
         page.wait_for_function(
             "n => mcc.link === 'live' && mcc.updates > n && mcc.state.tracks.length > 0",
             arg=updates,

@@ -75,6 +75,7 @@ def test_operators_drive_a_mission_from_another_terminal(
     wait_status(env, lambda s: running(s) == {"cli/radar/0", "cli/mc/0"})
     table = run_cli(["status"], env=env).stdout
     assert "mission cli · phase surveillance" in table and "radar/0" in table
+    assert "security: on (DDS Security" in table  # the default
     assert "cluster 'mc' → 3 workers" in run_cli(["scale", "mc", "3"], env=env).stdout
     run_cli(["phase", "engagement"], env=env)
     st = wait_status(env, lambda s: len(running(s)) == 5 and s["phase"] == "engagement")
@@ -154,3 +155,13 @@ def test_foreign_and_hostile_commands_never_silence_the_supervisor(
         )
     assert answered[0].ok, answered
     assert running(status(env)) == {"cli/radar/0", "cli/mc/0"}
+
+
+def test_status_says_when_a_mission_is_not_secured() -> None:
+    from mcc.orchestrate.commands import _status_table_text
+
+    status = {
+        "mission": "m", "phase": "p", "state": "running", "backend": "local", "domain": 1,
+        "run_dir": "/r", "clusters": {}, "instances": [], "security": "none",
+    }  # fmt: skip
+    assert "security: NONE: this mission runs without DDS Security" in _status_table_text(status)
