@@ -122,6 +122,7 @@ def instance_identity(
 ) -> Identity:
     """A fresh identity ``MISSION/SYSTEM.INDEX`` for one instance of a system, with the
     system's permissions: each instance authenticates as itself, so what it writes is
-    attributable to it and a leaked key is one instance's, revoked by its next start."""
+    attributable to it, and a leaked key is one instance's (its certificate stays valid
+    until it expires: Cyclone's plugins are not given revocation lists here)."""
     name = f"{system}.{index}"
     return Keystore(path).identity(f"{mission}/{name}", topics.grants(name), domains=(domain,))
