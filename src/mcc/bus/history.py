@@ -12,6 +12,13 @@ The history is asked for with ``PersistRequest``/``PersistReply`` (every replica
 replies are merged, de-duplicated by (writer GUID, source timestamp), trimmed to the history
 depth per instance and sorted by source timestamp; live samples already in the history are
 dropped. docs/persistence.md tells the whole story.
+
+Replies are bounded like requests: a fetch takes one reply per replica it asked (the writer's
+participant, matched both ways when the request went, not the ``replier_id`` a reply names),
+at most ``max_samples`` samples and ``max_bytes`` bytes from all of them together; what goes
+past is dropped, counted and logged once, and the reader's `HistoryStatus` says ``truncated``
+(as it does when a replica cut its own reply short). Acknowledgements count only from the
+replicas that read the writer.
 """
 
 from __future__ import annotations
@@ -59,6 +66,12 @@ DEFAULT_HISTORY_TIMEOUT_S = 3.0
 REPLY_GRACE_S = 1.0
 RESEND_S = 0.5  # a request not answered by every replica asked is sent again after this
 
+#: What one fetch takes from all replies together, at most.
+MAX_HISTORY_SAMPLES = 100_000
+MAX_HISTORY_BYTES = 64 << 20
+#: A reply that a replica cut short (its bounds per reply) says so: its ``message`` holds this.
+TRUNCATED = "truncated:"
+
 _DURABLE_KINDS = (Policy.Durability.Transient, Policy.Durability.Persistent)
 
 
@@ -70,6 +83,7 @@ class HistoryStatus:
     replicas: tuple[str, ...] = ()  # the replicas that answered
     samples: int = 0  # retained samples delivered ahead of live data
     error: str = ""
+    truncated: bool = False  # a bound (a replica's, or this fetch's) left samples out
 
 
 def is_durable(qos: Qos) -> bool:
@@ -125,18 +139,43 @@ def _order(sample: PersistSample) -> tuple[int, str]:
     return sample.source_ns, sample.writer_guid
 
 
-class HistoryClient:
-    """Asks every replica of the persistence service for retained samples (one per bus)."""
+@dataclass
+class _Fetch:
+    """One request in flight: who was asked, what came back, and how much of it."""
 
-    def __init__(self, bus: Bus) -> None:
+    asked: set[str]  # participants of the replicas the request went to
+    replies: dict[str, PersistReply]  # participant → its first reply
+    samples: int = 0
+    nbytes: int = 0
+    dropped: int = 0  # replies over the bounds, or from participants not asked
+    complete_at: float | None = None  # when a complete reply arrived
+
+
+class HistoryClient:
+    """Asks every replica of the persistence service for retained samples (one per bus).
+
+    ``max_samples``/``max_bytes`` bound what one fetch takes from all replies together.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        max_samples: int = MAX_HISTORY_SAMPLES,
+        max_bytes: int = MAX_HISTORY_BYTES,
+    ) -> None:
         from mcc.bus.rpc import default_client_id
 
         self.bus = bus
         self.client_id = default_client_id()
+        self.max_samples = max_samples
+        self.max_bytes = max_bytes
+        self.dropped = 0  # replies dropped since the client started
         self._seq = itertools.count(1)
         self._cond = threading.Condition()
-        self._replies: dict[str, list[PersistReply]] = {}
-        self._complete_at: dict[str, float] = {}  # request → when a complete reply arrived
+        self._fetches: dict[str, _Fetch] = {}
+        self._peers: dict[int, str] = {}  # reply writer handle → its participant
+        self._logged: set[str] = set()
         self._writer = bus.writer(REQUEST_TOPIC)
         self._reader = bus.reader(REPLY_TOPIC, history=False)
         self._loop = ReaderLoop(bus).add(self._reader, self._on_replies).start("mcc-history")
@@ -145,15 +184,63 @@ class HistoryClient:
         """Stop taking replies (``Bus.close`` calls it)."""
         self._loop.stop()
 
+    def _participant(self, reply: PersistReply) -> str:
+        """The participant that wrote ``reply`` (discovery), "" when unknown."""
+        info = getattr(reply, "sample_info", None)
+        if info is None:
+            return ""
+        handle = info.publication_handle
+        peer = self._peers.get(handle)
+        if peer is None:
+            try:
+                data = self._reader.dds.get_matched_publication_data(handle)
+            except DDSException:
+                data = None
+            if data is None:
+                return ""
+            if len(self._peers) >= 4096:
+                self._peers.clear()
+            peer = self._peers[handle] = str(data.participant_key)
+        return peer
+
     def _on_replies(self, replies: list[PersistReply]) -> None:
         with self._cond:
             for reply in replies:
-                waiting = self._replies.get(reply.request_id)
-                if waiting is not None and reply.client_id == self.client_id:
-                    waiting.append(reply)
-                    if reply.complete and reply.ok:
-                        self._complete_at.setdefault(reply.request_id, time.monotonic())
+                fetch = self._fetches.get(reply.request_id)
+                if fetch is None or reply.client_id != self.client_id:
+                    continue
+                peer = self._participant(reply)
+                if peer in fetch.replies:
+                    continue  # a replica's reply to a resent request: the first one counts
+                why = self._refuse(fetch, peer, reply)
+                if why:
+                    fetch.dropped += 1
+                    self.dropped += 1
+                    if why not in self._logged and len(self._logged) < 100:
+                        self._logged.add(why)
+                        log.warning(
+                            "history reply of %r dropped: %s (further ones are counted, "
+                            "not logged)",
+                            reply.replier_id[:80],
+                            why,
+                        )
+                    continue
+                fetch.replies[peer] = reply
+                fetch.samples += len(reply.samples)
+                fetch.nbytes += _reply_bytes(reply)
+                if reply.complete and reply.ok and fetch.complete_at is None:
+                    fetch.complete_at = time.monotonic()
             self._cond.notify_all()
+
+    def _refuse(self, fetch: _Fetch, peer: str, reply: PersistReply) -> str:
+        """Why ``reply`` is not taken ("" when it is)."""
+        if peer not in fetch.asked:
+            return "its writer is not a replica this request was sent to"
+        if fetch.samples + len(reply.samples) > self.max_samples:
+            return f"more than max_samples = {self.max_samples} samples in this fetch"
+        if fetch.nbytes + _reply_bytes(reply) > self.max_bytes:
+            return f"more than max_bytes = {self.max_bytes} bytes in this fetch"
+        return ""
 
     def matched_replicas(self) -> set[str]:
         """Participants of the replicas a request reaches now and whose replies come back."""
@@ -176,13 +263,6 @@ class HistoryClient:
         }
         return readers & writers, readers - writers
 
-    def _answered(self, request_id: str) -> dict[str, PersistReply]:
-        """The first reply of each replica to ``request_id`` (caller holds the condition)."""
-        first: dict[str, PersistReply] = {}
-        for reply in self._replies.get(request_id, ()):
-            first.setdefault(reply.replier_id, reply)
-        return first
-
     def fetch(
         self,
         topic: str,
@@ -192,11 +272,26 @@ class HistoryClient:
         timeout_s: float = DEFAULT_HISTORY_TIMEOUT_S,
         exclude: str = "",
     ) -> list[PersistReply]:
+        """`fetch_all` without the truncation flag."""
+        return self.fetch_all(
+            topic, type_name=type_name, partitions=partitions, timeout_s=timeout_s, exclude=exclude
+        )[0]
+
+    def fetch_all(
+        self,
+        topic: str,
+        *,
+        type_name: str = "",
+        partitions: Sequence[str] = (),
+        timeout_s: float = DEFAULT_HISTORY_TIMEOUT_S,
+        exclude: str = "",
+    ) -> tuple[list[PersistReply], bool]:
         """Replies of the replicas (all that are matched, but ``exclude``) within ``timeout_s``.
 
         Waits for every matched replica, but no longer than ``REPLY_GRACE_S`` after a complete
         one answered. An empty list when no replica showed up in time. ``topic=""`` asks for
-        every topic.
+        every topic. Replies past the client's bounds are left out, and then the flag
+        returned beside the replies is True.
         """
         deadline = time.monotonic() + timeout_s
         request = PersistRequest(
@@ -206,10 +301,11 @@ class HistoryClient:
             type_name=type_name,
             partitions_json=json.dumps(list(partitions)),
         )
-        asked: set[str] = set()  # replicas (participants) the request was sent to
+        fetch = _Fetch(asked=set(), replies={})
+        asked = fetch.asked  # replicas (participants) the request was sent to
         sent_at = 0.0
         with self._cond:
-            self._replies[request.request_id] = []
+            self._fetches[request.request_id] = fetch
         try:
             while True:
                 # Send to the replicas matched both ways, again when more show up (a replica
@@ -221,29 +317,26 @@ class HistoryClient:
                 now = time.monotonic()
                 if ready - asked or (asked and now - sent_at >= RESEND_S):
                     request.issue_ns = time.time_ns()
+                    with self._cond:
+                        asked |= ready
                     self._writer.write(request)
-                    asked |= ready
                     sent_at = now
                 with self._cond:
-                    answered = self._answered(request.request_id)
-                    if asked and len(answered) >= len(asked):
+                    if asked and len(fetch.replies) >= len(asked):
                         break
                     limit = deadline
-                    complete_at = self._complete_at.get(request.request_id)
-                    if complete_at is not None:
-                        limit = min(limit, complete_at + REPLY_GRACE_S)
+                    if fetch.complete_at is not None:
+                        limit = min(limit, fetch.complete_at + REPLY_GRACE_S)
                     remaining = limit - time.monotonic()
                     if remaining <= 0:
                         break
                     self._cond.wait(min(remaining, 0.05))
         finally:
             with self._cond:
-                answered = self._answered(request.request_id)
-                self._replies.pop(request.request_id, None)
-                self._complete_at.pop(request.request_id, None)
+                self._fetches.pop(request.request_id, None)
             if asked:
                 self._writer.dispose(request)
-        replies = list(answered.values())
+        replies = list(fetch.replies.values())
         if len(replies) < len(asked):
             (log.info if replies else log.warning)(
                 "history of %r: %d of %d replicas answered within %.1f s",
@@ -252,7 +345,11 @@ class HistoryClient:
                 len(asked),
                 timeout_s,
             )
-        return [r for r in replies if r.replier_id != exclude]
+        return [r for r in replies if r.replier_id != exclude], fetch.dropped > 0
+
+
+def _reply_bytes(reply: PersistReply) -> int:
+    return sum(len(s.data) + len(s.key) for s in reply.samples)
 
 
 _clients_lock = threading.Lock()
@@ -316,13 +413,14 @@ class HistoryReader(Reader[T]):
         ids: set[tuple[str, int]] = set()
         status = HistoryStatus(done=True)
         try:
-            replies = history_client(self.bus).fetch(
+            replies, dropped = history_client(self.bus).fetch_all(
                 self.topic_name,
                 type_name=dds_type_name(self.type),
                 partitions=self.bus.partitions,
                 timeout_s=self.history_timeout_s,
             )
-            errors = [f"{r.replier_id}: {r.message}" for r in replies if not r.ok]
+            truncated = dropped or any(TRUNCATED in r.message for r in replies if r.ok)
+            errors = [f"{r.replier_id}: {r.message[:300]}" for r in replies if not r.ok]
             depth = history_depth(self._dds.get_qos())
             for sample in merge_history(
                 (r for r in replies if r.ok), self.topic_name, reader_depth=depth
@@ -330,14 +428,25 @@ class HistoryReader(Reader[T]):
                 try:
                     value = self._decode(sample.data)
                 except Exception as exc:  # a replica holding bytes of another type
-                    errors.append(f"sample of writer {sample.writer_guid}: {exc}")
+                    if len(errors) < 10:
+                        errors.append(f"sample of writer {sample.writer_guid}: {exc}"[:300])
                     continue
                 value.sample_info = _history_info(sample)
                 decoded.append(value)
                 ids.add((sample.writer_guid, sample.source_ns))
             status = HistoryStatus(
-                True, tuple(r.replier_id for r in replies), len(decoded), "; ".join(errors)
+                True,
+                tuple(r.replier_id for r in replies),
+                len(decoded),
+                "; ".join(errors),
+                truncated,
             )
+            if truncated:
+                log.warning(
+                    "history of %r cut short by the bounds of a reply or of this fetch: "
+                    "the newest samples of each instance came first",
+                    self.topic_name,
+                )
             if not replies:
                 log.warning(
                     "no persistence service answered for topic %r within %.1f s: "
@@ -421,6 +530,8 @@ class HistoryReader(Reader[T]):
             endpoint = next((e for e in found if e.sample_info.instance_handle == handle), None)
         if endpoint is None:
             return f"handle:{handle:x}"
+        if len(self._guids) >= 4096:  # writers come and go: forget the old ones
+            self._guids.clear()
         self._guids[handle] = guid = str(endpoint.key)
         return guid
 
@@ -451,6 +562,7 @@ class _Ack:
     stored_source_ns: int = 0
     refused_source_ns: int = 0
     refused_reason: str = ""
+    replica: str = ""  # the name the replica gives itself
 
 
 class DurableWriter(Writer[T]):
@@ -544,9 +656,9 @@ class DurableWriter(Writer[T]):
         return sum(1 for ack in self._acks.values() if ack.stored_source_ns >= source_ns)
 
     def _refusal(self, source_ns: int) -> tuple[str, str] | None:
-        for replica, ack in self._acks.items():
+        for ack in self._acks.values():
             if ack.refused_source_ns == source_ns:
-                return replica, ack.refused_reason
+                return ack.replica, ack.refused_reason
         return None
 
     def _acks_reader(self) -> Reader[PersistAck]:
@@ -555,8 +667,30 @@ class DurableWriter(Writer[T]):
         return self._ack_reader
 
     def _take_acks(self, reader: Reader[PersistAck]) -> None:
+        replicas: set[str] | None = None
         for ack in reader.take():
-            if ack.writer_guid == self.guid:
-                self._acks[ack.replica] = _Ack(
-                    ack.stored_source_ns, ack.refused_source_ns, ack.refused_reason
-                )
+            if ack.writer_guid != self.guid:
+                continue
+            # Only a replica that reads this writer can have stored its samples: an ack from
+            # any other participant is not counted (nor kept: one per replica, bounded).
+            if replicas is None:
+                replicas = self._matched_replicas()
+            peer = self._ack_peer(ack)
+            if peer not in replicas:
+                continue
+            self._acks[peer] = _Ack(
+                ack.stored_source_ns, ack.refused_source_ns, ack.refused_reason[:500], ack.replica
+            )
+        if replicas is not None and len(self._acks) > len(replicas):
+            for gone in set(self._acks) - replicas:
+                del self._acks[gone]
+
+    def _ack_peer(self, ack: PersistAck) -> str:
+        info = getattr(ack, "sample_info", None)
+        if info is None or self._ack_reader is None:
+            return ""
+        try:
+            data = self._ack_reader.dds.get_matched_publication_data(info.publication_handle)
+        except DDSException:
+            return ""
+        return "" if data is None else str(data.participant_key)

@@ -20,6 +20,7 @@ hotspot         Rodinia HotSpot (compute-bound)              `mcc.compute.rodini
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -166,10 +167,55 @@ def _hotspot_example(side: int, rng: np.random.Generator) -> Example:
     return Example((temp, power), {"iterations": 100})
 
 
+# -- costs: estimated seconds of one call on one CPU core ---------------------------------------
+# From calls of the examples on a 2-core VM (2024), with a margin of about 2: the compute service
+# refuses a request whose estimate exceeds its budget (`mcc.compute.limits`), and stops the
+# iterative kernels (montecarlo, nw, hotspot) once the budget is spent whatever the estimate.
+
+#: The most ``trials`` of one ``montecarlo`` call and ``iterations`` of one ``hotspot`` call.
+MAX_TRIALS = 10**9
+MAX_ITERATIONS = 10**7
+
+
+def _kalman_predict_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    return d["N"] * d["n"] ** 3 * 6e-9
+
+
+def _kalman_update_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    return d["N"] * (d["n"] ** 3 + d["m"] ** 3) * 2e-8
+
+
+def _gating_cost_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    return d["N"] * d["M"] * d["m"] ** 2 * 1e-8
+
+
+def _gospa_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    n = max(d["m"], d["n"])
+    return n * n * d["d"] * 3e-8 + n**3 * 2e-10  # distances, then the assignment (worst case)
+
+
+def _wta_score_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    return d["K"] * d["W"] * (d["T"] + 1) * 4e-9
+
+
+def _montecarlo_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    per_trial = d["threats"] * (d["shots"] + 1 + p["looks"] * (1 if p["reserve_rounds"] else 0))
+    return p["trials"] * per_trial * 6e-9
+
+
+def _nw_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    return d["L1"] * d["L2"] * 6e-8 + (d["L1"] + d["L2"]) * 2e-5
+
+
+def _hotspot_cost(d: Mapping[str, int], p: Mapping[str, Any]) -> float:
+    return p["iterations"] * (d["rows"] * d["cols"] * 4e-9 + 2e-5)
+
+
 _SPECS = (
     KernelSpec(
         name="kalman_predict",
         fn=_kalman_predict,
+        cost_s=_kalman_predict_cost,
         args=(
             ArgSpec("x", F8, ("N", "n"), "states [x y z vx vy vz], m and m/s"),
             ArgSpec("P", F8, ("N", "n", "n"), "covariances"),
@@ -190,6 +236,7 @@ _SPECS = (
     KernelSpec(
         name="kalman_update",
         fn=_kalman_update,
+        cost_s=_kalman_update_cost,
         args=(
             ArgSpec("x", F8, ("N", "n"), "predicted states"),
             ArgSpec("P", F8, ("N", "n", "n"), "predicted covariances"),
@@ -211,12 +258,17 @@ _SPECS = (
     KernelSpec(
         name="gating_cost",
         fn=_gating_cost,
+        cost_s=_gating_cost_cost,
         args=(
             ArgSpec("z_pred", F8, ("N", "m"), "predicted measurements of N tracks"),
             ArgSpec("S", F8, ("N", "m", "m"), "innovation covariances (R included)"),
             ArgSpec("z", F8, ("M", "m"), "M measurements"),
         ),
-        params=(ParamSpec("gate_probability", float, 0.99, "χ² gate probability, 0..1"),),
+        params=(
+            ParamSpec(
+                "gate_probability", float, 0.99, "χ² gate probability", low=1e-9, high=1 - 1e-12
+            ),
+        ),
         results=("cost",),
         doc="Squared Mahalanobis distance of every track-measurement pair, inf outside the gate.",
         example=_gating_cost_example,
@@ -229,14 +281,15 @@ _SPECS = (
     KernelSpec(
         name="gospa",
         fn=_gospa,
+        cost_s=_gospa_cost,
         args=(
             ArgSpec("truth", F8, ("m", "d"), "true positions, m"),
             ArgSpec("estimates", F8, ("n", "d"), "estimated positions, m"),
         ),
         params=(
-            ParamSpec("c", float, REQUIRED, "cut-off distance, m"),
-            ParamSpec("p", float, 2.0, "order, >= 1"),
-            ParamSpec("alpha", float, 2.0, "0 < alpha <= 2"),
+            ParamSpec("c", float, REQUIRED, "cut-off distance, m", low=1e-9),
+            ParamSpec("p", float, 2.0, "order", low=1.0, high=1e3),
+            ParamSpec("alpha", float, 2.0, "0 < alpha <= 2", low=1e-9, high=2.0),
         ),
         results=(
             "distance",
@@ -259,6 +312,7 @@ _SPECS = (
     KernelSpec(
         name="wta_score",
         fn=_wta_score,
+        cost_s=_wta_score_cost,
         args=(
             ArgSpec("pk", F8, ("W", "T"), "single-shot kill probabilities"),
             ArgSpec("value", F8, ("T",), "target values"),
@@ -278,12 +332,15 @@ _SPECS = (
     KernelSpec(
         name="montecarlo",
         fn=_montecarlo,
+        cost_s=_montecarlo_cost,
         args=(ArgSpec("pk", F8, ("threats", "shots"), "pk of each first-salvo shot, 0 = none"),),
         params=(
-            ParamSpec("trials", int, 100_000, "raids simulated"),
-            ParamSpec("seed", int, 0, "random seed (same seed, same result on one backend)"),
-            ParamSpec("reserve_rounds", int, 0, "rounds kept for shoot-look-shoot"),
-            ParamSpec("looks", int, 1, "look-shoot cycles"),
+            ParamSpec("trials", int, 100_000, "raids simulated", low=1, high=MAX_TRIALS),
+            ParamSpec(
+                "seed", int, 0, "random seed (same result on one backend)", low=0, high=2**63 - 1
+            ),
+            ParamSpec("reserve_rounds", int, 0, "rounds held back for SLS", low=0, high=10_000),
+            ParamSpec("looks", int, 1, "look-shoot cycles", low=1, high=64),
         ),
         results=("annihilation_prob", "expected_leakers", "kill_prob"),
         doc="Monte Carlo raid: P(every threat killed), expected leakers, kill probability each.",
@@ -301,8 +358,9 @@ _SPECS = (
     KernelSpec(
         name="nw",
         fn=_nw,
+        cost_s=_nw_cost,
         args=(ArgSpec("reference", ("<i4",), ("L1", "L2"), "BLOSUM62 score of each pair"),),
-        params=(ParamSpec("penalty", int, rodinia.NW_PENALTY, "gap cost"),),
+        params=(ParamSpec("penalty", int, rodinia.NW_PENALTY, "gap cost", low=0, high=2**20),),
         results=("score",),
         doc="Rodinia Needleman–Wunsch: global alignment score matrix (anti-diagonal wavefront).",
         example=_nw_example,
@@ -315,11 +373,12 @@ _SPECS = (
     KernelSpec(
         name="hotspot",
         fn=_hotspot,
+        cost_s=_hotspot_cost,
         args=(
             ArgSpec("temp", ("<f4", "<f8"), ("rows", "cols"), "initial temperatures"),
             ArgSpec("power", ("<f4", "<f8"), ("rows", "cols"), "power per cell"),
         ),
-        params=(ParamSpec("iterations", int, 60, "time steps"),),
+        params=(ParamSpec("iterations", int, 60, "time steps", low=0, high=MAX_ITERATIONS),),
         results=("temp",),
         doc="Rodinia HotSpot: transient chip temperature after `iterations` stencil steps.",
         example=_hotspot_example,

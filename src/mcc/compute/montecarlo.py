@@ -24,6 +24,7 @@ import numpy as np
 from scipy.special import ndtri  # norm.ppf without importing scipy.stats (~2 s)
 
 from mcc.compute.backend import require_in_range, to_numpy
+from mcc.compute.limits import check_budget
 from mcc.errors import ComputeError
 
 __all__ = [
@@ -242,6 +243,7 @@ def simulate_raid(
     kills = xp.zeros(n_threats, dtype=xp.int64)
     done = 0
     while done < trials:
+        check_budget()  # the compute service's budget per call (no-op for local calls)
         b = min(chunk, trials - done)
         if coupled:
             up = gen.random((b, n_weapons), dtype=xp.float32) < avail

@@ -76,16 +76,29 @@ class ArgSpec:
 
 @dataclasses.dataclass(frozen=True)
 class ParamSpec:
-    """One scalar parameter: ``kind`` is float, int, bool or str; ``default`` may be REQUIRED."""
+    """One scalar parameter: ``kind`` is float, int, bool or str; ``default`` may be REQUIRED.
+
+    ``low``/``high`` bound a number (inclusive; None: unbounded on that side): every request
+    is bounded, so a count such as ``trials`` or ``iterations`` always has a ``high``.
+    """
 
     name: str
     kind: type
     default: Any
     doc: str = ""
+    low: float | None = None
+    high: float | None = None
 
     def describe(self) -> str:
         default = "required" if self.default is REQUIRED else f"default {self.default!r}"
         return f"{self.name} ({self.kind.__name__}, {default})"
+
+    def _range(self) -> str:
+        if self.low is None and self.high is None:
+            return ""
+        low = "" if self.low is None else f"{self.low:g}"
+        high = "" if self.high is None else f"{self.high:g}"
+        return f", {low}..{high}"
 
     def check(self, kernel: str, value: Any) -> Any:
         """``value`` as this parameter's kind; `ComputeError` naming kernel and parameter."""
@@ -106,7 +119,13 @@ class ParamSpec:
                 f"kernel {kernel!r}: parameter {self.name}={value!r} must be a "
                 f"{'finite ' if self.kind is float else ''}{self.kind.__name__}"
             )
-        return self.kind(value)
+        out = self.kind(value)
+        if (self.low is not None and out < self.low) or (self.high is not None and out > self.high):
+            raise ComputeError(
+                f"kernel {kernel!r}: parameter {self.name}={value!r} is out of range; "
+                f"allowed {self._range()[2:]} (a larger job: split it into several calls)"
+            )
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +164,10 @@ class KernelSpec:
     tolerance: Tolerance = Tolerance()
     batch_args: tuple[str, ...] = ()
     idempotent: bool = True
+    #: ``cost_s(dims, params)``: the estimated seconds of one call on one CPU core, from the
+    #: sizes of the named dimensions and the parameters (None: negligible). The compute
+    #: service refuses a request whose estimate exceeds its budget.
+    cost_s: Callable[[Mapping[str, int], Mapping[str, Any]], float] | None = None
     #: the named tuple a call returns (fields = ``results``)
     result_type: Any = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -164,9 +187,14 @@ class KernelSpec:
             parts += ["*", *(p.describe() for p in self.params)]
         return f"{self.name}({', '.join(parts)}) -> {', '.join(self.results)}"
 
-    def check_arrays(self, metas: Sequence[tuple[str, tuple[int, ...]]]) -> None:
+    def estimate_s(self, dims: Mapping[str, int], params: Mapping[str, Any]) -> float:
+        """The estimated seconds of one call (``cost_s``; 0.0 when the spec has none)."""
+        return 0.0 if self.cost_s is None else float(self.cost_s(dims, params))
+
+    def check_arrays(self, metas: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, int]:
         """Check ``(dtype, shape)`` of each array against the schema; `ComputeError` names the
-        argument, what it got and what the kernel takes."""
+        argument, what it got and what the kernel takes. Returns the size of each named
+        dimension."""
         if len(metas) != len(self.args):
             names = ", ".join(a.name for a in self.args)
             raise ComputeError(
@@ -203,6 +231,7 @@ class KernelSpec:
                     )
                 else:
                     sizes.setdefault(dim, (size, f"argument {spec.name!r}"))
+        return {dim: size for dim, (size, _) in sizes.items()}
 
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` with defaults filled in and values of the declared kinds."""
@@ -237,6 +266,8 @@ class KernelSpec:
             raise ComputeError(
                 f"kernel {self.name!r}: params_json is not JSON ({exc.msg} at {exc.pos})"
             ) from None
+        except RecursionError:  # hostile nesting: refused like any bad JSON
+            raise ComputeError(f"kernel {self.name!r}: params_json is nested too deep") from None
         if not isinstance(params, dict):
             raise ComputeError(f"kernel {self.name!r}: params_json must be a JSON object")
         return self.check_params(params)

@@ -9,9 +9,14 @@ whatever virtual cluster its clients belong to.
 
 Service
     Requests are decoded without copying their arrays (`mcc.compute.wire`) and checked against
-    the kernel registry at once: an unknown kernel, a wrong dtype, shape or parameter is refused
-    with the registry's message naming it. Accepted requests wait in one FIFO per client,
-    served round-robin (`FairQueue`), so one busy client cannot starve another. Queued requests
+    the kernel registry and the service's bounds (`ServiceLimits`) at once: an unknown kernel,
+    a wrong dtype, shape or parameter, a parameter out of its range, too many bytes, or an
+    estimated compute time over the budget (``budget_s``, shortened by the request's deadline)
+    is refused with a message naming it. Accepted requests wait in one FIFO per client (the
+    writer's DDS participant, not a field of the request), served round-robin (`FairQueue`),
+    with a bounded share per client, so one busy client cannot starve another. A kernel runs
+    under its budget (`mcc.compute.limits.compute_budget`): the iterative ones stop once it
+    is spent. Queued requests
     of a kernel with ``batch_args`` whose other arguments and parameters are identical run as
     one call (up to ``max_batch``), e.g. the Kalman predictions of several trackers; if that
     call fails, each request runs alone so only the bad one fails. A request whose deadline
@@ -65,6 +70,12 @@ from mcc.bus.topics import topic_spec
 from mcc.compute.backend import device_kind, get_xp
 from mcc.compute.dispatch import CallTiming, run_kernel
 from mcc.compute.kernels import KERNELS, kernel_spec
+from mcc.compute.limits import (
+    ComputeBudgetError,
+    QueueFullError,
+    ServiceLimits,
+    compute_budget,
+)
 from mcc.compute.registry import KernelSpec, canonical_dtype
 from mcc.compute.wire import (
     WireReply,
@@ -89,6 +100,7 @@ __all__ = [
     "ComputeClient",
     "ComputeService",
     "FairQueue",
+    "ServiceLimits",
     "ServiceStatistics",
     "add_parsers",
     "serve",
@@ -142,22 +154,55 @@ class FairQueue(Generic[T]):
 
     `get_batch` takes the head of the next client in turn and, when ``key`` gives the item a
     batch key (not None), further heads with the same key, still client by client in turn.
+    ``max_items``/``max_bytes`` bound the whole queue and ``max_items_per_client``/
+    ``max_bytes_per_client`` each client's share of it (None: unbounded): `put` raises
+    `QueueFullError` naming the bound rather than queue past one.
     """
 
-    def __init__(self) -> None:
-        self._queues: collections.OrderedDict[str, collections.deque[T]] = collections.OrderedDict()
+    def __init__(
+        self,
+        *,
+        max_items: int | None = None,
+        max_bytes: int | None = None,
+        max_items_per_client: int | None = None,
+        max_bytes_per_client: int | None = None,
+    ) -> None:
+        self._queues: collections.OrderedDict[str, collections.deque[tuple[T, int]]] = (
+            collections.OrderedDict()
+        )
+        self._bytes: dict[str, int] = {}
         self._cond = threading.Condition()
         self._size = 0
+        self._size_bytes = 0
         self._closed = False
+        self._limits = (max_items, max_bytes, max_items_per_client, max_bytes_per_client)
 
-    def put(self, client: str, item: T) -> int:
-        """Queue ``item`` behind ``client``'s earlier items; the queue's new length."""
+    def put(self, client: str, item: T, *, nbytes: int = 0) -> int:
+        """Queue ``item`` (of ``nbytes``) behind ``client``'s earlier items; the queue's new
+        length. `QueueFullError` when a bound would be passed."""
+        max_items, max_bytes, per_client, bytes_per_client = self._limits
         with self._cond:
             queue = self._queues.get(client)
+            mine, mine_bytes = (len(queue), self._bytes[client]) if queue else (0, 0)
+            for bound, name, now, add in (
+                (max_items, "max_queued", self._size, 1),
+                (max_bytes, "max_queued_bytes", self._size_bytes, nbytes),
+                (per_client, "max_queued_per_client", mine, 1),
+                (bytes_per_client, "max_queued_bytes_per_client", mine_bytes, nbytes),
+            ):
+                if bound is not None and now + add > bound:
+                    whose = "the queue" if "client" not in name else f"client {client}"
+                    raise QueueFullError(
+                        f"{whose} is full ({name} = {bound}, {now} queued): wait for replies "
+                        "before sending more"
+                    )
             if queue is None:
                 queue = self._queues[client] = collections.deque()
-            queue.append(item)
+                self._bytes[client] = 0
+            queue.append((item, nbytes))
+            self._bytes[client] += nbytes
             self._size += 1
+            self._size_bytes += nbytes
             self._cond.notify()
             return self._size
 
@@ -165,11 +210,23 @@ class FairQueue(Generic[T]):
         with self._cond:
             return self._size
 
-    def _served(self, client: str) -> None:
-        # The client just served goes to the back of the round; an empty one leaves it.
+    @property
+    def nbytes(self) -> int:
+        """Bytes queued, all clients together."""
+        with self._cond:
+            return self._size_bytes
+
+    def _pop(self, client: str) -> T:
+        # The client served goes to the back of the round; an empty one leaves it.
         queue = self._queues.pop(client)
+        item, nbytes = queue.popleft()
+        self._bytes[client] -= nbytes
+        self._size_bytes -= nbytes
         if queue:
             self._queues[client] = queue
+        else:
+            del self._bytes[client]
+        return item
 
     def get_batch(
         self,
@@ -185,18 +242,14 @@ class FairQueue(Generic[T]):
                 return []
             if self._size == 0:
                 return []
-            client, queue = next(iter(self._queues.items()))
-            first = queue.popleft()
-            self._served(client)
+            first = self._pop(next(iter(self._queues)))
             batch = [first]
             batch_key = key(first)
             while batch_key is not None and len(batch) < max_items:
                 took = False
                 for other in list(self._queues):
-                    head = self._queues[other]
-                    if key(head[0]) == batch_key:
-                        batch.append(head.popleft())
-                        self._served(other)
+                    if key(self._queues[other][0][0]) == batch_key:
+                        batch.append(self._pop(other))
                         took = True
                         if len(batch) >= max_items:
                             break
@@ -220,16 +273,19 @@ class ServiceStatistics:
     """Counters of a `ComputeService` since it started."""
 
     requests: int  # accepted into the queue
-    refused: int  # refused on arrival: unknown kernel, bad dtype, shape or parameter
+    refused: int  # refused on arrival: unknown kernel, bad dtype, shape or parameter, a bound
     expired: int  # deadline passed while queued
-    failed: int  # the kernel raised
+    failed: int  # the kernel raised (over_budget included)
     replies: int  # replies written (results and errors)
     kernel_calls: int  # kernel invocations (a batch is one)
     batched_requests: int  # requests that shared a kernel call with others
     queued: int  # waiting now
     max_queue: int  # the longest the queue has been
     busy_s: float  # time spent in kernels
-    clients: int  # distinct client ids seen
+    clients: int  # distinct clients (DDS participants) seen, counted up to 10 000
+    throttled: int = 0  # refused because the queue or the client's share of it was full
+    over_budget: int = 0  # refused (estimate) or stopped (running) past the compute budget
+    dropped: int = 0  # not answered: undecodable, or identifiers over max_id_chars
 
 
 @dataclasses.dataclass(eq=False)
@@ -239,6 +295,7 @@ class _Job:
     params: dict[str, Any]
     key: Hashable | None
     received_s: float
+    estimate_s: float = 0.0
 
 
 def _batch_key(
@@ -268,6 +325,8 @@ class ComputeService:
         discovery_tag: see `mcc.bus.Bus` (default ``MCC_DISCOVERY_TAG``).
         max_batch: the most queued requests run as one kernel call (1 = no batching).
         heartbeat: counts requests in and replies out, and their latency (an app's heartbeat).
+        limits: what one request may ask (`ServiceLimits`: sizes, compute budget, queue
+            shares); the defaults are in docs/compute.md.
     """
 
     def __init__(
@@ -279,6 +338,7 @@ class ComputeService:
         discovery_tag: str | None = None,
         max_batch: int = 16,
         heartbeat: HeartbeatPublisher | None = None,
+        limits: ServiceLimits | None = None,
     ) -> None:
         if device.startswith("remote:"):
             raise ComputeError(
@@ -291,6 +351,7 @@ class ComputeService:
         self.name = name
         self.device = device
         self.max_batch = max_batch
+        self.limits = limits = limits or ServiceLimits()
         self.partition = service_partition(name)
         self.server_id = f"{socket.gethostname()}/{os.getpid()}/{name}"
         self._heartbeat = heartbeat
@@ -306,7 +367,12 @@ class ComputeService:
         except BaseException:
             self._bus.close()
             raise
-        self._queue: FairQueue[_Job] = FairQueue()
+        self._queue: FairQueue[_Job] = FairQueue(
+            max_items=limits.max_queued,
+            max_bytes=limits.max_queued_bytes,
+            max_items_per_client=limits.max_queued_per_client,
+            max_bytes_per_client=limits.max_queued_bytes_per_client,
+        )
         self._intake = ReaderLoop(self._bus).add(self._reader, self._on_requests)
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -319,6 +385,8 @@ class ComputeService:
         self._clients: set[str] = set()
         self._peer_of_writer: dict[int, Any] = {}
         self._reply_peers: set[Any] = set()
+        self._no_reply_path: dict[Any, float] = {}  # peer → until when not to wait for it
+        self._logged: set[str] = set()  # what was logged once
         self._closed = False
 
     @property
@@ -358,6 +426,9 @@ class ComputeService:
                 max_queue=self._max_queue,
                 busy_s=self._busy_s,
                 clients=len(self._clients),
+                throttled=c["throttled"],
+                over_budget=c["over_budget"],
+                dropped=c["dropped"],
             )
 
     def close(self) -> None:
@@ -388,28 +459,123 @@ class ComputeService:
         for req in requests:
             try:
                 self._accept(req)
-            except Exception:  # the intake loop must outlive any one request
-                log.exception("request %s dropped", req.request_id)
+            except Exception as exc:  # the intake loop must outlive any one request
+                self._drop(req, f"{type(exc).__name__}: {exc}", trace=True)
+
+    def _drop(self, req: WireRequest, reason: str, *, trace: bool = False) -> None:
+        """Count a request left unanswered; log the first one of each kind."""
+        with self._lock:
+            self._counts["dropped"] += 1
+        self._log_once(
+            reason.split(":")[0],
+            "request %.80s from %s dropped (%s); further ones are counted, not logged",
+            req.request_id,
+            self._client_of(req),
+            reason[:300],
+            trace=trace,
+        )
+
+    def _log_once(self, what: str, message: str, *args: Any, trace: bool = False) -> None:
+        if what in self._logged or len(self._logged) >= 1000:
+            return
+        self._logged.add(what)
+        (log.exception if trace else log.warning)(message, *args)
+
+    def _client_of(self, req: WireRequest) -> str:
+        """Who sent ``req``: its writer's DDS participant (not a field the sender fills in;
+        in a secured mission an authenticated one), else its ``client_id``."""
+        info = getattr(req, "sample_info", None)
+        if info is None:
+            return f"client {req.client_id[:80]}"
+        handle = info.publication_handle
+        peer = self._peer_of_writer.get(handle)
+        if peer is None:
+            try:
+                data = self._reader.dds.get_matched_publication_data(handle)
+            except DDSException:
+                data = None
+            if data is None:
+                return f"writer {handle:x}"
+            if len(self._peer_of_writer) >= 4096:  # writers come and go: forget old ones
+                self._peer_of_writer.clear()
+            peer = self._peer_of_writer[handle] = data.participant_key
+        return str(peer)
+
+    def _budget_s(self, req: WireRequest, now_ns: int) -> tuple[float, str]:
+        """The compute budget of ``req`` and what set it (a deadline only shortens it)."""
+        budget = float(self.limits.budget_s)
+        if req.deadline_ns and (req.deadline_ns - now_ns) / 1e9 < budget:
+            return (req.deadline_ns - now_ns) / 1e9, "the request's deadline"
+        return budget, "ServiceLimits.budget_s"
 
     def _accept(self, req: WireRequest) -> None:
-        """Check ``req`` against the registry: queue it, or answer why it is refused."""
+        """Check ``req`` against the bounds and the registry: queue it, or answer why not."""
         if self._heartbeat is not None:
             self._heartbeat.count_in()
+        limits = self.limits
+        if max(len(req.request_id), len(req.client_id)) > limits.max_id_chars:
+            # A reply would echo the identifiers: not answered at all.
+            self._drop(req, f"identifiers longer than max_id_chars = {limits.max_id_chars}")
+            return
+        client = self._client_of(req)
         try:
+            if req.nbytes > limits.max_request_bytes:
+                raise ComputeError(
+                    f"{req.nbytes} bytes of arrays, more than max_request_bytes = "
+                    f"{limits.max_request_bytes}: split the call"
+                )
+            if len(req.params_json) > limits.max_params_chars:
+                raise ComputeError(
+                    f"params_json of {len(req.params_json)} characters, more than "
+                    f"max_params_chars = {limits.max_params_chars}"
+                )
             spec = kernel_spec(req.kernel)
-            spec.check_arrays([(canonical_dtype(a.dtype), a.shape) for a in req.args])
+            dims = spec.check_arrays([(canonical_dtype(a.dtype), a.shape) for a in req.args])
             params = spec.params_from_json(req.params_json)
+            now_ns = time.time_ns()
+            if req.deadline_ns and now_ns > req.deadline_ns:
+                self._expired(req, spec, 0.0)
+                return
+            budget_s, by = self._budget_s(req, now_ns)
+            estimate_s = spec.estimate_s(dims, params)
+            if estimate_s > budget_s:
+                raise ComputeBudgetError(
+                    f"kernel {spec.name!r}: estimated {estimate_s:.3g} s of compute, more than "
+                    f"the budget of {budget_s:.3g} s ({by}): ask for less per call (fewer "
+                    "trials, iterations or rows)"
+                )
+            job = _Job(
+                req,
+                spec,
+                params,
+                _batch_key(spec, req.args, params),
+                time.perf_counter(),
+                estimate_s,
+            )
+            depth = self._queue.put(client, job, nbytes=req.nbytes)
         except MccError as exc:
             with self._lock:
                 self._counts["refused"] += 1
+                if isinstance(exc, QueueFullError):
+                    self._counts["throttled"] += 1
+                elif isinstance(exc, ComputeBudgetError):
+                    self._counts["over_budget"] += 1
             self._reply(req, error=f"refused: {exc}")
             return
-        job = _Job(req, spec, params, _batch_key(spec, req.args, params), time.perf_counter())
-        depth = self._queue.put(req.client_id, job)
         with self._lock:
             self._counts["requests"] += 1
             self._max_queue = max(self._max_queue, depth)
-            self._clients.add(req.client_id)
+            if len(self._clients) < 10_000:
+                self._clients.add(client)
+
+    def _expired(self, req: WireRequest, spec: KernelSpec, waited_ms: float) -> None:
+        with self._lock:
+            self._counts["expired"] += 1
+        self._reply(
+            req,
+            error=f"{spec.name}: deadline passed after {waited_ms:.0f} ms in the queue, not "
+            "run (the client gave up: raise its timeout_s or add capacity)",
+        )
 
     # -- worker (owns the device) ------------------------------------------------------------
     def _work(self) -> None:
@@ -433,14 +599,7 @@ class ComputeService:
         for job in jobs:
             deadline_ns = job.request.deadline_ns
             if deadline_ns and now_ns > deadline_ns:
-                waited_ms = (time.perf_counter() - job.received_s) * 1e3
-                with self._lock:
-                    self._counts["expired"] += 1
-                self._reply(
-                    job.request,
-                    error=f"{job.spec.name}: deadline passed after {waited_ms:.0f} ms in the "
-                    "queue, not run (the client gave up: raise its timeout_s or add capacity)",
-                )
+                self._expired(job.request, job.spec, (time.perf_counter() - job.received_s) * 1e3)
             else:
                 live.append(job)
         if not live:
@@ -449,10 +608,21 @@ class ComputeService:
             if isinstance(outcome, BaseException):
                 with self._lock:
                     self._counts["failed"] += 1
+                    if isinstance(outcome, ComputeBudgetError):
+                        self._counts["over_budget"] += 1
                 text = str(outcome) if isinstance(outcome, MccError) else repr(outcome)
                 self._reply(
                     job.request,
                     error=f"kernel {job.spec.name!r} failed on {self.device}: {text}",
+                    compute_ms=compute_ms,
+                )
+            elif (size := sum(a.nbytes for a in outcome)) > self.limits.max_reply_bytes:
+                with self._lock:
+                    self._counts["failed"] += 1
+                self._reply(
+                    job.request,
+                    error=f"kernel {job.spec.name!r}: results of {size} bytes, more than "
+                    f"max_reply_bytes = {self.limits.max_reply_bytes}: ask for less per call",
                     compute_ms=compute_ms,
                 )
             else:
@@ -462,21 +632,29 @@ class ComputeService:
         self, xp: Any, jobs: list[_Job]
     ) -> list[tuple[_Job, tuple[np.ndarray, ...] | BaseException, float]]:
         spec = jobs[0].spec
+        now_ns = time.time_ns()
+        budget_s = min(self._budget_s(job.request, now_ns)[0] for job in jobs)
         t0 = time.perf_counter()
         try:
-            if len(jobs) == 1:
-                job = jobs[0]
-                outcomes: list[tuple[np.ndarray, ...]] = [
-                    run_kernel(spec, xp, job.request.args, job.params)
-                ]
-            else:
-                outcomes = self._execute_batch(xp, spec, jobs)
+            with compute_budget(budget_s):
+                if len(jobs) == 1:
+                    job = jobs[0]
+                    outcomes: list[tuple[np.ndarray, ...]] = [
+                        run_kernel(spec, xp, job.request.args, job.params)
+                    ]
+                else:
+                    outcomes = self._execute_batch(xp, spec, jobs)
         except Exception as exc:
-            if len(jobs) > 1:  # one bad request must not fail the others: run each alone
+            elapsed_ms = (time.perf_counter() - t0) * 1e3
+            with self._lock:
+                self._busy_s += elapsed_ms / 1e3
+            if len(jobs) > 1 and not isinstance(exc, ComputeBudgetError):
+                # One bad request must not fail the others: run each alone (not after a
+                # spent budget, which would spend it again per request).
                 return [item for job in jobs for item in self._execute(xp, [job])]
             if not isinstance(exc, MccError):
                 log.exception("kernel %s failed", spec.name)
-            return [(jobs[0], exc, (time.perf_counter() - t0) * 1e3)]
+            return [(job, exc, elapsed_ms) for job in jobs]
         elapsed_s = time.perf_counter() - t0
         with self._lock:
             self._busy_s += elapsed_s
@@ -506,14 +684,16 @@ class ComputeService:
         info = getattr(req, "sample_info", None)
         if info is None:
             return True
-        handle = info.publication_handle
-        peer = self._peer_of_writer.get(handle)
+        self._client_of(req)  # learns the writer's participant
+        peer = self._peer_of_writer.get(info.publication_handle)
         if peer is None:
-            data = self._reader.dds.get_matched_publication_data(handle)
-            if data is None:
-                return True  # its writer is already gone; the reply goes wherever it can
-            peer = self._peer_of_writer[handle] = data.participant_key
-        deadline = time.monotonic() + _REPLY_PATH_WAIT_S
+            return True  # its writer is already gone; the reply goes wherever it can
+        now = time.monotonic()
+        # A client that had no reply reader 2 s ago is not waited for again for a while: a
+        # participant that sends requests without ever reading replies must not hold the
+        # worker 2 s per request.
+        wait_s = 0.0 if self._no_reply_path.get(peer, 0.0) > now else _REPLY_PATH_WAIT_S
+        deadline = now + wait_s
         while peer not in self._reply_peers:
             dds = self._writer.dds
             peers = set()
@@ -525,8 +705,12 @@ class ComputeService:
             if peer in peers:
                 break
             if time.monotonic() >= deadline:
+                if len(self._no_reply_path) >= 4096:
+                    self._no_reply_path.clear()
+                self._no_reply_path[peer] = time.monotonic() + 30.0
                 return False
             time.sleep(0.005)
+        self._no_reply_path.pop(peer, None)
         return True
 
     def _reply(
@@ -549,7 +733,11 @@ class ComputeService:
             reply_ns=time.time_ns(),
         )
         if not self._reply_path_ready(req):
-            log.warning("client %s has no matched reply reader; reply sent anyway", req.client_id)
+            self._log_once(
+                f"no reply path {req.client_id[:80]}",
+                "client %.80s has no matched reply reader; reply sent anyway",
+                req.client_id,
+            )
         try:
             _write_dispose(self._writer, data, ComputeReply(request_id=req.request_id))
         except DDSException as exc:
@@ -850,6 +1038,34 @@ def _serve_options(parser: argparse.ArgumentParser) -> None:
         default=16,
         help="most queued requests run as one kernel call (default %(default)s; 1 = none)",
     )
+    defaults = ServiceLimits()
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=defaults.budget_s,
+        help="compute time of one call, s (default %(default)s; a request's deadline only "
+        "shortens it)",
+    )
+    parser.add_argument(
+        "--max-request-mb",
+        type=float,
+        default=defaults.max_request_bytes / 2**20,
+        help="array MiB of one request (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queued-per-client",
+        type=int,
+        default=defaults.max_queued_per_client,
+        help="requests one client may have waiting (default %(default)s)",
+    )
+
+
+def _limits(args: argparse.Namespace) -> ServiceLimits:
+    return ServiceLimits(
+        budget_s=args.budget_s,
+        max_request_bytes=max(1, int(args.max_request_mb * 2**20)),
+        max_queued_per_client=args.max_queued_per_client,
+    )
 
 
 def _local_device(device: str | None) -> str:
@@ -863,7 +1079,8 @@ def serve(ctx: AppContext) -> int:
     """App entry ``mcc.compute.remote:serve``: run the service until the instance is stopped.
 
     Arguments: ``--name`` (default: the system's name), ``--device`` (default: the instance's
-    device, ``cuda:0`` with ``gpu: exclusive``), ``--max-batch``.
+    device, ``cuda:0`` with ``gpu: exclusive``), ``--max-batch``, ``--budget-s``,
+    ``--max-request-mb``, ``--max-queued-per-client`` (`ServiceLimits`).
     """
     parser = argparse.ArgumentParser(prog="mcc.compute.remote:serve")
     _serve_options(parser)
@@ -875,6 +1092,7 @@ def serve(ctx: AppContext) -> int:
         domain_id=ctx.bus.domain_id,
         max_batch=args.max_batch,
         heartbeat=ctx.heartbeat,
+        limits=_limits(args),
     ) as service:
         ctx.log.info("serving kernels as %r on %s", service.name, service.device)
         while not ctx.wait(1.0):
@@ -899,6 +1117,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         domain_id=args.domain,
         discovery_tag=args.tag,
         max_batch=args.max_batch,
+        limits=_limits(args),
     ) as service:
         print(
             f"mcc compute: serving {service.name!r} on {service.device} "

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mcc.compute.backend import array_module, require_finite
+from mcc.compute.limits import check_budget
 from mcc.errors import ComputeError
 
 __all__ = [
@@ -152,6 +153,7 @@ def needleman_wunsch(
     # anti-diagonal and its three neighbour sets (up-left, left, up) are strided views.
     step = cols - 1
     for k in range(2, n_r + n_c + 1):
+        check_budget()  # the compute service's budget per call (no-op for local calls)
         i_lo, i_hi = max(1, k - n_c), min(n_r, k - 1)
         start, stop = i_lo * step + k, i_hi * step + k + 1
         gap = xp.maximum(flat[start - 1 : stop - 1 : step], flat[start - cols : stop - cols : step])
@@ -275,6 +277,7 @@ def hotspot(temp: Any, power: Any, *, iterations: int = 60, xp: ModuleType | Non
     ew = xp.empty_like(t)
     buf = xp.empty_like(t)
     for _ in range(int(iterations)):
+        check_budget()
         _neighbour_sum(t, ns, 0, xp)
         _neighbour_sum(t, ew, 1, xp)
         xp.multiply(t, 2, out=buf)

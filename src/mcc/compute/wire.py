@@ -35,6 +35,13 @@ __all__ = [
 ]
 
 _HEADER_XCDR2_LE = b"\x00\x09\x00\x00"
+#: The most arrays in a request or reply, and dimensions of one array, the decoder accepts
+#: (a hostile count must not make it loop; the registry's kernels take at most 5 arrays of
+#: at most 3 dimensions).
+MAX_ARRAYS = 64
+MAX_NDIM = 32
+# Plain numbers only: no object, structured, sub-array, string or datetime dtypes.
+_DTYPE_KINDS = "biufc"
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
@@ -254,23 +261,37 @@ class _Decoder:
             raise ComputeError(
                 f"malformed string at byte {self.pos} of a {len(self.data)} B sample"
             )
-        text = self.data[self.pos : self.pos + n - 1].decode()
+        try:
+            text = self.data[self.pos : self.pos + n - 1].decode()
+        except UnicodeDecodeError:
+            raise ComputeError(f"string at byte {self.pos} is not UTF-8") from None
         self.pos += n
         return text
+
+    def count(self, what: str, most: int) -> int:
+        n = self.u32()
+        if n > most:
+            raise ComputeError(f"{n} {what}: at most {most} accepted")
+        return n
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         end = self.u32() + self.pos  # the sequence's DHEADER
         out = []
-        for i in range(self.u32()):
+        for i in range(self.count("arrays", MAX_ARRAYS)):
             elem_end = self.u32() + self.pos  # the NDArray's DHEADER
             dtype_text = self.string()
             try:
                 dtype = np.dtype(dtype_text)
-            except TypeError:
+            except (TypeError, ValueError, SyntaxError):
                 raise ComputeError(
                     f"array {i}: dtype {dtype_text!r} is not a numpy dtype (e.g. '<f8')"
                 ) from None
-            shape = tuple(self.u32() for _ in range(self.u32()))
+            if dtype.kind not in _DTYPE_KINDS or dtype.fields or dtype.subdtype is not None:
+                raise ComputeError(
+                    f"array {i}: dtype {dtype_text!r} is not a plain number type (e.g. '<f8')"
+                )
+            ndim = self.count(f"dimensions of array {i}", MAX_NDIM)
+            shape = tuple(self.u32() for _ in range(ndim))
             nbytes = self.u32()
             if nbytes != math.prod(shape) * dtype.itemsize or self.pos + nbytes > len(self.data):
                 raise ComputeError(
@@ -305,7 +326,7 @@ def decode_request(data: bytes) -> WireRequest:
             msg.request_id,
             msg.client_id,
             msg.kernel,
-            tuple(_from_msg(a) for a in msg.args),
+            _from_msgs(msg.args),
             msg.params_json,
             msg.deadline_ns,
             msg.issue_ns,
@@ -336,7 +357,7 @@ def decode_reply(data: bytes) -> WireReply:
             msg.server_id,
             msg.ok,
             msg.error,
-            tuple(_from_msg(a) for a in msg.results),
+            _from_msgs(msg.results),
             msg.device,
             msg.compute_ms,
             msg.reply_ns,
@@ -359,7 +380,24 @@ def decode_reply(data: bytes) -> WireReply:
     return rep
 
 
-def _from_msg(msg: Any) -> np.ndarray:
-    arr = np.frombuffer(msg.data, dtype=np.dtype(msg.dtype)).reshape(tuple(msg.shape))
-    arr.flags.writeable = False
-    return arr
+def _from_msgs(msgs: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """Arrays of ``NDArray`` messages (the reference deserialiser's), with the decoder's bounds."""
+    if len(msgs) > MAX_ARRAYS:
+        raise ComputeError(f"{len(msgs)} arrays: at most {MAX_ARRAYS} accepted")
+    out = []
+    for i, msg in enumerate(msgs):
+        if len(msg.shape) > MAX_NDIM:
+            raise ComputeError(f"{len(msg.shape)} dimensions of array {i}: at most {MAX_NDIM}")
+        try:
+            dtype = np.dtype(msg.dtype)
+        except (TypeError, ValueError, SyntaxError):
+            raise ComputeError(f"array {i}: dtype {msg.dtype!r} is not a numpy dtype") from None
+        if dtype.kind not in _DTYPE_KINDS or dtype.fields or dtype.subdtype is not None:
+            raise ComputeError(f"array {i}: dtype {msg.dtype!r} is not a plain number type")
+        shape = tuple(int(n) for n in msg.shape)
+        if len(msg.data) != math.prod(shape) * dtype.itemsize:
+            raise ComputeError(f"array {i}: {len(msg.data)} bytes do not fit shape {shape}")
+        arr = np.frombuffer(msg.data, dtype=dtype).reshape(shape)
+        arr.flags.writeable = False
+        out.append(arr)
+    return tuple(out)

@@ -4,6 +4,12 @@ One loop thread does everything in order — discover writers, store what they w
 transaction per batch, committed before the ``PersistAck``), answer history requests — so a
 reply holds every sample the service had taken before the request. docs/persistence.md.
 
+Hostile input is normal input: what one writer may keep and how fast it may write, what the
+store holds in all, how far ahead of this replica's clock a sample may be stamped and how much
+one reply carries are bounded (`mcc.persist.limits.PersistLimits`); every store, dispose and
+history request passes the authorization hook (`mcc.persist.policy`). What goes past a bound
+or is denied is refused, counted (``stats``) and logged once per writer.
+
 >>> with open_service("persist.sqlite", domain_id=7, replica="a") as service:
 ...     service.wait_ready(timeout_s=10.0)
 """
@@ -46,12 +52,15 @@ from mcc.bus.history import (
     ACK_TOPIC,
     REPLY_TOPIC,
     REQUEST_TOPIC,
+    TRUNCATED,
     dds_type_name,
     history_client,
     is_durable,
 )
 from mcc.bus.topics import TOPICS
 from mcc.errors import MccError, TopicError
+from mcc.persist.limits import PersistLimits
+from mcc.persist.policy import Action, Authorize, DefaultPolicy, Principal
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
 from mcc.security.mission import Topics
 from mcc.types import PersistAck, PersistReply
@@ -74,6 +83,10 @@ ALL_PARTITIONS = ("*", "")
 _ANY = SampleState.Any | ViewState.Any | InstanceState.Any
 _DURABLE = (Policy.Durability.Transient, Policy.Durability.Persistent)
 _TYPE_LOOKUP_NS = 2_000_000_000
+_MAX_ID_CHARS = 256  # request ids and client ids a reply echoes
+_MAX_PARTITIONS = 64  # partitions named in one history request
+_MAX_PEERS = 64  # other replicas tracked
+_MAX_KEYS = 100_000  # instance keys remembered per topic (for disposes without data)
 
 
 @dataclass
@@ -82,13 +95,19 @@ class ServiceStatistics:
 
     stored: int = 0
     duplicates: int = 0
-    refused: int = 0
+    refused: int = 0  # every refused sample: topic limits, quotas, rates, skew, denied
     disposed: int = 0
     ignored: int = 0  # samples of writers that are not durable, or undecodable
     requests: int = 0
     aligned: int = 0  # samples taken over from other replicas
     topics: int = 0
     transient_dropped: int = 0  # TRANSIENT samples found in the file at start-up
+    rate_limited: int = 0  # refused: the writer's samples or bytes per window
+    future_stamped: int = 0  # refused: source timestamp past max_future_skew_s
+    unauthorized: int = 0  # refused stores and disposes, denied requests, left-out partitions
+    truncated_replies: int = 0  # history replies cut short by max_reply_samples/_bytes
+    bad_requests: int = 0  # history requests refused or dropped (malformed, over a rate)
+    topics_refused: int = 0  # durable topics not kept: max_topics
 
 
 @dataclass
@@ -98,6 +117,16 @@ class _WriterInfo:
     type_name: str
     partitions: tuple[str, ...]
     durable: bool
+    participant: str = ""
+
+
+@dataclass
+class _Window:
+    """A writer's (or requester's) use of one rate window, on this replica's receive clock."""
+
+    start: float  # time.monotonic()
+    samples: int = 0
+    nbytes: int = 0
 
 
 @dataclass
@@ -127,6 +156,13 @@ class PersistService:
         settle_s: a replica that finds no other replica within this time after its start
             calls itself complete (its replies say so); one that finds one is complete once
             it has taken over what that one held.
+        authorize: the authorization hook (`mcc.persist.policy.Authorize`), called for every
+            store, dispose and history request; default `DefaultPolicy` (everything allowed
+            on an unsecured bus, alignment only to replicas on a secured one).
+        identify: the authenticated identity of a participant, by its GUID ("" when
+            unknown); it fills ``Principal.identity``.
+
+    The bounds are the store's (``store.limits``, `PersistLimits`).
     """
 
     def __init__(
@@ -139,9 +175,14 @@ class PersistService:
         sweep_interval_s: float = 1.0,
         settle_s: float = 2.0,
         on_stored: Callable[[int], None] | None = None,
+        authorize: Authorize | None = None,
+        identify: Callable[[str], str] | None = None,
     ) -> None:
         self.bus = bus
         self.store = store
+        self.limits: PersistLimits = store.limits
+        self.authorize: Authorize = authorize or DefaultPolicy(secured=is_secured(bus))
+        self._identify = identify
         self.replica = replica
         self.batch = batch
         self.sweep_interval_s = sweep_interval_s
@@ -174,7 +215,11 @@ class PersistService:
         self._gone: set[str] = set()  # writer GUIDs whose acks are to be withdrawn
         self._refusals: dict[str, _Refusal] = {}
         self._peers: set[str] = set()
+        self._aligning = threading.Event()  # one alignment at a time
         self._aligned: queue.Queue[list[PersistReply]] = queue.Queue()
+        self._windows: dict[str, _Window] = {}  # writer GUID → its rate window
+        self._request_windows: dict[str, _Window] = {}  # requesting participant → its window
+        self._logged: set[tuple[str, str]] = set()  # (who, what) logged once
         self._stop = threading.Event()
         self._ready = threading.Event()
         # Subscribe to the catalogue's durable topics now, so that a writer's first samples
@@ -239,7 +284,9 @@ class PersistService:
             if not info.valid_data or info.instance_state != InstanceState.Alive:
                 writer = self._writers.get(info.instance_handle)
                 if writer is not None and writer.durable:
-                    self._gone.add(writer.guid)
+                    self._gone.add(writer.guid)  # forgotten at the sweep, once acks are done
+                elif writer is not None:
+                    del self._writers[info.instance_handle]
                 continue
             self._on_publication(endpoint)
         for endpoint in self._subscriptions.take(256):
@@ -248,20 +295,65 @@ class PersistService:
                 continue
             peer = str(endpoint.participant_key)
             if endpoint.topic_name == REQUEST_TOPIC and peer not in self._peers | {self._me}:
+                if len(self._peers) >= _MAX_PEERS:
+                    self._log_once(
+                        "*",
+                        "peers",
+                        "%s: more than %d replicas; %s and later ones ignored",
+                        self.replica,
+                        _MAX_PEERS,
+                        peer,
+                    )
+                    continue
                 self._peers.add(peer)  # another replica: take over what it holds
                 self._align()
+
+    def _log_once(self, who: str, what: str, message: str, *args: Any) -> None:
+        """Log ``message % args`` the first time ``what`` happens for ``who``."""
+        if (who, what) in self._logged or len(self._logged) >= 10_000:
+            return
+        self._logged.add((who, what))
+        log.warning(message, *args)
 
     def _on_publication(self, endpoint: Any) -> None:
         qos = endpoint.qos
         durable = Policy.Durability in qos and qos[Policy.Durability] in _DURABLE
         partitions = tuple(qos[Policy.Partition].partitions) if Policy.Partition in qos else ()
-        self._writers[endpoint.sample_info.instance_handle] = _WriterInfo(
-            str(endpoint.key), endpoint.topic_name, endpoint.type_name, partitions, durable
+        handle = endpoint.sample_info.instance_handle
+        if handle not in self._writers and len(self._writers) >= self.limits.max_writers:
+            self._log_once(
+                "*",
+                "writers",
+                "%s: %d writers tracked (max_writers): %s and later ones ignored",
+                self.replica,
+                self.limits.max_writers,
+                endpoint.key,
+            )
+            return
+        self._writers[handle] = _WriterInfo(
+            str(endpoint.key),
+            endpoint.topic_name,
+            endpoint.type_name,
+            partitions,
+            durable,
+            str(endpoint.participant_key),
         )
         if not durable:
             return
         name, type_name = endpoint.topic_name, endpoint.type_name
-        topic = self._topics.get(name) or self._subscribe(name, type_name, endpoint.type_id)
+        topic = self._topics.get(name)
+        if topic is None and len(self._topics) >= self.limits.max_topics:
+            self.stats.topics_refused += 1
+            self._log_once(
+                name,
+                "topics",
+                "%s: %d durable topics kept (max_topics): topic %r not kept",
+                self.replica,
+                self.limits.max_topics,
+                name,
+            )
+            return
+        topic = topic or self._subscribe(name, type_name, endpoint.type_id)
         if topic is None:
             return
         if topic.type_name != type_name:
@@ -305,35 +397,123 @@ class PersistService:
         return topic
 
     # -- storing ----------------------------------------------------------------------------
+    def _principal(self, writer: _WriterInfo) -> Principal:
+        identity = self._identify(writer.participant) if self._identify is not None else ""
+        return Principal(
+            participant=writer.participant,
+            writer=writer.guid,
+            identity=identity,
+            replica=writer.participant in self._peers,
+        )
+
+    def _allowed(self, writer: _WriterInfo, action: Action, topic: str) -> str | None:
+        """None when the hook allows ``action`` in every partition of ``writer``; else why not."""
+        principal = self._principal(writer)
+        for partition in writer.partitions or ("",):
+            if not self.authorize(principal, action, topic, partition):
+                return (
+                    f"not authorized to {action.value} topic {topic!r} in partition {partition!r}"
+                )
+        return None
+
+    def _within_rate(self, writer: _WriterInfo, nbytes: int, now: float) -> str | None:
+        """Count a sample of ``writer`` in its receive-time window; why not, when over."""
+        limits = self.limits
+        window = self._windows.get(writer.guid)
+        if window is None or now - window.start >= limits.window_s:
+            window = self._windows[writer.guid] = _Window(now)
+        if window.samples + 1 > limits.max_writer_samples_per_window:
+            return (
+                f"max_writer_samples_per_window = {limits.max_writer_samples_per_window} "
+                f"reached (window_s = {limits.window_s:g})"
+            )
+        if window.nbytes + nbytes > limits.max_writer_bytes_per_window:
+            return (
+                f"max_writer_bytes_per_window = {limits.max_writer_bytes_per_window} "
+                f"reached (window_s = {limits.window_s:g})"
+            )
+        window.samples += 1
+        window.nbytes += nbytes
+        return None
+
     def _ingest(self) -> None:
         ops: list[Write | Dispose] = []
+        refused: list[tuple[Write, str]] = []
         for topic in self._topics.values():
             while True:
                 raw = topic.reader.take_cdr(self.batch)
                 for data, info in raw:
                     op = self._op(topic, data, info)
-                    if op is not None:
+                    if isinstance(op, tuple):
+                        refused.append(op)
+                    elif op is not None:
                         ops.append(op)
                 if len(raw) < self.batch:
                     break
-        if ops:
-            self._commit(ops)
+        if ops or refused:
+            self._commit(ops, refused=refused)
 
-    def _op(self, topic: _TopicReader, data: bytes, info: Any) -> Write | Dispose | None:
+    def _op(
+        self, topic: _TopicReader, data: bytes, info: Any
+    ) -> Write | Dispose | tuple[Write, str] | None:
+        """What to do with one sample: store it, dispose its instance, or refuse it (the
+        write and why: counted in the writer's acks). Bounds are checked on this replica's
+        receive clock before anything is decoded."""
         writer = self._writers.get(info.publication_handle)
         policy = topic.policy
         if writer is None or not writer.durable or policy is None:
             self.stats.ignored += 1
             return None
+        if not info.valid_data and info.instance_state != InstanceState.NotAliveDisposed:
+            return None  # unregistered (its writer left): the samples stay
+        limits = self.limits
+        now_ns = time.time_ns()
+        refusal: str | None = None
+        if info.source_timestamp > now_ns + int(limits.max_future_skew_s * 1e9):
+            self.stats.future_stamped += 1
+            refusal = (
+                f"source timestamp {(info.source_timestamp - now_ns) / 1e9:.3g} s ahead of "
+                f"this replica's clock (max_future_skew_s = {limits.max_future_skew_s:g})"
+            )
+        elif (rate := self._within_rate(writer, len(data), time.monotonic())) is not None:
+            self.stats.rate_limited += 1
+            refusal = rate
+        else:
+            action = Action.STORE if info.valid_data else Action.DISPOSE
+            refusal = self._allowed(writer, action, policy.name)
+            if refusal is not None:
+                self.stats.unauthorized += 1
+        if refusal is not None:
+            blank = Write(
+                policy.name,
+                policy.type_name,
+                writer.partitions,
+                b"",
+                "",
+                writer.guid,
+                info.source_timestamp,
+                b"",
+            )
+            return blank, f"topic {policy.name!r}: {refusal}"
         if info.valid_data:
             try:
                 sample = topic.type.deserialize(data)
             except Exception as exc:  # bytes that do not fit the type: keep the service up
-                log.warning("%s: undecodable sample on %r: %s", self.replica, policy.name, exc)
+                self._log_once(
+                    writer.guid,
+                    "undecodable",
+                    "%s: undecodable sample on %r: %s (writer %s)",
+                    self.replica,
+                    policy.name,
+                    str(exc)[:200],
+                    writer.guid,
+                )
                 self.stats.ignored += 1
                 return None
             key = sample.serialize_key()
             key_json = _key_json(sample)
+            if len(topic.keys) >= _MAX_KEYS:
+                topic.keys.clear()  # only a cache: a dispose without data decodes its key
             topic.keys[info.instance_handle] = (key, key_json)
             return Write(
                 policy.name,
@@ -345,9 +525,22 @@ class PersistService:
                 info.source_timestamp,
                 bytes(data),
             )
-        if info.instance_state == InstanceState.NotAliveDisposed:
-            known = topic.keys.get(info.instance_handle)
-            key = known[0] if known else topic.type.deserialize_key(data).serialize_key()
+        else:
+            known = topic.keys.pop(info.instance_handle, None)
+            try:
+                key = known[0] if known else topic.type.deserialize_key(data).serialize_key()
+            except Exception as exc:  # a key that does not decode: nothing to dispose
+                self._log_once(
+                    writer.guid,
+                    "undecodable",
+                    "%s: undecodable dispose on %r: %s (writer %s)",
+                    self.replica,
+                    policy.name,
+                    str(exc)[:200],
+                    writer.guid,
+                )
+                self.stats.ignored += 1
+                return None
             return Dispose(
                 policy.name,
                 policy.type_name,
@@ -356,10 +549,17 @@ class PersistService:
                 writer.guid,
                 info.source_timestamp,
             )
-        return None  # unregistered (its writer left): the samples stay
 
-    def _commit(self, ops: list[Write | Dispose], *, aligned: bool = False) -> None:
+    def _commit(
+        self,
+        ops: list[Write | Dispose],
+        *,
+        aligned: bool = False,
+        refused: list[tuple[Write, str]] | None = None,
+    ) -> None:
         result = self.store.apply(ops)
+        result.refused[:0] = refused or []
+        result.writers.update(op.writer_guid for op, _ in refused or [])
         self.stats.stored += result.stored
         self.stats.duplicates += result.duplicates
         self.stats.refused += len(result.refused)
@@ -367,8 +567,14 @@ class PersistService:
         if aligned:
             self.stats.aligned += result.stored
         for op, reason in result.refused:
-            log.warning(
-                "%s: refused a sample of writer %s: %s", self.replica, op.writer_guid, reason
+            self._log_once(
+                op.writer_guid,
+                reason.split(" = ")[0].split(" (")[0],
+                "%s: refused a sample of writer %s: %s (further refusals of this kind from "
+                "this writer are counted, not logged)",
+                self.replica,
+                op.writer_guid,
+                reason,
             )
             self._refusals[op.writer_guid] = _Refusal(op.source_ns, reason)
         if self.on_stored is not None and result.stored:
@@ -376,6 +582,7 @@ class PersistService:
         if aligned:
             return
         topics = {op.writer_guid: op.topic for op in ops}
+        topics.update((op.writer_guid, op.topic) for op, _ in refused or [])
         for guid in sorted(result.writers):  # committed: now acknowledge
             self._ack(guid, topics[guid])
 
@@ -399,6 +606,9 @@ class PersistService:
     def _align(self) -> None:
         """Ask the other replicas for everything they hold (in a thread: the loop answers)."""
 
+        if self._aligning.is_set():
+            return  # the running alignment asks every replica matched by then
+
         def fetch() -> None:
             try:
                 replies = history_client(self.bus).fetch(
@@ -407,10 +617,13 @@ class PersistService:
             except (MccError, DDSException) as exc:
                 log.warning("%s: alignment failed: %s", self.replica, exc)
                 replies = []
+            finally:
+                self._aligning.clear()
             self._aligned.put(replies)  # even none: the loop then knows it is on its own
             with contextlib.suppress(DDSException):  # the service may have closed meanwhile
                 self._guard.set(True)
 
+        self._aligning.set()
         threading.Thread(target=fetch, name="mcc-persist-align", daemon=True).start()
 
     def _take_alignment(self) -> None:
@@ -422,7 +635,20 @@ class PersistService:
             ops: list[Write | Dispose] = []
             for reply in replies:
                 if not reply.ok:
+                    log.warning(
+                        "%s: alignment refused by %s: %s",
+                        self.replica,
+                        reply.replier_id,
+                        reply.message[:300],
+                    )
                     continue
+                if reply.message:
+                    log.warning(
+                        "%s: alignment with %s: %s",
+                        self.replica,
+                        reply.replier_id,
+                        reply.message[:300],
+                    )
                 types = {t.topic: t.type_name for t in reply.topics}
                 for topic in reply.topics:
                     self.store.ensure_topic(TopicPolicy.from_msg(topic))
@@ -450,9 +676,37 @@ class PersistService:
                 )
 
     # -- serving ----------------------------------------------------------------------------
+    def _requester(self, request: Any) -> Principal | None:
+        """Who wrote ``request``: from discovery, never from a field of the request."""
+        info = getattr(request, "sample_info", None)
+        if info is None:
+            return None
+        writer = self._writers.get(info.publication_handle)
+        if writer is not None:
+            return self._principal(writer)
+        try:  # matched, but discovery's sample not taken yet
+            data = self._requests.dds.get_matched_publication_data(info.publication_handle)
+        except DDSException:
+            data = None
+        if data is None:
+            return None
+        found = _WriterInfo(str(data.key), REQUEST_TOPIC, "", (), False, str(data.participant_key))
+        return self._principal(found)
+
     def _serve(self) -> None:
         for request in self._requests.take(self.batch):
             self.stats.requests += 1
+            if max(len(request.request_id), len(request.client_id)) > _MAX_ID_CHARS:
+                self.stats.bad_requests += 1  # a reply would echo them: not answered
+                self._log_once(
+                    "*",
+                    "long ids",
+                    "%s: a history request with identifiers over %d "
+                    "characters dropped (further ones are counted, not logged)",
+                    self.replica,
+                    _MAX_ID_CHARS,
+                )
+                continue
             reply = PersistReply(
                 request_id=request.request_id,
                 client_id=request.client_id,
@@ -461,19 +715,14 @@ class PersistService:
                 ok=True,
             )
             try:
-                partitions = json.loads(request.partitions_json or "[]")
-                if not isinstance(partitions, list):
-                    raise ValueError("not a JSON list")
-                topics, samples = self.store.history(
-                    request.topic, type_name=request.type_name, partitions=partitions
-                )
-                reply.topics = [t.to_msg() for t in topics]
-                reply.samples = samples
-            except (ValueError, MccError) as exc:
+                self._answer(request, reply)
+            except (ValueError, TypeError, RecursionError, MccError) as exc:
+                self.stats.bad_requests += 1
                 reply.ok = False
+                reply.topics, reply.samples = [], []
                 reply.message = (
                     f"bad history request {request.request_id!r} "
-                    f"(partitions_json={request.partitions_json!r}): {exc}"
+                    f"(partitions_json={request.partitions_json[:200]!r}): {exc}"
                 )
             reply.reply_ns = time.time_ns()
             self._replies.write(reply)
@@ -485,12 +734,82 @@ class PersistService:
                 len(reply.samples),
             )
 
+    def _answer(self, request: Any, reply: PersistReply) -> None:
+        """Fill ``reply`` within the bounds and what the hook allows the requester."""
+        limits = self.limits
+        principal = self._requester(request)
+        if principal is not None and not self._request_within_rate(principal.participant):
+            raise MccError(
+                f"more than {limits.max_requests_per_window} history requests from "
+                f"participant {principal.participant} within {limits.window_s:g} s; ask less often"
+            )
+        if len(request.partitions_json) > 64 * _MAX_PARTITIONS:
+            raise ValueError(f"partitions_json longer than {64 * _MAX_PARTITIONS} characters")
+        partitions = json.loads(request.partitions_json or "[]")
+        if (
+            not isinstance(partitions, list)
+            or len(partitions) > _MAX_PARTITIONS
+            or not all(isinstance(p, str) and len(p) <= 256 for p in partitions)
+        ):
+            raise ValueError(f"not a JSON list of at most {_MAX_PARTITIONS} partition names")
+        # Who asked is the writer of the request (DDS discovery), never a field of it; a
+        # request whose writer discovery has not shown yet is asked about as an unknown one.
+        who = principal or Principal(participant="", writer="")
+        topic = request.topic
+        allow = None
+        if not topic:  # every topic and partition: alignment between replicas
+            if not self.authorize(who, Action.ALIGN, "*", "*"):
+                self.stats.unauthorized += 1
+                raise MccError("not authorized to align (every topic and partition)")
+        else:
+
+            def allow(name: str, partition: str) -> bool:
+                return self.authorize(who, Action.READ, name, partition)
+
+        page = self.store.page(
+            topic,
+            type_name=request.type_name,
+            partitions=partitions,
+            max_samples=limits.max_reply_samples,
+            max_bytes=limits.max_reply_bytes,
+            allow=allow,
+        )
+        reply.topics = [t.to_msg() for t in page.topics]
+        reply.samples = page.samples
+        notes = []
+        if page.truncated:
+            self.stats.truncated_replies += 1
+            notes.append(
+                f"{TRUNCATED} {len(page.samples)} samples sent, the newest of each instance "
+                f"first (max_reply_samples = {limits.max_reply_samples}, max_reply_bytes = "
+                f"{limits.max_reply_bytes})"
+            )
+        if page.denied:
+            self.stats.unauthorized += 1
+            notes.append(f"{page.denied} samples left out: partitions not authorized")
+        reply.message = "; ".join(notes)
+
+    def _request_within_rate(self, participant: str) -> bool:
+        now = time.monotonic()
+        window = self._request_windows.get(participant)
+        if window is None or now - window.start >= self.limits.window_s:
+            if len(self._request_windows) >= self.limits.max_writers:
+                self._request_windows.clear()
+            window = self._request_windows[participant] = _Window(now)
+        window.samples += 1
+        return window.samples <= self.limits.max_requests_per_window
+
     def _sweep(self) -> None:
         purged = self.store.sweep()
         if purged:
             log.info("%s: removed %d disposed instances", self.replica, purged)
         for guid in sorted(self._gone):  # the writer is gone: nobody waits for its acks
             self._acks.dispose(PersistAck(replica=self.replica, writer_guid=guid))
+            self._windows.pop(guid, None)
+            self._refusals.pop(guid, None)
+        if self._gone:  # forget them: a churn of writers must not grow the service
+            for handle in [h for h, w in self._writers.items() if w.guid in self._gone]:
+                del self._writers[handle]
         self._gone.clear()
 
 
@@ -523,6 +842,11 @@ def default_replica() -> str:
     return f"{socket.gethostname()}/{os.getpid()}"
 
 
+def is_secured(bus: Bus) -> bool:
+    """Whether ``bus`` runs DDS Security (its transport configures authentication)."""
+    return bus.transport is not None and "<Security>" in bus.transport.extra_xml
+
+
 @contextlib.contextmanager
 def open_service(
     store: str | Path,
@@ -530,18 +854,29 @@ def open_service(
     domain_id: int | None = None,
     replica: str | None = None,
     on_stored: Callable[[int], None] | None = None,
+    limits: PersistLimits | None = None,
+    authorize: Authorize | None = None,
+    identify: Callable[[str], str] | None = None,
 ) -> Iterator[PersistService]:
     """Run a replica in a thread with its own participant; stopped and closed on exit.
 
     ``domain_id`` defaults to ``$MCC_DOMAIN`` (else 0); transport and discovery tag come from
-    the environment as for every ``Bus``.
+    the environment as for every ``Bus``. ``limits``, ``authorize`` and ``identify``: see
+    `PersistService` (defaults: `PersistLimits()`, `DefaultPolicy`).
     """
     replica = replica or default_replica()
     domain = int(os.environ.get("MCC_DOMAIN", "0")) if domain_id is None else domain_id
-    opened = Store.open(store)
+    opened = Store.open(store, limits=limits)
     try:
         with Bus(domain, partitions=ALL_PARTITIONS, name=f"mcc persist {replica}") as bus:
-            service = PersistService(bus, opened, replica=replica, on_stored=on_stored).start()
+            service = PersistService(
+                bus,
+                opened,
+                replica=replica,
+                on_stored=on_stored,
+                authorize=authorize,
+                identify=identify,
+            ).start()
             try:
                 yield service
             finally:

@@ -7,24 +7,33 @@
 
 A file is checked before it is used: an SQLite database of another application, another schema
 version, garbage bytes or a truncated file raise ``StoreError`` naming the file and the fix;
-the store never resets a file it cannot read. docs/persistence.md describes the schema.
+the store never resets a file it cannot read. The file (and the WAL files beside it, which
+SQLite creates with its mode) is only its owner's (0600), folders it creates too (0700).
+What it keeps is bounded per writer and in all (`mcc.persist.limits.PersistLimits`): a write
+past a bound is refused, like one past a topic's resource limits. docs/persistence.md
+describes the schema.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sqlite3
+import stat
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
 
 from mcc.bus.history import StoreError
+from mcc.persist.limits import PersistLimits
 from mcc.types import PersistSample, PersistTopic
+
+log = logging.getLogger("mcc.persist")
 
 APPLICATION_ID = 0x4D434350  # "MCCP" in PRAGMA application_id: this file is an MCC store
 SCHEMA_VERSION = 1
@@ -173,28 +182,95 @@ def partitions_match(reader: Sequence[str], writer: Sequence[str]) -> bool:
     )
 
 
+#: ``allow(topic, partition)``: whether a history reply may hold samples of ``topic`` written
+#: in ``partition`` (the service asks its authorization hook).
+Allow = Callable[[str, str], bool]
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """The retained samples a history reply carries, and whether bounds cut it short."""
+
+    topics: list[TopicPolicy]
+    samples: list[PersistSample]  # oldest first
+    truncated: bool = False  # a bound (samples or bytes per reply) left samples out
+    denied: int = 0  # samples left out because their partition was not allowed
+
+
 class Store:
     """One replica's SQLite file. Not thread-safe: one thread (the service loop) uses it."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, lock_fd: int | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        lock_fd: int | None,
+        limits: PersistLimits | None = None,
+    ) -> None:
         self.path = path
+        self.limits = limits or PersistLimits()
         self._conn = conn
         self._lock_fd = lock_fd
         self._topics: dict[tuple[str, str], tuple[int, TopicPolicy]] = {}
         for row in conn.execute("SELECT * FROM topics"):
             policy = _policy(row)
             self._topics[(policy.name, policy.type_name)] = (row["id"], policy)
+        # What each writer keeps here (samples, bytes), and all together: the quotas.
+        self._usage: dict[str, list[int]] = {}
+        self._total = [0, 0]
+        self._load_usage()
+
+    def _load_usage(self) -> None:
+        self._usage = {
+            row[0]: [int(row[1]), int(row[2])]
+            for row in self._conn.execute(
+                "SELECT writer_guid, COUNT(*), TOTAL(LENGTH(data)) FROM samples "
+                "GROUP BY writer_guid"
+            )
+        }
+        self._total = [
+            sum(u[0] for u in self._usage.values()),
+            sum(u[1] for u in self._usage.values()),
+        ]
+
+    def usage(self, writer_guid: str | None = None) -> tuple[int, int]:
+        """(samples, bytes) kept from ``writer_guid``, or in all (None)."""
+        if writer_guid is None:
+            return self._total[0], self._total[1]
+        kept = self._usage.get(writer_guid, [0, 0])
+        return kept[0], kept[1]
+
+    def _account(self, deltas: dict[str, list[int]]) -> None:
+        for guid, (samples, nbytes) in deltas.items():
+            kept = self._usage.setdefault(guid, [0, 0])
+            kept[0] += samples
+            kept[1] += nbytes
+            self._total[0] += samples
+            self._total[1] += nbytes
+            if kept[0] <= 0:
+                del self._usage[guid]
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = True, exclusive: bool = True) -> Store:
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        create: bool = True,
+        exclusive: bool = True,
+        limits: PersistLimits | None = None,
+    ) -> Store:
         """Open (or create) the store at ``path``; ``StoreError`` if the file is not usable.
 
-        ``exclusive`` locks the file for this process (one service per store file).
+        ``exclusive`` locks the file for this process (one service per store file), and makes
+        a store file readable by others its owner's only (0600). Folders on the way that do not
+        exist are created (0700) when ``create``.
         """
         path = Path(path).expanduser().absolute()
         if not _check_file(path, create=create):
             _create(path)
+        elif exclusive:
+            _owner_only(path)
         lock_fd = _lock(path) if exclusive else None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -211,7 +287,7 @@ class Store:
             # WAL alone already survives a kill -9 of the service.
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-            return cls(path, conn, lock_fd)
+            return cls(path, conn, lock_fd, limits)
         except sqlite3.DatabaseError as exc:
             conn.close()
             _unlock(lock_fd)
@@ -285,6 +361,7 @@ class Store:
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
+            self._load_usage()
             raise
         return result
 
@@ -292,21 +369,81 @@ class Store:
         entry = self._topics.get((op.topic, op.type_name))
         if entry is None:
             raise StoreError(f"topic {op.topic!r} ({op.type_name}) is not registered")
-        topic_id, policy = entry
         conn = self._conn
-        parts = json.dumps(sorted(op.partitions))
-        row = conn.execute(
-            "SELECT id, disposed_ns FROM instances WHERE topic_id = ? AND partitions = ? "
-            "AND key = ?",
-            (topic_id, parts, op.key),
-        ).fetchone()
+        limits = self.limits
+        if len(op.data) > limits.max_sample_bytes:
+            return self._refuse(
+                op,
+                f"a sample of {len(op.data)} bytes, more than max_sample_bytes = "
+                f"{limits.max_sample_bytes}",
+                result,
+            )
         if conn.execute(
             "SELECT 1 FROM samples WHERE writer_guid = ? AND source_ns = ?",
             (op.writer_guid, op.source_ns),
         ).fetchone():
             result.duplicates += 1
             result.writers.add(op.writer_guid)
-            return
+            return None
+        # Insert, then measure what the store holds: over a quota, the savepoint undoes it.
+        conn.execute("SAVEPOINT write")
+        try:
+            outcome = self._insert(op, now_ns, *entry)
+            if isinstance(outcome, dict):
+                over = self._over_quota(op.writer_guid, outcome)
+                if over is not None:
+                    outcome = over
+        except BaseException:
+            conn.execute("ROLLBACK TO write")
+            conn.execute("RELEASE write")
+            raise
+        if isinstance(outcome, str):
+            conn.execute("ROLLBACK TO write")
+            conn.execute("RELEASE write")
+            return self._refuse(op, outcome, result)
+        conn.execute("RELEASE write")
+        self._account(outcome)
+        result.stored += 1
+        result.writers.add(op.writer_guid)
+        return None
+
+    def _over_quota(self, guid: str, deltas: dict[str, list[int]]) -> str | None:
+        """Which quota the write of ``deltas`` passes (only a growth counts), or None."""
+        limits = self.limits
+        mine = self._usage.get(guid, [0, 0])
+        d_mine = deltas.get(guid, [0, 0])
+        d_all = [sum(d[0] for d in deltas.values()), sum(d[1] for d in deltas.values())]
+        for now, delta, bound, name in (
+            (mine[0], d_mine[0], limits.max_writer_samples, "max_writer_samples"),
+            (mine[1], d_mine[1], limits.max_writer_bytes, "max_writer_bytes"),
+            (self._total[0], d_all[0], limits.max_store_samples, "max_store_samples"),
+            (self._total[1], d_all[1], limits.max_store_bytes, "max_store_bytes"),
+        ):
+            if delta > 0 and now + delta > bound:
+                whose = "this writer" if name.startswith("max_writer") else "the store"
+                return f"{name} = {bound} reached ({whose} keeps {now})"
+        return None
+
+    def _deleted(self, cursor: sqlite3.Cursor, deltas: dict[str, list[int]]) -> None:
+        """Count the rows a ``DELETE … RETURNING writer_guid, LENGTH(data)`` removed."""
+        for guid, nbytes in cursor.fetchall():
+            d = deltas.setdefault(guid, [0, 0])
+            d[0] -= 1
+            d[1] -= int(nbytes)
+
+    def _insert(
+        self, op: Write, now_ns: int, topic_id: int, policy: TopicPolicy
+    ) -> dict[str, list[int]] | str:
+        """Store ``op`` within the topic's limits: what it changed per writer (samples, bytes),
+        or why it is refused."""
+        conn = self._conn
+        parts = json.dumps(sorted(op.partitions))
+        deltas: dict[str, list[int]] = {op.writer_guid: [1, len(op.data)]}
+        row = conn.execute(
+            "SELECT id, disposed_ns FROM instances WHERE topic_id = ? AND partitions = ? "
+            "AND key = ?",
+            (topic_id, parts, op.key),
+        ).fetchone()
         if row is None:
             if (
                 policy.max_instances >= 0
@@ -316,7 +453,7 @@ class Store:
                 )
                 >= policy.max_instances
             ):
-                return self._refuse(op, f"max_instances = {policy.max_instances} reached", result)
+                return f"max_instances = {policy.max_instances} reached"
             instance_id = int(
                 conn.execute(
                     "INSERT INTO instances (topic_id, partitions, key, key_json) "
@@ -330,18 +467,23 @@ class Store:
             instance_id = row["id"]
             if row["disposed_ns"] is not None:  # a write after a dispose brings it back
                 conn.execute("UPDATE instances SET disposed_ns = NULL WHERE id = ?", (instance_id,))
-                conn.execute("DELETE FROM samples WHERE instance_id = ?", (instance_id,))
+                self._deleted(
+                    conn.execute(
+                        "DELETE FROM samples WHERE instance_id = ? "
+                        "RETURNING writer_guid, LENGTH(data)",
+                        (instance_id,),
+                    ),
+                    deltas,
+                )
             in_instance = self._count(
                 "SELECT COUNT(*) FROM samples WHERE instance_id = ?", instance_id
             )
         keep_last = policy.history_depth > 0
         full_instance = keep_last and in_instance >= policy.history_depth
         if not keep_last and 0 <= policy.max_samples_per_instance <= in_instance:
-            return self._refuse(
-                op,
+            return (
                 f"max_samples_per_instance = {policy.max_samples_per_instance} reached "
-                "(keep-all history)",
-                result,
+                "(keep-all history)"
             )
         if policy.max_samples >= 0 and not full_instance:
             total = self._count(
@@ -350,7 +492,7 @@ class Store:
                 topic_id,
             )
             if total >= policy.max_samples:
-                return self._refuse(op, f"max_samples = {policy.max_samples} reached", result)
+                return f"max_samples = {policy.max_samples} reached"
         writer = conn.execute(
             "SELECT stored FROM writers WHERE guid = ?", (op.writer_guid,)
         ).fetchone()
@@ -373,13 +515,16 @@ class Store:
                 (op.source_ns, op.writer_guid),
             )
         if full_instance:  # keep-last: the oldest samples of the instance make room
-            conn.execute(
-                "DELETE FROM samples WHERE seq IN (SELECT seq FROM samples WHERE instance_id = ? "
-                "ORDER BY source_ns DESC, writer_guid DESC LIMIT -1 OFFSET ?)",
-                (instance_id, policy.history_depth),
+            self._deleted(
+                conn.execute(
+                    "DELETE FROM samples WHERE seq IN (SELECT seq FROM samples WHERE "
+                    "instance_id = ? ORDER BY source_ns DESC, writer_guid DESC LIMIT -1 "
+                    "OFFSET ?) RETURNING writer_guid, LENGTH(data)",
+                    (instance_id, policy.history_depth),
+                ),
+                deltas,
             )
-        result.stored += 1
-        result.writers.add(op.writer_guid)
+        return deltas
 
     def _refuse(self, op: Write, reason: str, result: ApplyResult) -> None:
         result.refused.append((op, f"topic {op.topic!r}: {reason}"))
@@ -409,9 +554,17 @@ class Store:
         result.disposed += 1
 
     def _delete_instances(self, ids: Sequence[int]) -> None:
+        deltas: dict[str, list[int]] = {}
         for instance_id in ids:
-            self._conn.execute("DELETE FROM samples WHERE instance_id = ?", (instance_id,))
+            self._deleted(
+                self._conn.execute(
+                    "DELETE FROM samples WHERE instance_id = ? RETURNING writer_guid, LENGTH(data)",
+                    (instance_id,),
+                ),
+                deltas,
+            )
             self._conn.execute("DELETE FROM instances WHERE id = ?", (instance_id,))
+        self._account(deltas)
 
     def sweep(self, now_ns: int | None = None) -> int:
         """Delete disposed instances whose cleanup delay has passed; how many went."""
@@ -428,7 +581,19 @@ class Store:
             self._conn.execute("BEGIN IMMEDIATE")
             self._delete_instances(ids)
             self._conn.execute("COMMIT")
+        self._forget_idle_writers()
         return len(ids)
+
+    def _forget_idle_writers(self) -> None:
+        """Past ``max_writers`` rows, drop the rows of writers that keep no sample here (their
+        counts only fed acknowledgements): rogue writer churn must not grow the file."""
+        if self._count("SELECT COUNT(*) FROM writers") <= self.limits.max_writers:
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.execute(
+            "DELETE FROM writers WHERE guid NOT IN (SELECT DISTINCT writer_guid FROM samples)"
+        )
+        self._conn.execute("COMMIT")
 
     def drop_transient(self) -> int:
         """Delete the TRANSIENT samples (at start-up: they lived as long as the service did)."""
@@ -440,6 +605,7 @@ class Store:
         self._conn.execute(f"DELETE FROM instances WHERE topic_id IN ({transient})")
         self._conn.execute(f"DELETE FROM writers WHERE topic_id IN ({transient})")
         self._conn.execute("COMMIT")
+        self._load_usage()
         return count
 
     def _count(self, sql: str, *args: object) -> int:
@@ -464,29 +630,74 @@ class Store:
     def history(
         self, topic: str = "", *, type_name: str = "", partitions: Sequence[str] = ("*",)
     ) -> tuple[list[TopicPolicy], list[PersistSample]]:
-        """The retained samples of ``topic`` ("" = all) for a reader in ``partitions``.
+        """The retained samples of ``topic`` ("" = all) for a reader in ``partitions``, all of
+        them (``page`` bounds them, for replies).
 
         Disposed instances are left out; samples come oldest first (by source timestamp).
         """
-        wanted = [
-            (topic_id, policy)
+        page = self.page(topic, type_name=type_name, partitions=partitions)
+        return page.topics, page.samples
+
+    def page(
+        self,
+        topic: str = "",
+        *,
+        type_name: str = "",
+        partitions: Sequence[str] = ("*",),
+        max_samples: int | None = None,
+        max_bytes: int | None = None,
+        allow: Allow | None = None,
+    ) -> HistoryPage:
+        """What a history reply carries: as `history`, at most ``max_samples`` samples of at
+        most ``max_bytes`` (None: unbounded), from partitions ``allow`` allows.
+
+        When a bound cuts it short, the newest sample of every instance comes before the
+        second newest of any, and so on: a late joiner gets the state of every instance first.
+        """
+        wanted = {
+            topic_id: policy
             for topic_id, policy in self._topics.values()
             if (not topic or policy.name == topic)
             and (not type_name or policy.type_name == type_name)
-        ]
+        }
         samples: list[PersistSample] = []
-        for topic_id, policy in wanted:
+        truncated, denied, size = False, 0, 0
+        allowed: dict[tuple[str, str], bool] = {}
+        if wanted:
+            marks = ", ".join("?" * len(wanted))
             rows = self._conn.execute(
-                "SELECT i.partitions, i.key, i.key_json, s.writer_guid, s.writer_seq, "
-                "s.source_ns, s.stored_ns, s.data FROM samples s "
-                "JOIN instances i ON s.instance_id = i.id "
-                "WHERE i.topic_id = ? AND i.disposed_ns IS NULL "
-                "ORDER BY s.source_ns, s.writer_guid",
-                (topic_id,),
+                "SELECT i.topic_id, i.partitions, i.key, i.key_json, s.writer_guid, "
+                "s.writer_seq, s.source_ns, s.stored_ns, s.data, ROW_NUMBER() OVER (PARTITION BY "
+                "s.instance_id ORDER BY s.source_ns DESC, s.writer_guid DESC) AS age "
+                "FROM samples s JOIN instances i ON s.instance_id = i.id "
+                f"WHERE i.topic_id IN ({marks}) AND i.disposed_ns IS NULL "
+                "ORDER BY age, s.source_ns DESC, s.writer_guid DESC",
+                tuple(wanted),
             )
             for row in rows:
-                if not partitions_match(partitions, json.loads(row["partitions"])):
+                policy = wanted[row["topic_id"]]
+                written_in = json.loads(row["partitions"])
+                if not partitions_match(partitions, written_in):
                     continue
+                if allow is not None:
+                    key = (policy.name, row["partitions"])
+                    ok = allowed.get(key)
+                    if ok is None:
+                        ok = allowed[key] = any(
+                            allow(policy.name, p)
+                            for p in (written_in or [""])
+                            if partitions_match(partitions, [p])
+                        )
+                    if not ok:
+                        denied += 1
+                        continue
+                nbytes = len(row["data"])
+                if (max_samples is not None and len(samples) >= max_samples) or (
+                    max_bytes is not None and size + nbytes > max_bytes
+                ):
+                    truncated = True
+                    break
+                size += nbytes
                 samples.append(
                     PersistSample(
                         topic=policy.name,
@@ -501,7 +712,7 @@ class Store:
                     )
                 )
         samples.sort(key=lambda s: (s.source_ns, s.writer_guid))
-        return [policy for _, policy in wanted], samples
+        return HistoryPage(list(wanted.values()), samples, truncated, denied)
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -523,10 +734,7 @@ def _check_file(path: Path, *, create: bool) -> bool:
                 "(`mcc persist serve --store FILE` creates one)"
             )
         if not path.parent.is_dir():
-            raise StoreError(
-                f"persistence store {path}: directory {path.parent} does not exist; create it "
-                "or pass another --store"
-            )
+            _make_folders(path.parent)
         return False
     try:
         with path.open("rb") as f:
@@ -551,6 +759,16 @@ def _check_file(path: Path, *, create: bool) -> bool:
 def _create(path: Path) -> None:
     """Create an empty store at ``path`` atomically: a killed start-up leaves no half file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    # The file exists (empty: a valid empty database) with its mode before SQLite opens it:
+    # SQLite gives the WAL and shared-memory files beside it the same mode.
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
+        os.chmod(tmp, 0o600)  # whatever the umask
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create persistence store {path}: {exc.strerror}; check the folder's "
+            "permissions or pass another --store"
+        ) from exc
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
         conn.executescript(
@@ -566,6 +784,41 @@ def _create(path: Path) -> None:
         pass
     finally:
         tmp.unlink()
+
+
+def _make_folders(folder: Path) -> None:
+    """Create ``folder`` and the missing folders above it, each its owner's only (0700)."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for each in reversed(missing):
+        try:
+            each.mkdir(mode=0o700)
+            os.chmod(each, 0o700)  # whatever the umask
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create folder {each} for the persistence store: {exc.strerror}; "
+                "create it or pass another --store"
+            ) from exc
+
+
+def _owner_only(path: Path) -> None:
+    """Take group and other permissions off a store (and its WAL files) that has them."""
+    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = each.stat().st_mode
+            if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                os.chmod(each, stat.S_IMODE(mode) & 0o700)
+                log.warning("persistence store %s was readable by others: now 0600", each)
+        except FileNotFoundError:
+            continue
+        except PermissionError:  # not ours: SQLite will say whether it can use it
+            log.warning("persistence store %s is readable by others and not ours to fix", each)
 
 
 def _validate(conn: sqlite3.Connection, path: Path) -> None:
