@@ -33,6 +33,19 @@ _scratch_domains = ScratchDomains()
 WATCHDOG_GRACE_S = 60
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_mcc_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test writes into the user's own MCC home (``~/.local/state/mcc``): the session has
+    one of its own, 0700; tests that need a fresh one set ``MCC_HOME`` themselves."""
+    saved = os.environ.get("MCC_HOME")
+    os.environ["MCC_HOME"] = str(tmp_path_factory.mktemp("mcc-home"))
+    yield
+    if saved is None:
+        os.environ.pop("MCC_HOME", None)
+    else:
+        os.environ["MCC_HOME"] = saved
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Arm a watchdog per test: faulthandler's own C thread (it needs no GIL) dumps every

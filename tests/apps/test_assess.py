@@ -56,7 +56,7 @@ def test_gospa_uses_truth_moved_to_the_picture_time() -> None:
     a.on_picture(
         picture([[103, 0, 1000, 100, 0, 0]], [TrackStatus.TRACK_CONFIRMED], T0 + 1_000_000_000)
     )
-    assert a.gospa_m == [pytest.approx(3.0)]
+    assert list(a.gospa_m) == [pytest.approx(3.0)]
     assert a.summary()["picture_latency_ms"]["p50"] == pytest.approx(35.0)
 
 
@@ -72,7 +72,7 @@ def test_tentative_tracks_do_not_count_and_misses_cost_c_squared_over_2() -> Non
     )
     # One target unmatched: GOSPA^2 = c^2 / 2 (alpha = 2).
     assert a.gospa_m[0] == pytest.approx(np.sqrt(100.0**2 / 2))
-    assert a.tracks == [1] and a.targets == [2]
+    assert list(a.tracks) == [1] and list(a.targets) == [2]
 
 
 def test_orders_count_outcomes_and_first_issue_latency() -> None:
@@ -99,3 +99,40 @@ def test_orders_count_outcomes_and_first_issue_latency() -> None:
     assert summary["detection_to_order_ms"]["count"] == 1
     assert summary["detection_to_order_ms"]["p50"] == pytest.approx(250.0)
     assert (summary["leakers"], summary["targets_killed"], summary["targets_total"]) == (2, 1, 5)
+
+
+def test_a_truth_stamped_in_the_future_does_not_stay_the_newest() -> None:
+    """A sender's clock decided which truth the assessor kept: one stamped a year ahead was
+    "the newest" for a year, and every picture was scored against it. On the bus the receive
+    time bounds it."""
+    a = Assessment(cutoff_m=100.0)
+    now = T0
+    year_ns = 365 * 24 * 3600 * 10**9
+    a.on_truth(truth([[9e5, 0, 0]], [[0, 0, 0]], now + year_ns), receive_ns=now)
+    a.on_truth(truth([[0, 0, 0]], [[0, 0, 0]], now - 3600 * 10**9), receive_ns=now)  # an hour old
+    assert a.truth is None
+    a.on_truth(truth([[0, 0, 1000]], [[0, 0, 0]], now), receive_ns=now)
+    a.on_picture(
+        picture([[0, 0, 1000, 0, 0, 0]], [TrackStatus.TRACK_CONFIRMED], now + year_ns), now
+    )
+    a.on_picture(picture([[3, 0, 1000, 0, 0, 0]], [TrackStatus.TRACK_CONFIRMED], now), now)
+    assert list(a.gospa_m) == [pytest.approx(3.0)]
+    assert a.dropped == {
+        "truth stamped in the future": 1,
+        "truth stamped long ago": 1,
+        "picture stamped in the future": 1,
+    }
+    assert a.summary()["dropped"] == dict(a.dropped)
+
+
+def test_what_the_assessor_keeps_is_bounded() -> None:
+    a = Assessment(max_keys=3)
+    for order_id in range(5):
+        a.on_order(EngagementOrder(order_id=order_id, status=OrderStatus.ORDER_ISSUED))
+    for track_id in range(5):
+        a.on_threat(track_id)
+    assert sorted(a.orders) == [0, 1, 2] and a.threats == {0, 1, 2}
+    assert a.dropped == {
+        "order past the bound of orders tracked": 2,
+        "threat past the bound of threats tracked": 2,
+    }

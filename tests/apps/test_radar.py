@@ -16,7 +16,7 @@ from mcc.apps.scenario import Detections, TruthState, load_scenario
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.orchestrate.runtime import AppContext, Identity
 from mcc.types import EngagementOrder, OrderStatus, Track
-from tests.conftest import REPO, app_instance, stop_app
+from tests.conftest import REPO, app_instance, stop_app, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -225,3 +225,57 @@ def test_radar_without_simulation_propagates_the_scenario(
         truth = scenario.truth_at((batch.origin_ns - epoch_ns) * 1e-9).live()
         near = [np.min(np.linalg.norm(dets.positions_m - p, axis=1)) for p in truth.positions_m]
         assert sum(d < 400 for d in near) >= 2
+
+
+# -- bounds: what a sender stamps never decides what the radar and the truth app keep -------------
+
+
+def test_a_truth_stamped_in_the_future_does_not_blind_the_radar(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    """A Truth stamped an hour ahead was "the newest" for an hour: the radar, finding it too far
+    from its clock, saw clutter only. It is dropped, and the real truth is used."""
+    from mcc.apps.radar import _BusTruth
+
+    scenario = load_scenario(REPO / SMALL)
+    with Bus(domain_id) as bus, Bus(domain_id) as rogue_bus:
+        source = _BusTruth(_context(bus, tmp_path), max_age_s=2.0)
+        writer = rogue_bus.writer("Truth")
+        assert writer.wait_for_readers(1, timeout_s=10)
+        now_ns = time.time_ns()
+        writer.write(scenario.truth_at(0.0).to_msg(scenario_id="x", time_ns=now_ns + 3600 * 10**9))
+        writer.write(scenario.truth_at(0.0).to_msg(scenario_id="x", time_ns=now_ns))
+        wait_for(lambda: source.latest(time.time_ns()).ids.size > 0, 10, "the real truth")
+        assert source.future == 1 and source.newest is not None
+        assert source.newest.time_ns == now_ns
+
+
+def test_the_truth_app_keeps_bounded_tracks_and_bounds_a_track_s_own_clock(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    from mcc.apps.radar import _KillDesk
+
+    scenario = load_scenario(REPO / SMALL)
+    target = scenario.truth_at(1.0).live()
+    x, y, z = (float(v) for v in target.positions_m[0])
+    year_ns = 365 * 24 * 3600 * 10**9
+    with Bus(domain_id) as bus, Bus(domain_id) as rogue_bus:
+        desk = _KillDesk(_context(bus, tmp_path), scenario, gate_m=500.0, max_tracks=3)
+        tracks = rogue_bus.writer("Track")
+        orders = rogue_bus.writer("EngagementOutcome")
+        assert tracks.wait_for_readers(1, timeout_s=10)
+        assert orders.wait_for_readers(1, timeout_s=10)
+        # Track 1 sits on the target, stamped a year ahead and flying at 1 km/s: moved along
+        # its velocity by its own stamp's age, it would be nowhere near any target.
+        tracks.write(
+            Track(
+                track_id=1, x_m=x, y_m=y, z_m=z, vx_mps=1000.0, update_ns=time.time_ns() + year_ns
+            )
+        )
+        for track_id in range(2, 7):  # more tracks than the desk keeps
+            tracks.write(Track(track_id=track_id, x_m=1e6))
+        orders.write(EngagementOrder(order_id=9, track_id=1, status=OrderStatus.ORDER_KILL))
+        wait_for(lambda: (desk.poll(1.0, time.time_ns()), desk.records)[1], 10, "the kill")
+    assert desk.records[0]["target_id"] == int(target.ids[0])
+    assert sorted(desk.tracks) == [1, 2, 3]
+    assert desk.dropped == {"track past the bound of tracks kept": 3}

@@ -35,7 +35,7 @@ from mcc.errors import ComputeError
 from mcc.orchestrate.runtime import AppContext, Identity
 from mcc.types import TrackStatus
 from mcc.types.arrays import packed_field
-from tests.conftest import app_instance
+from tests.conftest import app_instance, wait_for
 
 CONFIRMED = int(TrackStatus.TRACK_CONFIRMED.value)
 COASTING = int(TrackStatus.TRACK_COASTING.value)
@@ -645,3 +645,104 @@ def test_hostile_batches_are_dropped_and_the_tracker_goes_on(
     assert codes == [0]
     assert sent_bad == 18
     assert bus.stats.dropped_by_topic.get("DetectionBatch") == sent_bad
+
+
+# -- bounds: what a sender stamps never decides what the tracker holds ---------------------------
+
+
+def test_no_track_is_started_past_max_tracks() -> None:
+    trk = MultiTargetTracker(TrackerConfig(ndim=2, max_tracks=50))
+    flood = np.random.default_rng(1).uniform(-1e5, 1e5, (500, 2))
+    report = trk.step(Scan(0.0, flood, np.eye(2) * 100.0))
+    assert (report.initiated, report.not_initiated, len(trk)) == (50, 450, 50)
+    report = trk.step(Scan(1.0, flood + 5.0, np.eye(2) * 100.0))
+    assert report.initiated == 0 and len(trk) == 50
+
+
+def _batch(origin_ns: int, *, sensor: str = "r1", detections: int = 1, scan: int = 0) -> object:
+    pos = np.array([3500.0, 3500.0, 1000.0])
+    dets = _detections(pos)
+    if detections > 1:  # the same detection many times over: a big batch
+        dets = Detections(0.0, *(np.repeat(a, detections) for a in list(vars(dets).values())[1:]))
+    return dets.to_msg(
+        sensor_id=sensor,
+        scan_id=scan,
+        origin_ns=origin_ns,
+        publish_ns=time.time_ns(),
+        sensor_position_m=(0.0, 0.0, 0.0),
+    )
+
+
+def test_batches_stamped_far_from_the_receive_time_are_not_held(
+    domain_id: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The review's attack: 100 batches of 2000 detections stamped an hour ahead stayed in the
+    tracker's reorder heap (about 143 MB); now they, batches an hour old, batches too large,
+    radars past the bound and a flood past the reorder bound are dropped and counted, and the
+    good batches are still tracked."""
+    from mcc.apps.tracker import _app_config, _app_parser, _TrackerApp
+
+    with Bus(domain_id) as bus:
+        batches = bus.writer("DetectionBatch")
+        pictures = bus.reader("AirPicture")
+        args = ["--reorder-ms", "0", "--max-sensors", "3", "--max-detections", "5000"]
+        opts = _app_parser().parse_args(args)
+        app = _TrackerApp(_context(bus, tmp_path, *args), _app_config(opts), {}, opts)
+        thread = threading.Thread(target=app.run)
+        thread.start()
+        try:
+            assert batches.wait_for_readers(1, timeout_s=10)
+            batches.write(_batch(time.time_ns()))
+            assert len(pictures.take_until(1, timeout_s=10)) == 1
+            now_ns = time.time_ns()
+            hour_ns = 3600 * 10**9
+
+            def send(kind: str, *sent: object) -> None:
+                # A few at a time: the reader keeps the last 8 (sensor_stream, best effort).
+                before = app.dropped[kind]
+                for batch in sent:
+                    batches.write(batch)
+                wait_for(lambda: app.dropped[kind] == before + len(sent), 10, f"{kind} drops")
+
+            for k in range(0, 100, 4):
+                send(
+                    "future",
+                    *(_batch(now_ns + hour_ns, detections=2000, scan=k + i) for i in range(4)),
+                )
+            send("old", *(_batch(now_ns - hour_ns, scan=k) for k in range(5)))
+            send("large", _batch(now_ns, detections=6000))
+            for sensor in ("r2", "r3"):
+                batches.write(_batch(now_ns, sensor=sensor))
+            send("sensors", _batch(now_ns, sensor="r4"), _batch(now_ns, sensor="r5"))
+            last_ns = time.time_ns()
+            batches.write(_batch(last_ns, scan=200))  # r1 again: still tracked
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if any(p.time_ns >= last_ns for p in pictures.take_wait(timeout_s=0.5)):
+                    break
+            else:
+                pytest.fail("the last good batch got no picture")
+        finally:
+            app.ctx.stop.set()
+            thread.join(5)
+    assert app.tracker.scans == 4  # r1, r2, r3 and r1 again
+    assert app.pending == [] and app.pending_detections == 0
+    assert dict(app.dropped) == {"future": 100, "old": 5, "large": 1, "sensors": 2}
+    assert app.heard == {"r1", "r2", "r3"}
+    text = caplog.text
+    assert "dropped: stamped 3.6e+03 s ahead (--max-future-ms)" in text
+    assert text.count("further ones are counted, not logged") == 4  # once per kind
+
+
+def test_the_reorder_heap_is_bounded(domain_id: int, tmp_path: Path) -> None:
+    from mcc.apps.tracker import _app_config, _app_parser, _TrackerApp
+
+    with Bus(domain_id) as bus:
+        args = ["--reorder-ms", "60000", "--max-pending", "5", "--max-pending-detections", "40"]
+        opts = _app_parser().parse_args(args)
+        app = _TrackerApp(_context(bus, tmp_path, *args), _app_config(opts), {}, opts)
+        now_ns = time.time_ns()
+        for k in range(10):  # held for a minute each, within the skew: the heap would grow
+            app._hold(_batch(now_ns + k, detections=10, scan=k), now_ns)  # type: ignore[arg-type]
+    assert len(app.pending) == 4 and app.pending_detections == 40
+    assert app.dropped == {"held": 6}

@@ -77,6 +77,14 @@ def sample_for(topic: str) -> object:
             rounds=2,
             status=t.OrderStatus.ORDER_ISSUED,
         ),
+        "EngagementOutcome": t.EngagementOrder(
+            order_id=3,
+            weapon_id="sam-2",
+            track_id=42,
+            pk=0.85,
+            rounds=2,
+            status=t.OrderStatus.ORDER_KILL,
+        ),
         "WeaponStatus": t.WeaponStatus(
             weapon_id="sam-2",
             state=t.WeaponState.WEAPON_READY,

@@ -14,13 +14,24 @@
 
 It rewrites ``<run_dir>/summary.json`` every ``--every-s`` seconds and at the end, so a
 console or `make demo` can follow a mission without joining the bus.
+
+Bounds: the figures are over the last ``MAX_KEPT`` pictures and orders (the counts are over
+all), at most ``MAX_KEYS`` orders and threats (and 1024 weapons) are tracked, and a picture of
+more than ``MAX_PICTURE_TRACKS`` tracks is not scored. On the bus (``receive_ns`` given), a
+``Truth`` or ``AirPicture`` stamped more than ``max_future_s`` ahead of the receive time, or
+more than ``max_age_s`` behind it, is dropped: a truth stamped a year ahead would otherwise
+stay "the newest" for a year. What is dropped is counted (``dropped``) and logged once per
+reason.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
+from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,36 +48,84 @@ from mcc.types.arrays import packed_field
 BUS_TOPICS = {
     "assessor": Topics(
         subscribe=(
-            "AirPicture", "EngagementOrder", "EngagementOutcome", "Threat", "Truth", "WeaponStatus"
+            "AirPicture",
+            "EngagementOrder",
+            "EngagementOutcome",
+            "Threat",
+            "Truth",
+            "WeaponStatus",
         )  # fmt: skip
     )
 }
 
 LIVE_TRACKS = (TrackStatus.TRACK_CONFIRMED.value, TrackStatus.TRACK_COASTING.value)
+#: Values kept for the figures (the last ones), keys tracked, tracks of a scored picture.
+MAX_KEPT = 100_000
+MAX_KEYS = 100_000
+MAX_PICTURE_TRACKS = 20_000
+
+log = logging.getLogger("mcc.apps.assess")
+
+
+def _recent() -> deque[Any]:
+    return deque(maxlen=MAX_KEPT)
 
 
 @dataclass
 class Assessment:
-    """Running figures of one mission (no DDS: fed with samples, read as a dict)."""
+    """Running figures of one mission (no DDS: fed with samples, read as a dict).
+
+    ``receive_ns`` (the ``on_*`` methods): when the sample arrived, on this process's clock;
+    with it, samples stamped too far from it are dropped (None: samples replayed from a
+    recording, taken as they are).
+    """
 
     cutoff_m: float = 1000.0
+    max_future_s: float = 2.0
+    max_age_s: float = 300.0
+    max_keys: int = MAX_KEYS  # orders, threats tracked
     truth: Truth | None = None
-    gospa_m: list[float] = field(default_factory=list)
-    gospa_parts: list[tuple[float, float, float]] = field(default_factory=list)
-    tracks: list[int] = field(default_factory=list)
-    targets: list[int] = field(default_factory=list)
-    picture_latency_ms: list[float] = field(default_factory=list)
-    order_latency_ms: list[float] = field(default_factory=list)
+    gospa_m: deque[float] = field(default_factory=_recent)
+    gospa_parts: deque[tuple[float, float, float]] = field(default_factory=_recent)
+    tracks: deque[int] = field(default_factory=_recent)
+    targets: deque[int] = field(default_factory=_recent)
+    picture_latency_ms: deque[float] = field(default_factory=_recent)
+    order_latency_ms: deque[float] = field(default_factory=_recent)
+    pictures: int = 0  # pictures scored, all of them
     orders: dict[int, int] = field(default_factory=dict)  # order id → latest status value
     threats: set[int] = field(default_factory=set)
     weapons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dropped: Counter[str] = field(default_factory=Counter)
     started_ns: int = field(default_factory=time.time_ns)
 
-    def on_truth(self, msg: Truth) -> None:
+    def _drop(self, reason: str, detail: str) -> None:
+        self.dropped[reason] += 1
+        if self.dropped[reason] == 1:
+            log.warning("%s dropped (%s); further ones are counted, not logged", reason, detail)
+
+    def _stamped_ok(self, what: str, stamp_ns: int, receive_ns: int | None) -> bool:
+        if receive_ns is None:
+            return True
+        if stamp_ns - receive_ns > self.max_future_s * 1e9:
+            self._drop(f"{what} stamped in the future", f"{(stamp_ns - receive_ns) / 1e9:.3g} s")
+            return False
+        if receive_ns - stamp_ns > self.max_age_s * 1e9:
+            self._drop(f"{what} stamped long ago", f"{(receive_ns - stamp_ns) / 1e9:.3g} s")
+            return False
+        return True
+
+    def on_truth(self, msg: Truth, receive_ns: int | None = None) -> None:
+        if not self._stamped_ok("truth", msg.time_ns, receive_ns):
+            return
         if self.truth is None or msg.time_ns >= self.truth.time_ns:
             self.truth = msg
 
-    def on_picture(self, msg: AirPicture) -> None:
+    def on_picture(self, msg: AirPicture, receive_ns: int | None = None) -> None:
+        if not self._stamped_ok("picture", msg.time_ns, receive_ns):
+            return
+        if msg.count > MAX_PICTURE_TRACKS:
+            self._drop("picture of too many tracks", f"{msg.count} > {MAX_PICTURE_TRACKS}")
+            return
         self.picture_latency_ms.append((msg.publish_ns - msg.origin_ns) / 1e6)
         if self.truth is None:
             return
@@ -77,6 +136,7 @@ class Assessment:
         status = np.asarray(packed_field(msg, "status"))
         estimates = states[np.isin(status, LIVE_TRACKS), :3]
         result = gospa(truth_xyz, estimates, c=self.cutoff_m, p=2, alpha=2)
+        self.pictures += 1
         self.gospa_m.append(float(result.distance))
         self.gospa_parts.append((result.localisation, result.missed, result.false))
         self.tracks.append(len(estimates))
@@ -84,9 +144,24 @@ class Assessment:
 
     def on_order(self, msg: EngagementOrder) -> None:
         first = msg.order_id not in self.orders
+        if first and len(self.orders) >= self.max_keys:
+            self._drop("order past the bound of orders tracked", f"order {msg.order_id}")
+            return
         self.orders[msg.order_id] = msg.status.value
         if first and msg.origin_ns and msg.issue_ns:
             self.order_latency_ms.append((msg.issue_ns - msg.origin_ns) / 1e6)
+
+    def on_threat(self, track_id: int) -> None:
+        if track_id not in self.threats and len(self.threats) >= self.max_keys:
+            self._drop("threat past the bound of threats tracked", f"track {track_id}")
+            return
+        self.threats.add(track_id)
+
+    def on_weapon(self, weapon_id: str, state: dict[str, Any]) -> None:
+        if weapon_id not in self.weapons and len(self.weapons) >= 1024:
+            self._drop("weapon past the bound of weapons tracked", weapon_id[:80])
+            return
+        self.weapons[weapon_id] = state
 
     def summary(self, *, truth_summary: dict[str, Any] | None = None) -> dict[str, Any]:
         statuses = list(self.orders.values())
@@ -94,7 +169,7 @@ class Assessment:
         misses = statuses.count(OrderStatus.ORDER_MISS.value)
         out: dict[str, Any] = {
             "elapsed_s": round((time.time_ns() - self.started_ns) / 1e9, 1),
-            "pictures": len(self.gospa_m),
+            "pictures": self.pictures,
             "tracks_now": self.tracks[-1] if self.tracks else 0,
             "targets_now": self.targets[-1] if self.targets else 0,
             "gospa_cutoff_m": self.cutoff_m,
@@ -109,6 +184,7 @@ class Assessment:
             "misses": misses,
             "detection_to_order_ms": _percentiles(self.order_latency_ms),
             "weapons": self.weapons,
+            "dropped": dict(self.dropped),
         }
         if truth_summary is not None:
             out["leakers"] = len(truth_summary.get("impacts", []))
@@ -117,11 +193,12 @@ class Assessment:
         return out
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(float(np.mean(values)), 2) if values else None
+def _mean(values: Iterable[float]) -> float | None:
+    kept = list(values)
+    return round(float(np.mean(kept)), 2) if kept else None
 
 
-def _percentiles(values: list[float]) -> dict[str, float | int | None]:
+def _percentiles(values: deque[float]) -> dict[str, float | int | None]:
     if not values:
         return {"count": 0, "p50": None, "p99": None, "max": None}
     p50, p99 = np.percentile(values, [50, 99])
@@ -151,21 +228,24 @@ def assessor(ctx: AppContext) -> int:
     last_write = 0.0
     while not ctx.wait(0.05):
         for msg in truth.take(64):
-            state.on_truth(msg)
+            state.on_truth(msg, time.time_ns())
         for msg in pictures.take(64):
-            state.on_picture(msg)
+            state.on_picture(msg, time.time_ns())
             ctx.heartbeat.count_in()
         for msg in orders.take(1024):
             state.on_order(msg)
         for msg in outcomes.take(1024):
             state.on_order(msg)
         for threat in threats.take(1024):
-            state.threats.add(threat.track_id)
+            state.on_threat(threat.track_id)
         for ws in weapons.take(256):
-            state.weapons[ws.weapon_id] = {
-                "state": ws.state.name.removeprefix("WEAPON_").lower(),
-                "rounds_ready": ws.rounds_ready,
-            }
+            state.on_weapon(
+                ws.weapon_id,
+                {
+                    "state": ws.state.name.removeprefix("WEAPON_").lower(),
+                    "rounds_ready": ws.rounds_ready,
+                },
+            )
         if time.monotonic() - last_write >= opts.every_s:
             last_write = time.monotonic()
             _write(out, state.summary(truth_summary=_truth_summary(ctx.run_dir)))

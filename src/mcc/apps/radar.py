@@ -7,6 +7,11 @@ nearest the order's track) and logs impacts. ``radar`` turns the newest ``Truth`
 sees the same targets, and a killed target vanishes from all of them, without the radars
 talking to each other (docs/scenario.md).
 
+Bounds: a radar takes the newest ``Truth`` by its stamp, but never one stamped further ahead of
+its own clock than ``--max-truth-age-s`` (it would stay "the newest" and blind the radar until
+then); the truth app keeps at most ``MAX_TRACKS`` tracks and ``MAX_ORDERS`` orders, and
+extrapolates a track by at most ``MAX_TRACK_AGE_S``. What is dropped is counted and logged once.
+
     python -m mcc.orchestrate.runtime mcc.apps.radar:truth --scenario scenarios/sam-toc.yaml
     python -m mcc.orchestrate.runtime mcc.apps.radar:radar --scenario scenarios/sam-toc.yaml \
         --radar search
@@ -19,6 +24,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +36,7 @@ from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
 from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
 from mcc.security.mission import Topics
-from mcc.types import EngagementOrder, OrderStatus, Track, Truth
+from mcc.types import EngagementOrder, OrderStatus, Track, TrackStatus, Truth
 
 BUS_TOPICS = {
     "truth": Topics(publish=("Truth",), subscribe=("EngagementOutcome", "Track")),
@@ -40,6 +46,11 @@ BUS_TOPICS = {
 __all__ = ["default_epoch_ns", "radar", "truth"]
 
 DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
+#: What the truth app keeps: tracks heard of, kill orders waiting or done; how far it moves a
+#: track along its velocity to find the target an order names.
+MAX_TRACKS = 10_000
+MAX_ORDERS = 10_000
+MAX_TRACK_AGE_S = 10.0
 
 
 def default_epoch_ns(now_ns: int | None = None) -> int:
@@ -120,37 +131,59 @@ class _KillDesk:
     wait_s: float = 5.0  # how long an order may wait for its track to be heard of
     tracks: dict[int, Track] = field(default_factory=dict)
     pending: dict[int, tuple[EngagementOrder, float]] = field(default_factory=dict)
-    done: set[int] = field(default_factory=set)
+    done: dict[int, None] = field(default_factory=dict)  # in order: the oldest go first
     records: list[dict[str, object]] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)
+    max_tracks: int = MAX_TRACKS
+    max_orders: int = MAX_ORDERS
 
     def __post_init__(self) -> None:
         self._tracks = self.ctx.bus.reader("Track")
         self._orders = self.ctx.bus.reader("EngagementOutcome")
 
+    def _drop(self, reason: str, detail: str) -> None:
+        self.dropped[reason] += 1
+        if self.dropped[reason] == 1:
+            self.ctx.log.warning(
+                "%s (%s); further ones are counted, not logged", reason, detail[:200]
+            )
+
     def poll(self, t_s: float, now_ns: int) -> None:
         for track in self._tracks.take(4096):
-            self.tracks[track.track_id] = track
+            if track.status == TrackStatus.TRACK_DELETED:
+                self.tracks.pop(track.track_id, None)
+            elif track.track_id in self.tracks or len(self.tracks) < self.max_tracks:
+                self.tracks[track.track_id] = track
+            else:
+                self._drop("track past the bound of tracks kept", f"track {track.track_id}")
         for order in self._orders.take(1024):
             self.ctx.heartbeat.count_in()
-            if order.status == OrderStatus.ORDER_KILL and order.order_id not in self.done:
-                self.pending.setdefault(order.order_id, (order, t_s))
+            if order.status != OrderStatus.ORDER_KILL or order.order_id in self.done:
+                continue
+            if order.order_id not in self.pending and len(self.pending) >= self.max_orders:
+                self._drop("kill order past the bound of orders waiting", f"{order.order_id}")
+                continue
+            self.pending.setdefault(order.order_id, (order, t_s))
         for order_id, (order, since_s) in list(self.pending.items()):
             track = self.tracks.get(order.track_id)
             if track is None and t_s - since_s < self.wait_s:
                 continue  # the track may not have reached us yet
             del self.pending[order_id]
-            self.done.add(order_id)
+            if len(self.done) >= self.max_orders:
+                del self.done[next(iter(self.done))]
+            self.done[order_id] = None
             self._kill(order, track, t_s, now_ns)
 
     def _kill(self, order: EngagementOrder, track: Track | None, t_s: float, now_ns: int) -> None:
         if track is None:
-            self.ctx.log.warning(
-                "kill order %d: track %d unknown (no Track sample); nothing killed",
-                order.order_id,
-                order.track_id,
+            self._drop(
+                "kill order of an unknown track (no Track sample): nothing killed",
+                f"order {order.order_id}, track {order.track_id}",
             )
             return
+        # The track's own stamp, bounded: a stamp far ahead or behind moves it nowhere sensible.
         age_s = (now_ns - track.update_ns) * 1e-9 if track.update_ns else 0.0
+        age_s = min(max(age_s, 0.0), MAX_TRACK_AGE_S)
         guess = np.array([track.x_m, track.y_m, track.z_m]) + age_s * np.array(
             [track.vx_mps, track.vy_mps, track.vz_mps]
         )
@@ -160,12 +193,9 @@ class _KillDesk:
         dist = np.linalg.norm(live.positions_m - guess, axis=1)
         best = int(np.argmin(dist))
         if dist[best] > self.gate_m:
-            self.ctx.log.warning(
-                "kill order %d: no target within %.0f m of track %d (nearest %.0f m)",
-                order.order_id,
-                self.gate_m,
-                order.track_id,
-                dist[best],
+            self._drop(
+                f"kill order with no target within {self.gate_m:.0f} m of its track",
+                f"order {order.order_id}, track {order.track_id}, nearest {dist[best]:.0f} m",
             )
             return
         target_id = int(live.ids[best])
@@ -277,10 +307,21 @@ class _BusTruth:
         self.reader = ctx.bus.reader("Truth")
         self.newest: Truth | None = None
         self.warned = False
+        self.future = 0  # samples stamped ahead of this clock by more than max_age_s
 
     def latest(self, now_ns: int) -> TruthState:
         for sample in self.reader.take(256):
             self.ctx.heartbeat.count_in()
+            if sample.time_ns - time.time_ns() > self.max_age_ns:
+                # It would stay "the newest" until its stamp comes: no truth till then.
+                self.future += 1
+                if self.future == 1:
+                    self.ctx.log.warning(
+                        "Truth stamped %.3g s ahead of this clock dropped; further ones are "
+                        "counted, not logged",
+                        (sample.time_ns - time.time_ns()) / 1e9,
+                    )
+                continue
             if self.newest is None or sample.time_ns >= self.newest.time_ns:
                 self.newest = sample
         if self.newest is None or abs(now_ns - self.newest.time_ns) > self.max_age_ns:

@@ -52,6 +52,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,7 @@ _CONFIRMED = int(TrackStatus.TRACK_CONFIRMED.value)
 _COASTING = int(TrackStatus.TRACK_COASTING.value)
 _DELETED = int(TrackStatus.TRACK_DELETED.value)
 _EMPTY_I64 = np.zeros(0, np.int64)
+_MAX_SENSORS = 256  # sensors whose last left-over detections are kept (two-point initiation)
 
 
 class TrackerConfigError(MccError, ValueError):
@@ -152,6 +154,9 @@ class TrackerConfig:
     max_coast_s: float = 3.0
     """A track is deleted when no detection updated it for longer than this, seconds (a track
     that left every sensor's coverage counts no misses)."""
+    max_tracks: int = 20_000
+    """No track is started while the tracker holds this many (tentative ones included): a
+    flood of detections costs a bounded amount of memory and time per scan."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -178,6 +183,8 @@ class TrackerConfig:
             _bad("max_misses", self.max_misses, "allowed >= 0 scans")
         if self.coast_after_misses < 1:
             _bad("coast_after_misses", self.coast_after_misses, "allowed >= 1 scan")
+        if self.max_tracks < 1:
+            _bad("max_tracks", self.max_tracks, "allowed >= 1 track")
 
     @property
     def gate(self) -> float:
@@ -361,6 +368,7 @@ class StepReport:
     status_changed: npt.NDArray[np.uint32]  # ids that went confirmed <-> coasting
     tracks: int  # confirmed + coasting after the step
     tentative: int  # tentative tracks after the step
+    not_initiated: int = 0  # detections left over that started no track: max_tracks reached
 
 
 # ---------------------------------------------------------------------------------------------
@@ -820,7 +828,9 @@ class MultiTargetTracker:
             confirmed, deleted, changed = self._track_life(ti, covered, t)
         free = np.ones(z.shape[0], bool)
         free[mj] = False
-        initiated = self._initiate(scan.sensor_id, t, z[free], R[free] if R.ndim == 3 else R)
+        initiated, refused = self._initiate(
+            scan.sensor_id, t, z[free], R[free] if R.ndim == 3 else R
+        )
         self.time_s = t
         self.scans += 1
         n_confirmed = int(np.count_nonzero(self._status != _TENTATIVE))
@@ -834,6 +844,7 @@ class MultiTargetTracker:
             status_changed=changed,
             tracks=n_confirmed,
             tentative=len(self) - n_confirmed,
+            not_initiated=refused,
         )
 
     # -- steps --------------------------------------------------------------------------------
@@ -943,25 +954,31 @@ class MultiTargetTracker:
             setattr(self, name, getattr(self, name)[mask])
         self._bank.keep(mask)
 
-    def _initiate(self, sensor_id: str, t: float, z: F64, R: F64) -> int:
+    def _initiate(self, sensor_id: str, t: float, z: F64, R: F64) -> tuple[int, int]:
+        """Start tentative tracks: (started, not started for want of room: ``max_tracks``)."""
         cfg = self.config
         d = self.d
+        room = max(cfg.max_tracks - len(self), 0)
         if cfg.initiation == "one_point":
-            if z.shape[0] == 0:
-                return 0
+            refused = max(z.shape[0] - room, 0)
+            if z.shape[0] == 0 or room == 0:
+                return 0, refused
+            z, R = z[:room], (R[:room] if R.ndim == 3 else R)
             x, P = kalman.cv_initiate(z, R, velocity_sigma_mps=cfg.init_velocity_std_mps, xp=np)
             self._add(x, P, t, history=1, age=1, hits=1)
-            return int(z.shape[0])
+            return int(z.shape[0]), refused
         R_all = np.broadcast_to(R, (z.shape[0], d, d)) if R.ndim == 2 else R
         prev = self._leftovers.get(sensor_id)
         used = np.zeros(z.shape[0], bool)
-        started = 0
+        started = refused = 0
         if prev is not None and prev.z.shape[0] and z.shape[0] and t > prev.time_s:
             dt = t - prev.time_s
             # Bound on the distance: top speed plus the gate on both positions' noise.
             noise = _lambda_max_bound(R_all).max() + _lambda_max_bound(prev.R).max()
             radius = cfg.max_speed_mps * dt + math.sqrt(self.gate * noise)
             cur, old = _candidate_pairs(z, np.full(z.shape[0], radius), prev.z)
+            refused = max(cur.size - room, 0)
+            cur, old = cur[:room], old[:room]
             if cur.size:
                 v = (z[cur] - prev.z[old]) / dt
                 P = np.zeros((cur.size, 2 * d, 2 * d))
@@ -972,8 +989,11 @@ class MultiTargetTracker:
                 self._add(np.concatenate([z[cur], v], axis=1), P, t, history=3, age=2, hits=2)
                 used[cur] = True
                 started = int(cur.size)
+        if sensor_id not in self._leftovers and len(self._leftovers) >= _MAX_SENSORS:
+            del self._leftovers[next(iter(self._leftovers))]  # the sensor heard of longest ago
+        self._leftovers.pop(sensor_id, None)
         self._leftovers[sensor_id] = _Leftovers(t, z[~used], R_all[~used])
-        return started
+        return started, refused
 
     def _add(self, x: F64, P: F64, t: float, *, history: int, age: int, hits: int) -> None:
         k = x.shape[0]
@@ -1021,13 +1041,23 @@ def tracker(ctx: AppContext) -> int:
     counted and dropped. The heartbeat counts batches in and pictures out and records
     publish − origin of every batch folded in.
 
+    What a sender stamps never decides what the tracker holds: on arrival, a batch whose
+    ``origin_ns`` is more than ``--max-future-ms`` ahead of the receive time, or more than
+    ``--max-age-s`` behind it, is dropped, as is one of more than ``--max-detections``
+    detections, one of a radar past the ``--max-sensors`` first, and one that would make the
+    batches held for reordering more than ``--max-pending`` (or their detections more than
+    ``--max-pending-detections``). Each is counted by reason and the first of each logged.
+
     Args (``ctx.args``): ``--config FILE`` (YAML `TrackerConfig`; the flags below override
     it), ``--model cv|imm``, ``--gate P`` (gate probability), ``--confirm M/N``,
     ``--max-misses K``, ``--sigma-a`` (m/s²), ``--initiation one_point|two_point``,
     ``--init-velocity-std`` (m/s), ``--scenario FILE`` (radar accuracy and coverage by
     ``sensor_id``), ``--sigma-range-m``/``--sigma-azimuth-rad``/``--sigma-elevation-rad``
     (radars the scenario does not name), ``--reorder-ms`` (20), ``--track-period-s`` (1),
-    ``--epoch-ns`` (time base; default ``MCC_EPOCH_NS``, else the first batch's second).
+    ``--epoch-ns`` (time base; default ``MCC_EPOCH_NS``, else the first batch's second),
+    ``--max-future-ms`` (2000), ``--max-age-s`` (300), ``--max-detections`` (20 000),
+    ``--max-sensors`` (64), ``--max-pending`` (1024), ``--max-pending-detections`` (200 000),
+    ``--max-tracks`` (`TrackerConfig.max_tracks`).
     """
     parser = _app_parser()
     opts = parser.parse_args(ctx.args)
@@ -1060,10 +1090,38 @@ def _app_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reorder-ms", type=float, default=20.0, help="hold after origin, ms")
     parser.add_argument("--track-period-s", type=float, default=1.0, help="Track sample period")
     parser.add_argument("--epoch-ns", type=int, help="time base, Unix ns")
+    bound = parser.add_argument_group("bounds (hostile input is normal input)")
+    bound.add_argument(
+        "--max-future-ms",
+        type=float,
+        default=2000.0,
+        help="drop batches stamped further ahead of the receive time (default %(default)s)",
+    )
+    bound.add_argument(
+        "--max-age-s",
+        type=float,
+        default=300.0,
+        help="drop batches stamped further behind the receive time (default %(default)s)",
+    )
+    bound.add_argument("--max-detections", type=int, default=20_000, help="per batch")
+    bound.add_argument("--max-sensors", type=int, default=64, help="radars tracked")
+    bound.add_argument("--max-pending", type=int, default=1024, help="batches held to reorder")
+    bound.add_argument(
+        "--max-pending-detections", type=int, default=200_000, help="detections held to reorder"
+    )
+    bound.add_argument("--max-tracks", type=int, help="tracks held (TrackerConfig.max_tracks)")
     return parser
 
 
 def _app_config(opts: argparse.Namespace) -> TrackerConfig:
+    for flag in ("max_detections", "max_sensors", "max_pending", "max_pending_detections"):
+        if getattr(opts, flag) < 1:
+            raise TrackerConfigError(f"--{flag.replace('_', '-')} {getattr(opts, flag)}: >= 1")
+    for flag in ("max_future_ms", "max_age_s"):
+        if not (math.isfinite(getattr(opts, flag)) and getattr(opts, flag) >= 0):
+            raise TrackerConfigError(
+                f"--{flag.replace('_', '-')} {getattr(opts, flag)}: a finite number >= 0"
+            )
     base = TrackerConfig.load(opts.config) if opts.config else TrackerConfig()
     overrides: dict[str, Any] = {}
     for flag, name in (
@@ -1073,6 +1131,7 @@ def _app_config(opts: argparse.Namespace) -> TrackerConfig:
         ("sigma_a", "sigma_a_mps2"),
         ("initiation", "initiation"),
         ("init_velocity_std", "init_velocity_std_mps"),
+        ("max_tracks", "max_tracks"),
     ):
         if getattr(opts, flag) is not None:
             overrides[name] = getattr(opts, flag)
@@ -1113,8 +1172,11 @@ class _TrackerApp:
     cycle: int = 0
     late: int = 0
     pending: list[tuple[int, int, DetectionBatch]] = field(default_factory=list)
+    pending_detections: int = 0
     sent: dict[int, tuple[float, Track]] = field(default_factory=dict)
     step_ms: list[float] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)  # batches refused on arrival
+    heard: set[str] = field(default_factory=set)  # radars whose batches were held
 
     def __post_init__(self) -> None:
         self.tracker = MultiTargetTracker(self.config)
@@ -1127,6 +1189,8 @@ class _TrackerApp:
             self.opts.sigma_range_m, self.opts.sigma_azimuth_rad, self.opts.sigma_elevation_rad
         )
         self.reorder_ns = int(max(self.opts.reorder_ms, 0.0) * 1e6)
+        self.max_future_ns = int(self.opts.max_future_ms * 1e6)
+        self.max_age_ns = int(self.opts.max_age_s * 1e9)
         self.seq = 0
 
     def run(self) -> None:
@@ -1154,17 +1218,55 @@ class _TrackerApp:
                 reader.wait(timeout_s)
             for batch in reader.take(256):
                 ctx.heartbeat.count_in()
-                self.seq += 1
-                heapq.heappush(self.pending, (batch.origin_ns, self.seq, batch))
+                self._hold(batch, time.time_ns())
             now_ns = time.time_ns()
             due = []
             while self.pending and self.pending[0][0] + self.reorder_ns <= now_ns:
-                due.append(heapq.heappop(self.pending)[2])
+                batch = heapq.heappop(self.pending)[2]
+                self.pending_detections -= int(batch.count)
+                due.append(batch)
             if due:
                 self._cycle(due)
             if time.monotonic() >= next_log:
                 next_log += 10.0
                 self._log_status()
+
+    def _refusal(self, batch: DetectionBatch, receive_ns: int) -> tuple[str, str]:
+        """Why ``batch`` is not held, as (kind, message); ("", "") when it is held. Times are
+        checked against the receive clock, never against another sender's stamp."""
+        opts = self.opts
+        ahead_ns = batch.origin_ns - receive_ns
+        if ahead_ns > self.max_future_ns:
+            return "future", f"stamped {ahead_ns / 1e9:.3g} s ahead (--max-future-ms)"
+        if -ahead_ns > self.max_age_ns:
+            return "old", f"stamped {-ahead_ns / 1e9:.3g} s behind (--max-age-s)"
+        if batch.count > opts.max_detections:
+            return "large", f"{batch.count} detections (--max-detections {opts.max_detections})"
+        if batch.sensor_id not in self.heard and len(self.heard) >= opts.max_sensors:
+            return "sensors", f"one radar too many (--max-sensors {opts.max_sensors})"
+        if len(self.pending) >= opts.max_pending:
+            return "held", f"{len(self.pending)} batches held to reorder (--max-pending)"
+        if self.pending_detections + batch.count > opts.max_pending_detections:
+            return "held", f"{self.pending_detections} detections held (--max-pending-detections)"
+        return "", ""
+
+    def _hold(self, batch: DetectionBatch, receive_ns: int) -> None:
+        """Hold ``batch`` until its reorder time, or drop it (counted, first of a kind logged)."""
+        kind, why = self._refusal(batch, receive_ns)
+        if kind:
+            self.dropped[kind] += 1
+            if self.dropped[kind] == 1:
+                self.ctx.log.warning(
+                    "batch %d of radar %r dropped: %s; further ones are counted, not logged",
+                    batch.scan_id,
+                    batch.sensor_id[:80],
+                    why,
+                )
+            return
+        self.heard.add(batch.sensor_id)
+        self.seq += 1
+        heapq.heappush(self.pending, (batch.origin_ns, self.seq, batch))
+        self.pending_detections += int(batch.count)
 
     def _cycle(self, batches: list[DetectionBatch]) -> None:
         folded: list[DetectionBatch] = []
@@ -1302,11 +1404,12 @@ class _TrackerApp:
         self.step_ms = []
         n_conf = int(np.count_nonzero(self.tracker._status != _TENTATIVE))
         self.ctx.log.info(
-            "cycle %d: %d tracks, %d tentative, step p50 %.2f ms max %.2f ms, %d late batches",
+            "cycle %d: %d tracks, %d tentative, step p50 %.2f ms max %.2f ms, %d late batches%s",
             self.cycle,
             n_conf,
             len(self.tracker) - n_conf,
             float(np.median(ms)) if ms else 0.0,
             max(ms) if ms else 0.0,
             self.late,
+            "".join(f", {n} dropped {kind}" for kind, n in sorted(self.dropped.items())),
         )

@@ -18,7 +18,10 @@ Running kernels on a device chosen at run time (docs/compute.md):
 
 * `open_compute` (`dispatch`) — the registered kernels as methods of one device: ``"cpu"``,
   ``"cuda:N"`` or ``"remote:NAME"`` (default: ``MCC_DEVICE``).
-* `kernels` / `registry` — the catalogue: name → function + argument schema.
+* `kernels` / `registry` — the catalogue: name → function + argument schema (with parameter
+  ranges and a cost estimate per kernel).
+* `limits` — the compute service's bounds (`ServiceLimits`) and the compute-time budget the
+  iterative kernels check (`compute_budget`).
 * `remote` — the compute service (``mcc compute serve``, app ``mcc.compute.remote:serve``) and
   its client (imported on demand: it needs the bus).
 """
@@ -29,6 +32,7 @@ from mcc.compute import (
     gospa,
     kalman,
     kernels,
+    limits,
     montecarlo,
     registry,
     rodinia,
@@ -73,6 +77,7 @@ __all__ = [
     "kalman",
     "kernel_spec",
     "kernels",
+    "limits",
     "montecarlo",
     "open_compute",
     "registry",

@@ -295,7 +295,6 @@ class _Job:
     params: dict[str, Any]
     key: Hashable | None
     received_s: float
-    estimate_s: float = 0.0
 
 
 def _batch_key(
@@ -544,14 +543,7 @@ class ComputeService:
                     f"the budget of {budget_s:.3g} s ({by}): ask for less per call (fewer "
                     "trials, iterations or rows)"
                 )
-            job = _Job(
-                req,
-                spec,
-                params,
-                _batch_key(spec, req.args, params),
-                time.perf_counter(),
-                estimate_s,
-            )
+            job = _Job(req, spec, params, _batch_key(spec, req.args, params), time.perf_counter())
             depth = self._queue.put(client, job, nbytes=req.nbytes)
         except MccError as exc:
             with self._lock:

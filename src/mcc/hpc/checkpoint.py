@@ -16,9 +16,18 @@ from mcc.bus import Bus
 from mcc.bus.history import HistoryReader
 from mcc.types import Checkpoint
 
-__all__ = ["restore_checkpoint"]
+__all__ = ["MAX_CLOCK_SKEW_NS", "restore_checkpoint"]
 
 log = logging.getLogger("mcc.hpc.checkpoint")
+
+#: How far ahead of this host's clock a checkpoint's ``time_ns`` may be.
+MAX_CLOCK_SKEW_NS = 60 * 10**9
+
+
+def _newest(cp: Checkpoint) -> tuple[int, int]:
+    # Its time, then (equal times) the later sample in the history's order.
+    info = getattr(cp, "sample_info", None)
+    return cp.time_ns, info.source_timestamp if info is not None else 0
 
 
 def restore_checkpoint(
@@ -33,8 +42,19 @@ def restore_checkpoint(
     if not reader.wait_for_history(timeout_s=timeout_s):
         log.info("%s: no persistence service answered in %.1f s", worker_id, timeout_s)
         return None
+    # The newest by the checkpoint's own clock, but none stamped in the future: a sample
+    # stamped a year ahead would otherwise win over every real checkpoint to come.
+    horizon_ns = time.time_ns() + MAX_CLOCK_SKEW_NS
     mine = [cp for cp in reader.take(4096) if cp.job_id == job_id and cp.worker_id == worker_id]
-    latest = max(mine, key=lambda cp: cp.time_ns, default=None)
+    future = [cp for cp in mine if cp.time_ns > horizon_ns]
+    if future:
+        log.warning(
+            "%s: %d checkpoints stamped more than %.0f s ahead ignored",
+            worker_id,
+            len(future),
+            MAX_CLOCK_SKEW_NS / 1e9,
+        )
+    latest = max((cp for cp in mine if cp.time_ns <= horizon_ns), key=_newest, default=None)
     log.info(
         "%s: history in %.3f s, %d checkpoints of mine%s",
         worker_id,

@@ -28,6 +28,15 @@ Assignment: ``strided`` (item k to the k mod W-th worker, all items up front: th
 scheme, and the MPI baseline's) or ``dynamic`` (each worker holds ``prefetch`` items; a result
 brings the next one: load balancing for uneven workers). ``WorkItem.worker_id`` is always set:
 DDS delivers every sample to every matched reader, so a shared pool needs an arbiter, the master.
+
+Bounds (hostile input is normal input): a job is at most ``MAX_N`` numbers in ``MAX_ITEMS``
+items for ``MAX_WORKERS`` workers, an item at most ``MAX_ITEM_NUMBERS`` numbers (which bounds
+its time); a worker holds at most ``MAX_QUEUED_ITEMS`` items; the master counts a result only
+from a worker that said hello and only when it can be right (no more primes than numbers, the
+largest inside the item), and keeps at most ``MAX_WORKERS`` identities. What is dropped is
+counted (``JobResult.extra["dropped"]``) and logged once. Who wrote a sample is not known
+here: in a secured mission DDS access control lets only the master publish ``WorkItem`` and
+only workers ``WorkResult``; within those, ``worker_id`` is taken on trust.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import isqrt
@@ -47,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from mcc.bus import Bus, Reader
+from mcc.errors import MccError
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, default_job_id, write_result
 from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS, PrimeCount, PrimeScan, base_primes, split_range
 from mcc.orchestrate.runtime import AppContext
@@ -69,6 +79,14 @@ __all__ = [
 log = logging.getLogger("mcc.hpc.farm")
 
 DURABLE_TOPICS = ("Checkpoint",)  # the supervisor starts the persistence service for these
+#: Bounds of one job: numbers searched, items, worker identities (the master's and a
+#: standby's), numbers per item (what one item may cost a worker), items a worker holds.
+MAX_N = 10**12
+MAX_ITEMS = 100_000
+MAX_WORKERS = 1024
+MAX_ITEM_NUMBERS = 10**10
+MAX_QUEUED_ITEMS = 16_384
+_MAX_REPLACEMENTS = 1000  # replacement records kept in the job result
 MODES = ("strided", "dynamic")
 # Work items are state, not a stream (the catalogue's `state` profile): the latest assignment
 # of each item (its own instance, keyed by job and item), reliable and kept by the master's
@@ -132,17 +150,35 @@ class FarmMaster:
         prefetch: int = 2,
         reassign_after_s: float | None = 10.0,
     ) -> None:
-        if workers < 1:
-            raise HpcError(f"workers = {workers}: a farm needs at least 1 worker")
+        if not 1 <= workers <= MAX_WORKERS:
+            raise HpcError(f"workers = {workers}: a farm runs 1 to {MAX_WORKERS} workers")
         if mode not in MODES:
             raise HpcError(f"mode = {mode!r}: use one of {', '.join(MODES)}")
-        if prefetch < 1:
-            raise HpcError(f"prefetch = {prefetch}: each worker must hold at least 1 item")
+        if not 1 <= prefetch <= MAX_QUEUED_ITEMS:
+            raise HpcError(
+                f"prefetch = {prefetch}: each worker holds 1 to {MAX_QUEUED_ITEMS} items"
+            )
+        if not 2 <= n <= MAX_N:
+            raise HpcError(f"n = {n}: search [1, n] with 2 <= n <= {MAX_N}")
+        n_items = items if items is not None else 8 * workers
+        if not 1 <= n_items <= MAX_ITEMS:
+            raise HpcError(f"items = {n_items}: a job has 1 to {MAX_ITEMS} items")
+        if mode == "strided" and -(-n_items // workers) > MAX_QUEUED_ITEMS // 4:
+            raise HpcError(
+                f"items = {n_items} for {workers} workers: strided mode hands each worker "
+                f"all its items at once, at most {MAX_QUEUED_ITEMS // 4}; use fewer items or "
+                "--mode dynamic"
+            )
+        if -(-n // n_items) > MAX_ITEM_NUMBERS:
+            raise HpcError(
+                f"n = {n} in {n_items} items: more than {MAX_ITEM_NUMBERS} numbers per item, "
+                f"which workers refuse; use at least {-(-n // MAX_ITEM_NUMBERS)} items"
+            )
         self.bus = bus
         self.job_id = job_id
         self.n = n
         self.expected_workers = workers
-        self.ranges = split_range(n, items if items is not None else 8 * workers)
+        self.ranges = split_range(n, n_items)
         self.mode = mode
         self.prefetch = prefetch
         self.reassign_after_s = reassign_after_s
@@ -155,6 +191,8 @@ class FarmMaster:
         self.replacements: list[dict[str, Any]] = []
         self.first_item_ns = 0
         self.last_result_ns = 0
+        self.dropped: Counter[str] = Counter()  # samples not taken, by reason
+        self.max_workers = min(MAX_WORKERS, max(2 * workers, workers + 16))
         self._issuing = False
         self._items = bus.writer("WorkItem")
         self._results = bus.reader("WorkResult")
@@ -245,14 +283,30 @@ class FarmMaster:
             else:
                 self._on_result(sample)
 
+    def _drop(self, reason: str, detail: str) -> None:
+        """Count a sample not taken; log the first of each reason."""
+        self.dropped[reason] += 1
+        if self.dropped[reason] == 1:
+            log.warning(
+                "job %s: %s (%s); further ones are counted, not logged",
+                self.job_id,
+                reason,
+                detail[:200],
+            )
+
     def _on_hello(self, worker_id: str, pid: int) -> None:
         now = time.monotonic()
         view = self.workers.get(worker_id)
         if view is None:
-            if not self._issuing and len(self.workers) < self.expected_workers:
+            if len(worker_id) > 256:
+                self._drop("hello with a worker id over 256 characters", worker_id)
+            elif not self._issuing and len(self.workers) < self.expected_workers:
                 self.workers[worker_id] = _WorkerView(worker_id, pid, now)
                 log.info("worker %s ready (pid %d)", worker_id, pid)
             elif self.mode == "dynamic" and self._issuing:  # a standby joins the pool
+                if len(self.workers) >= self.max_workers:
+                    self._drop("standby over the job's worker bound", worker_id)
+                    return
                 self.workers[worker_id] = _WorkerView(worker_id, pid, now)
                 for _ in range(self.prefetch):
                     self._issue_next(worker_id)
@@ -262,22 +316,25 @@ class FarmMaster:
             return
         # A replacement under the same identity: send it what its predecessor left unfinished.
         unfinished = [i for i in view.pending if i not in self.results]
-        self.replacements.append(
-            {
-                "worker_id": worker_id,
-                "old_pid": view.pid,
-                "new_pid": pid,
-                "hello_ns": time.time_ns(),
-                "reissued": len(unfinished),
-            }
-        )
-        log.warning(
-            "worker %s replaced (pid %d -> %d): re-issuing %d items",
-            worker_id,
-            view.pid,
-            pid,
-            len(unfinished),
-        )
+        if len(self.replacements) >= _MAX_REPLACEMENTS:
+            self._drop("replacement records over the bound", worker_id)
+        else:
+            self.replacements.append(
+                {
+                    "worker_id": worker_id,
+                    "old_pid": view.pid,
+                    "new_pid": pid,
+                    "hello_ns": time.time_ns(),
+                    "reissued": len(unfinished),
+                }
+            )
+            log.warning(
+                "worker %s replaced (pid %d -> %d): re-issuing %d items",
+                worker_id,
+                view.pid,
+                pid,
+                len(unfinished),
+            )
         view.pid = pid
         view.lost = False
         if self._issuing:
@@ -292,24 +349,33 @@ class FarmMaster:
     def _on_result(self, sample: WorkResult) -> None:
         item_id = int(sample.item_id)
         if item_id >= len(self.ranges):
-            log.warning("result for unknown item %d of job %s dropped", item_id, self.job_id)
+            self._drop("result for an item the job does not have", f"item {item_id}")
             return
         view = self.workers.get(sample.worker_id)
-        if view is not None:
-            view.seen_mono = time.monotonic()
+        if view is None:
+            self._drop("result from a worker that never said hello", sample.worker_id)
+            return
+        view.seen_mono = time.monotonic()
+        lo, hi = self.ranges[item_id]
+        count, largest = int(sample.count), int(sample.value)
+        if count > hi - lo or (largest != 0 if count == 0 else not lo <= largest < hi):
+            self._drop(
+                "result that cannot be right",
+                f"item {item_id} [{lo}, {hi}): {count} primes, largest {largest}",
+            )
+            return
         if item_id in self.results:
             self.duplicates += 1
             return
-        self.results[item_id] = PrimeCount(int(sample.count), int(sample.value))
+        self.results[item_id] = PrimeCount(count, largest)
         self.last_result_ns = time.time_ns()
         self._items.dispose(WorkItem(job_id=self.job_id, item_id=item_id))
         owner = self.workers.get(self.owner.get(item_id, ""))
         if owner is not None and item_id in owner.pending:
             owner.pending.remove(item_id)
-        if view is not None:
-            view.done += 1
-            if self.mode == "dynamic":
-                self._issue_next(sample.worker_id)
+        view.done += 1
+        if self.mode == "dynamic":
+            self._issue_next(sample.worker_id)
 
     def _reassign_silent(self) -> None:
         if self.reassign_after_s is None:
@@ -385,6 +451,7 @@ class FarmMaster:
                 "first_item_ns": self.first_item_ns,
                 "last_result_ns": self.last_result_ns,
                 "items_per_worker": {w: v.done for w, v in sorted(self.workers.items())},
+                "dropped": dict(self.dropped),
             },
         )
 
@@ -410,6 +477,7 @@ class FarmWorker:
         checkpoint: this identity's last checkpoint (from the persistence service), if any.
         checkpoint_interval_s: the longest time between two checkpoints inside an item.
         segment_numbers: sieve segment (and the finest resume granularity).
+        max_queued_items: items it holds at most (more are dropped, counted in ``dropped``).
     """
 
     def __init__(
@@ -421,9 +489,11 @@ class FarmWorker:
         checkpoint: Checkpoint | None = None,
         checkpoint_interval_s: float = 0.25,
         segment_numbers: int = DEFAULT_SEGMENT_NUMBERS,
+        max_queued_items: int = MAX_QUEUED_ITEMS,
     ) -> None:
         self.bus = bus
         self.worker_id = worker_id
+        self.max_queued_items = max_queued_items
         self.job_id = job_id
         self.checkpoint_interval_s = checkpoint_interval_s
         self.segment_numbers = segment_numbers
@@ -435,6 +505,7 @@ class FarmWorker:
             self._restore(checkpoint)
         self._queue: deque[WorkItem] = deque()
         self._queued: set[int] = set()
+        self.dropped: Counter[str] = Counter()  # items not taken, by reason
         self._wake = threading.Event()
         self._over = threading.Event()
         self._got_any = threading.Event()
@@ -450,8 +521,12 @@ class FarmWorker:
         state = bytes(checkpoint.state)
         if len(state) > _STATE_HEADER.itemsize:
             item_id = int(np.frombuffer(state[:8], dtype=_STATE_HEADER)[0])
-            scan = PrimeScan.unpack(state[8:], segment_numbers=self.segment_numbers)
-            self._resume = _Resume(item_id, scan)
+            try:
+                scan = PrimeScan.unpack(state[8:], segment_numbers=self.segment_numbers)
+            except MccError as exc:  # not a state this worker wrote: start the item afresh
+                log.warning("%s: checkpoint state ignored: %s", self.worker_id, exc)
+            else:
+                self._resume = _Resume(item_id, scan)
         log.info(
             "%s: restored checkpoint: %d items done%s",
             self.worker_id,
@@ -459,8 +534,21 @@ class FarmWorker:
             f", item {self._resume.item_id} at {self._resume.scan.next_lo}" if self._resume else "",
         )
 
+    def _drop(self, reason: str, item: WorkItem) -> None:
+        self.dropped[reason] += 1
+        if self.dropped[reason] == 1:
+            log.warning(
+                "%s: item %d [%d, %d) dropped: %s; further ones are counted, not logged",
+                self.worker_id,
+                item.item_id,
+                item.lo,
+                item.hi,
+                reason,
+            )
+
     def _on_items(self, reader: Reader[WorkItem]) -> None:
-        """On Cyclone's thread: keep this worker's items, in order, once each."""
+        """On the bus's dispatcher thread: keep this worker's items, in order, once each,
+        within the bounds."""
         got = False
         for item in reader.take():
             if item.job_id != self.job_id:
@@ -469,9 +557,16 @@ class FarmWorker:
                 self._over.set()
                 got = True
             elif item.worker_id == self.worker_id and item.item_id not in self._queued:
-                self._queued.add(item.item_id)
-                self._queue.append(item)
-                got = True
+                if not 0 <= item.lo <= item.hi <= MAX_N + 1:
+                    self._drop(f"outside [0, {MAX_N + 1}]", item)
+                elif item.hi - item.lo > MAX_ITEM_NUMBERS:
+                    self._drop(f"more than MAX_ITEM_NUMBERS = {MAX_ITEM_NUMBERS} numbers", item)
+                elif len(self._queue) >= self.max_queued_items or len(self._queued) >= MAX_ITEMS:
+                    self._drop(f"more than max_queued_items = {self.max_queued_items} held", item)
+                else:
+                    self._queued.add(item.item_id)
+                    self._queue.append(item)
+                    got = True
         if got:
             self._got_any.set()
             self._wake.set()

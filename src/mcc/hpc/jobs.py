@@ -30,9 +30,9 @@ from typing import Any
 
 from mcc.bus import Bus, Reader, Transport
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, read_result
-from mcc.hpc.farm import result_path
+from mcc.hpc.farm import MAX_N, MAX_WORKERS, result_path
 from mcc.hpc.mpi import TCP_ENV, find_mpiexec
-from mcc.hpc.stream import bulk_env
+from mcc.hpc.stream import bulk_env, check_stream_sizes
 from mcc.orchestrate.backends.local import LocalBackend
 from mcc.orchestrate.manifest import Cluster, Mission, System, load_manifest
 from mcc.orchestrate.supervisor import Supervisor
@@ -84,6 +84,11 @@ def _check(n: int | None, workers: int, impl: str) -> None:
         raise HpcError(f"workers = {workers}: give at least 1 worker")
     if n is not None and n < 2:
         raise HpcError(f"n = {n}: search [1, n] with n >= 2")
+    if impl == "dds" and (workers > MAX_WORKERS or (n is not None and n > MAX_N)):
+        raise HpcError(
+            f"n = {n}, workers = {workers}: a DDS job searches at most n = {MAX_N} with at "
+            f"most {MAX_WORKERS} workers"
+        )
 
 
 # -- environment -------------------------------------------------------------------------------
@@ -409,6 +414,7 @@ def run_stream(
         return _run_mpi_stream(
             impl, size_bytes=size_bytes, chunk_bytes=chunk_bytes, timeout_s=timeout_s
         )
+    check_stream_sizes(size_bytes, chunk_bytes)
     job_id = f"stream-{os.getpid()}-{time.time_ns()}"
     with contextlib.ExitStack() as stack:
         stack.enter_context(_job_env(bulk=True))

@@ -147,6 +147,14 @@ class PrimeScan:
         if len(data) != struct.calcsize(cls._FORMAT):
             raise MccError(f"prime scan state: {len(data)} bytes, expected 40")
         lo, hi, next_lo, count, largest = struct.unpack(cls._FORMAT, data)
+        # A state read back from the bus is checked like any input: a resumed scan must be
+        # one that this code could have packed.
+        if not (0 <= lo <= next_lo <= hi and 0 <= count <= next_lo - lo):
+            raise MccError(
+                f"prime scan state [{lo}, {hi}) at {next_lo} with {count} primes: impossible"
+            )
+        if (largest != 0) if count == 0 else not lo <= largest < next_lo:
+            raise MccError(f"prime scan state: largest prime {largest} outside [{lo}, {next_lo})")
         return cls(lo, hi, next_lo, PrimeCount(count, largest), segment_numbers=segment_numbers)
 
 

@@ -22,6 +22,7 @@ the source's: the first chunk sent → the last chunk back; one-way MB/s = 2 × 
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -53,10 +54,16 @@ BUS_TOPICS = {
     "echo": Topics(publish=("WorkResult",), subscribe=("WorkItem",)),
 }
 
+log = logging.getLogger("mcc.hpc.stream")
+
 __all__ = [
+    "BLOCK_BYTES",
     "BULK_TRANSPORT_XML",
+    "MAX_CHUNK_BYTES",
+    "MAX_STREAM_BYTES",
     "bulk_env",
     "bulk_transport",
+    "check_stream_sizes",
     "echo",
     "run_echo",
     "run_source",
@@ -75,6 +82,13 @@ BULK_TRANSPORT_XML = (
 )
 
 _WRITE_PATIENCE_S = 60.0  # a peer that takes nothing for a minute failed
+
+#: The largest buffer a stream carries (what an echo allocates for it), the largest chunk, and
+#: the alignment of chunks (offsets and lengths, but the last chunk's): the receiver tracks
+#: which blocks arrived, so a chunk sent twice is not counted twice.
+MAX_STREAM_BYTES = 1 << 32
+MAX_CHUNK_BYTES = 64 << 20
+BLOCK_BYTES = 4096
 
 
 def bulk_transport(transport: Transport) -> Transport:
@@ -99,14 +113,25 @@ def _write(writer: Writer[Any], sample: Any) -> None:
 
 
 class _Assembly:
-    """Chunks arriving into a buffer at their offsets, in the reader's on_data handler."""
+    """Chunks arriving into a buffer at their offsets, in the reader's loop.
 
-    def __init__(self, job_id: str, size_bytes: int | None = None) -> None:
+    A chunk is taken only where it fits: inside a buffer of at most ``max_bytes`` (the first
+    chunk's ``total`` sizes it), of that same total, aligned to ``BLOCK_BYTES``; the buffer is
+    complete once every block arrived (a chunk sent twice counts once). Others are dropped and
+    counted (``dropped``).
+    """
+
+    def __init__(
+        self, job_id: str, size_bytes: int | None = None, *, max_bytes: int = MAX_STREAM_BYTES
+    ) -> None:
         self.job_id = job_id
+        self.max_bytes = max_bytes
         self.buffer: np.ndarray | None = None
+        self.blocks = np.zeros(0, dtype=bool)
         self.size_bytes = 0
         self.received_bytes = 0
         self.chunk_bytes = 0
+        self.dropped = 0
         self.complete = threading.Event()
         self.first = threading.Event()
         self.last_ns = 0
@@ -115,19 +140,62 @@ class _Assembly:
 
     def _allocate(self, size_bytes: int) -> None:
         self.buffer = touched_buffer(size_bytes)
+        self.blocks = np.zeros(-(-size_bytes // BLOCK_BYTES), dtype=bool)
         self.size_bytes = size_bytes
 
-    def add(self, offset: int, total: int, payload: bytes) -> None:
+    def _refuse(self, offset: int, total: int, payload: bytes) -> str:
+        """Why the chunk does not fit ("" when it does)."""
+        n = len(payload)
+        if self.buffer is None and not 0 < total <= self.max_bytes:
+            return f"a stream of {total} bytes (at most {self.max_bytes})"
+        if self.buffer is not None and total != self.size_bytes:
+            return f"total {total} while this stream has {self.size_bytes} bytes"
+        if not 0 < n <= MAX_CHUNK_BYTES or not 0 <= offset <= total - n:
+            return f"{n} bytes at {offset} do not fit {total} bytes"
+        if offset % BLOCK_BYTES or (n % BLOCK_BYTES and offset + n != total):
+            return f"{n} bytes at {offset}: chunks are aligned to {BLOCK_BYTES} bytes"
+        return ""
+
+    def add(self, offset: int, total: int, payload: bytes) -> bool:
+        """Put a chunk in place; False (counted, the first logged) when it does not fit."""
+        why = self._refuse(offset, total, payload)
+        if why:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning(
+                    "stream %s: chunk dropped: %s; further ones are counted, not logged",
+                    self.job_id,
+                    why,
+                )
+            return False
         if self.buffer is None:
             self._allocate(total)
         assert self.buffer is not None
         self.buffer[offset : offset + len(payload)] = np.frombuffer(payload, dtype=np.uint8)
-        self.received_bytes += len(payload)
+        first, last = offset // BLOCK_BYTES, -(-(offset + len(payload)) // BLOCK_BYTES)
+        self.received_bytes += int(np.count_nonzero(~self.blocks[first:last])) * BLOCK_BYTES
+        self.blocks[first:last] = True
         self.chunk_bytes = max(self.chunk_bytes, len(payload))
         self.first.set()
-        if self.received_bytes >= self.size_bytes:
+        if self.blocks.all():
+            self.received_bytes = self.size_bytes
             self.last_ns = time.time_ns()
             self.complete.set()
+        return True
+
+
+def check_stream_sizes(size_bytes: int, chunk_bytes: int) -> None:
+    """`HpcError` unless a DDS stream can carry ``size_bytes`` in ``chunk_bytes`` chunks."""
+    if not 1 <= size_bytes <= MAX_STREAM_BYTES or not 1 <= chunk_bytes <= MAX_CHUNK_BYTES:
+        raise HpcError(
+            f"stream: size {size_bytes} B, chunk {chunk_bytes} B: the size is 1 to "
+            f"{MAX_STREAM_BYTES} B, the chunk 1 to {MAX_CHUNK_BYTES} B"
+        )
+    if chunk_bytes % BLOCK_BYTES and chunk_bytes < size_bytes:
+        raise HpcError(
+            f"stream: chunk {chunk_bytes} B: use a multiple of {BLOCK_BYTES} B (or the whole "
+            "buffer in one chunk)"
+        )
 
 
 def _chunks(size_bytes: int, chunk_bytes: int) -> range:
@@ -158,8 +226,7 @@ def run_source(
     start_timeout_s: float = 120.0,
 ) -> JobResult:
     """Send ``size_bytes`` in ``chunk_bytes`` chunks to the echo and get them back, checked."""
-    if size_bytes < 1 or chunk_bytes < 1:
-        raise HpcError(f"stream: size {size_bytes} B, chunk {chunk_bytes} B: both must be >= 1")
+    check_stream_sizes(size_bytes, chunk_bytes)
     stop = stop or threading.Event()
     data = random_buffer(size_bytes, seed)
     back = _Assembly(job_id, size_bytes)
@@ -170,7 +237,8 @@ def run_source(
             if sample.job_id != job_id:
                 continue
             if sample.item_id == CONTROL_ID:
-                hellos.append(sample.worker_id)
+                if len(hellos) < 16:  # only the first is the peer; hellos repeat
+                    hellos.append(sample.worker_id)
             else:
                 back.add(int(sample.value), size_bytes, sample.payload)
 
@@ -274,6 +342,12 @@ def _echo_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mcc.hpc.stream:echo")
     p.add_argument("--job", help="job id (default stream-<mission epoch>)")
     p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the source")
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=MAX_STREAM_BYTES,
+        help="largest buffer accepted (default %(default)s)",
+    )
     return p
 
 
@@ -285,11 +359,13 @@ def run_echo(
     stop: threading.Event,
     start_timeout_s: float = 120.0,
     hello_interval_s: float = 0.25,
+    max_bytes: int = MAX_STREAM_BYTES,
 ) -> int:
     """Receive the buffer, send it back; repeat for every stream of ``job_id`` until told to
-    stop (``CONTROL_ID``) or ``stop``. The bytes echoed."""
+    stop (``CONTROL_ID``) or ``stop``. The bytes echoed. A buffer is at most ``max_bytes``
+    (what the echo allocates); chunks that do not fit are dropped (`_Assembly`)."""
     over = threading.Event()
-    state = {"assembly": _Assembly(job_id)}
+    state = {"assembly": _Assembly(job_id, max_bytes=max_bytes)}
 
     def on_items(items: list[WorkItem]) -> None:
         for item in items:
@@ -325,7 +401,7 @@ def _echo_until_over(
             )
         if not assembly.complete.wait(hello_interval_s):
             continue
-        state["assembly"] = _Assembly(job_id)
+        state["assembly"] = _Assembly(job_id, max_bytes=assembly.max_bytes)
         assert assembly.buffer is not None
         buffer = assembly.buffer
         chunk = assembly.chunk_bytes  # back in the chunks it came in
@@ -355,6 +431,7 @@ def echo(ctx: AppContext) -> int:
         echo_id=ctx.identity.id,
         stop=ctx.stop,
         start_timeout_s=args.start_timeout_s,
+        max_bytes=min(args.max_bytes, MAX_STREAM_BYTES),
     )
     ctx.log.info("stream %s: echoed %d bytes", job_id, echoed)
     return 0

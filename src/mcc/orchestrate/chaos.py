@@ -7,39 +7,61 @@
     mcc chaos kill tracker/0                      # SIGKILL an instance (SYSTEM = all of it)
 
 Node faults act on the network lab that the local backend made for the mission's ``kind:
-netns`` nodes (its description is ``<MCC_HOME>/netlab/<mission>.json``); ``kill`` asks the
-supervisor for the instance's pid over the bus and kills its process group, as a crash would.
+netns`` nodes (its description is ``<MCC_HOME>/netlab/<mission>.json``). ``kill`` kills an
+instance's process group, as a crash would, and never takes the pid from the bus, where any
+participant may answer a status request: it finds the process on this host from the mission's
+registry record and checks it first (`instance_processes`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import signal
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+import psutil
 
 from mcc.errors import OrchestratorError
 from mcc.netlab import NetLab, NetLabError, _pid_alive
+from mcc.orchestrate.backends.local import FORK_SERVER
+from mcc.orchestrate.manifest import NAME_PATTERN
+from mcc.orchestrate.registry import ActiveMission, find, home, read_private
 
-__all__ = ["add_parser", "find_lab", "kill_instances"]
+__all__ = ["add_parser", "find_lab", "instance_processes", "kill_instances"]
+
+_NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
+_TARGET = re.compile(rf"({_NAME})(?:/([0-9]{{1,9}}))?")
+_INSTANCE_ID = re.compile(rf"({_NAME})/({_NAME})/([0-9]{{1,9}})")
+_LOG_NAME = re.compile(rf"({_NAME})-([0-9]{{1,9}})\.log")  # the supervisor's SYSTEM-INDEX.log
 
 
 def find_lab(mission: str | None) -> tuple[str, NetLab]:
     """The network lab of ``mission`` (or of the only mission with one) running here."""
-    from mcc.orchestrate.registry import home
-
     folder = home() / "netlab"
     labs: dict[str, dict[str, Any]] = {}
+    refused: dict[str, str] = {}
     for path in sorted(folder.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = json.loads(read_private(path, what="the network lab description"))
+            owner = data["owner_pid"] if isinstance(data, dict) else None
+        except (OrchestratorError, ValueError, KeyError) as exc:
+            refused[path.stem] = str(exc)
             continue
-        if _pid_alive(int(data.get("owner_pid", 0))):
-            labs[path.stem] = data
+        if isinstance(owner, int) and not isinstance(owner, bool) and owner > 0:
+            if _pid_alive(owner):
+                labs[path.stem] = data
+        else:
+            refused[path.stem] = f"the network lab description {path}: owner_pid = {owner!r}"
     if mission is not None:
         if mission not in labs:
+            if mission in refused:
+                raise OrchestratorError(refused[mission])
             raise OrchestratorError(
                 f"mission {mission!r} has no network lab here (missions with netns nodes: "
                 f"{', '.join(labs) or 'none'}); give its nodes `kind: netns` and `mcc up` it"
@@ -49,49 +71,152 @@ def find_lab(mission: str | None) -> tuple[str, NetLab]:
         name, data = next(iter(labs.items()))
         return name, NetLab.attach(data)
     if not labs:
+        why = "; refused: " + " | ".join(refused.values()) if refused else ""
         raise OrchestratorError(
-            f"no running mission has netns nodes ({folder} is empty); node faults need nodes "
-            "of `kind: netns` (docs/operations.md)"
+            f"no running mission has netns nodes ({folder} has no live lab{why}); node faults "
+            "need nodes of `kind: netns` (docs/operations.md)"
         )
     raise OrchestratorError(f"several missions have netns nodes ({', '.join(labs)}): --mission")
 
 
-def kill_instances(status: dict[str, Any], target: str) -> list[tuple[str, int]]:
-    """SIGKILL the process groups of the live instances matching ``target`` (SYSTEM[/INDEX])."""
-    system, _, index = target.partition("/")
-    chosen = [
-        inst
-        for inst in status["instances"]
-        if inst["pid"]
-        and inst["id"].split("/")[1] == system
-        and (not index or inst["id"].split("/")[2] == index)
-    ]
-    if not chosen:
-        live = [i["id"].split("/", 1)[1] for i in status["instances"] if i["pid"]]
+def instance_processes(record: ActiveMission) -> list[tuple[str, psutil.Process]]:
+    """The instances of ``record``'s mission running on this host, as ``(id, process)``.
+
+    Found and checked here, never told by the bus: a process of this user, leader of its own
+    process group, that carries the instance's identity: ``MCC_INSTANCE_ID`` with this run's
+    ``MCC_RUN_DIR`` in its environment (a process that was exec'd: commands, Ray), or, for an
+    app the local backend forked without exec (its environment is the fork server's), the
+    instance's log in this run folder as its stdout or stderr. On the local backend it must
+    also be a child of the mission's fork server, itself a child of the supervisor that wrote
+    the registry record.
+    """
+    try:
+        supervisor = psutil.Process(record.pid)
+        ours = _owned(supervisor)
+    except psutil.Error:
+        ours = False
+    if not ours:
         raise OrchestratorError(
-            f"no running instance matches {target!r}; running: {', '.join(live) or 'none'}"
+            f"the supervisor of mission {record.mission!r} (pid {record.pid}, from its registry "
+            "record) is not a process of yours on this host; is the mission still up?"
         )
+    if record.backend == "local":
+        candidates = [
+            child
+            for server in _children(supervisor)
+            if _is_fork_server(server)
+            for child in _children(server)
+        ]
+    else:  # Ray's workers are not the supervisor's: the identity alone picks them
+        candidates = list(psutil.process_iter())
+    found = []
+    for proc in candidates:
+        with contextlib.suppress(psutil.Error, OSError):
+            if (
+                _owned(proc)
+                and os.getpgid(proc.pid) == proc.pid
+                and proc.status() != psutil.STATUS_ZOMBIE
+            ):
+                instance_id = _identity(proc, record)
+                if instance_id is not None:
+                    found.append((instance_id, proc))
+    return sorted(found, key=lambda item: (item[0], item[1].pid))
+
+
+def kill_instances(record: ActiveMission, targets: Sequence[str]) -> list[tuple[str, int]]:
+    """SIGKILL the process groups of the instances of ``record``'s mission that match
+    ``targets`` (SYSTEM or SYSTEM/INDEX), found by `instance_processes`; ``(id, pid)`` each."""
+    wanted = [(target, _parse_target(target)) for target in targets]
+    running = instance_processes(record)
+    chosen: list[tuple[str, psutil.Process]] = []
+    for target, (system, index) in wanted:
+        matches = [
+            (instance_id, proc)
+            for instance_id, proc in running
+            if instance_id.split("/")[1] == system
+            and (index is None or instance_id.split("/")[2] == index)
+        ]
+        if not matches:
+            live = [instance_id.split("/", 1)[1] for instance_id, _ in running]
+            elsewhere = (
+                " (its instances on other hosts are out of reach here)"
+                if record.backend != "local"
+                else ""
+            )
+            raise OrchestratorError(
+                f"no running instance of mission {record.mission!r} on this host matches "
+                f"{target!r}{elsewhere}; running here: {', '.join(live) or 'none'}"
+            )
+        chosen += [m for m in matches if m not in chosen]
     killed = []
-    for inst in chosen:
+    for instance_id, proc in chosen:
+        if not proc.is_running():  # gone since it was checked (its pid may be another's now)
+            continue
         try:
-            os.killpg(inst["pid"], signal.SIGKILL)  # instances lead their own process group
+            os.killpg(proc.pid, signal.SIGKILL)  # instances lead their own process group
         except ProcessLookupError:
             continue
-        except PermissionError:
-            os.kill(inst["pid"], signal.SIGKILL)
-        killed.append((inst["id"], int(inst["pid"])))
+        except PermissionError as exc:
+            raise OrchestratorError(
+                f"cannot kill {instance_id} (pid {proc.pid}): {exc.strerror}"
+            ) from exc
+        killed.append((instance_id, proc.pid))
     return killed
+
+
+def _parse_target(target: str) -> tuple[str, str | None]:
+    match = _TARGET.fullmatch(target)
+    if match is None:
+        raise OrchestratorError(
+            f"{target!r} is not an instance: give SYSTEM or SYSTEM/INDEX, e.g. tracker or "
+            "tracker/0 (see `mcc status`)"
+        )
+    index = match[2]
+    return match[1], None if index is None else str(int(index))
+
+
+def _owned(proc: psutil.Process) -> bool:
+    uids = proc.uids()
+    return bool(uids.real == os.getuid() and uids.effective == os.geteuid())
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return list(proc.children())
+    except psutil.Error:
+        return []
+
+
+def _is_fork_server(proc: psutil.Process) -> bool:
+    try:
+        return _owned(proc) and proc.cmdline()[1:3] == ["-m", FORK_SERVER]
+    except psutil.Error:
+        return False
+
+
+def _identity(proc: psutil.Process, record: ActiveMission) -> str | None:
+    """The instance id ``proc`` carries for ``record``'s run, or None."""
+    from mcc.orchestrate.runtime import ENV_INSTANCE, ENV_RUN_DIR
+
+    env = proc.environ()
+    claimed = _INSTANCE_ID.fullmatch(env.get(ENV_INSTANCE, ""))
+    if claimed and claimed[1] == record.mission and env.get(ENV_RUN_DIR) == record.run_dir:
+        return claimed[0]
+    if record.backend == "local":
+        logs = Path(record.run_dir) / "logs"
+        for file in proc.open_files():
+            path = Path(file.path)
+            if file.fd in (1, 2) and path.parent == logs:
+                log_name = _LOG_NAME.fullmatch(path.name)
+                if log_name:
+                    return f"{record.mission}/{log_name[1]}/{int(log_name[2])}"
+    return None
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
     if args.action == "kill":
-        from mcc.orchestrate.client import open_client
-
-        with open_client(mission=args.mission, timeout_s=args.timeout) as client:
-            status = client.status()
-        for target in args.targets:
-            for instance_id, pid in kill_instances(status, target):
-                print(f"mcc chaos: killed {instance_id} (pid {pid})")
+        for instance_id, pid in kill_instances(find(args.mission), args.targets):
+            print(f"mcc chaos: killed {instance_id} (pid {pid})")
         return 0
     mission, lab = find_lab(args.mission)
     try:
@@ -143,5 +268,4 @@ def add_parser(sub: Any) -> None:
     loss.add_argument("--pct", type=float, required=True, help="loss, percent (0-100)")
     action("partition", "cut nodes off the network (both directions)")
     action("heal", "undo partition, delay and loss on nodes")
-    kill = action("kill", "SIGKILL instances (SYSTEM or SYSTEM/INDEX)", "SYSTEM[/INDEX]")
-    kill.add_argument("--timeout", type=float, default=5.0, help="seconds to reach the mission")
+    action("kill", "SIGKILL instances (SYSTEM or SYSTEM/INDEX) running here", "SYSTEM[/INDEX]")

@@ -16,6 +16,7 @@ from typing import Any
 
 from mcc.bus import Bus, Requester, Transport
 from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
+from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.errors import OrchestratorError
 from mcc.orchestrate import registry
 from mcc.security.mission import OPERATOR
@@ -109,15 +110,27 @@ class ControlClient:
         self._requester.close()
 
 
-def operator_transport(keystore: str, mission: str, operator: str = OPERATOR) -> Transport:
-    """The environment's transport with operator identity ``MISSION/OPERATOR`` of a secured
-    ``mission``."""
+def operator_transport(
+    keystore: str, mission: str, operator: str = OPERATOR, *, base: Transport | None = None
+) -> Transport:
+    """``base`` (default: the environment's transport) with the identity ``MISSION/OPERATOR`` of
+    a secured ``mission``."""
     import dataclasses
 
     from mcc.security import Keystore
-    base = Transport.from_env()
+
+    base = base if base is not None else Transport.from_env()
     xml = Keystore(keystore).existing(f"{mission}/{operator}").security_xml()
     return dataclasses.replace(base, extra_xml=base.extra_xml + xml)
+
+
+def mission_transport(record: registry.ActiveMission) -> tuple[Transport | None, str | None]:
+    """The transport and discovery tag that reach ``record``'s mission: this process's own
+    (``MCC_TRANSPORT``, ``MCC_DISCOVERY_TAG``) where set, else the record's validated ones.
+    ``None`` leaves the choice to `mcc.bus.Bus` (the environment, then Cyclone's defaults)."""
+    transport = None if os.environ.get(TRANSPORT_ENV) else record.transport
+    tag = os.environ.get(registry.ENV_TAG) or record.discovery_tag
+    return transport, tag
 
 
 @contextmanager
@@ -128,18 +141,21 @@ def open_client(
     timeout_s: float = 5.0,
     operator: str = OPERATOR,
 ) -> Iterator[ControlClient]:
-    """A client for ``mission``: its domain (and discovery tag) come from the registry of
-    missions running here, unless ``domain`` is given; a secured mission's keystore gives it
-    the identity of ``operator``, to whom its commands are attributed."""
-    transport = None
+    """A client for ``mission``: its domain, transport and discovery tag come from the registry
+    of missions running here (`mission_transport`), unless ``domain`` is given; a secured
+    mission's keystore gives it the identity of ``operator``, to whom its commands are
+    attributed. Nothing of the record goes into ``os.environ``."""
+    transport: Transport | None = None
+    tag: str | None = None
     if domain is None:
         record = registry.find(mission)
         mission, domain = record.mission, record.domain
-        for key, value in record.env.items():
-            os.environ.setdefault(key, value)
+        transport, tag = mission_transport(record)
         if record.keystore:  # a secured mission: as its operator
-            transport = operator_transport(record.keystore, record.mission, operator)
-    with Bus(domain, transport=transport, name="mcc client") as bus:
+            transport = operator_transport(
+                record.keystore, record.mission, operator, base=transport
+            )
+    with Bus(domain, transport=transport, discovery_tag=tag, name="mcc client") as bus:
         client = ControlClient(bus, mission, timeout_s=timeout_s, principal=operator)
         try:
             yield client

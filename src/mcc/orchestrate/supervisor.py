@@ -159,8 +159,8 @@ class Supervisor:
 
     def start(self) -> Supervisor:
         """Open the backend and the bus, then reconcile in a background thread."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "logs").mkdir(exist_ok=True)
+        registry.private_dir(self.run_dir)
+        registry.private_dir(self.run_dir / "logs")
         if self.mission.security == "on" and self.keystore is None:
             self.secure()
         if self.mission.transport.kind == "shm":
@@ -815,7 +815,7 @@ class Supervisor:
             **self.status(),
             "events": [{"time_ns": t, "instance": i, "event": e} for t, i, e in self.events],
         }
-        (self.run_dir / "supervisor.json").write_text(json.dumps(summary, indent=2))
+        registry.write_private(self.run_dir / "supervisor.json", json.dumps(summary, indent=2))
 
 
 def _beat_of(hb: Heartbeat, inst: Instance) -> bool:

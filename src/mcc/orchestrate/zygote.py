@@ -117,6 +117,19 @@ def enter_netns(name: str) -> None:
         os.close(fd)
 
 
+def open_log(path: str) -> int:
+    """An instance's log for appending, readable by its user only (0600, a log left wider by
+    an earlier run included); never through a symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _child(request: dict[str, Any], report: int, inherited: list[int]) -> int:
     """Runs in the forked child; never returns to the zygote loop."""
     os.setsid()
@@ -124,7 +137,11 @@ def _child(request: dict[str, Any], report: int, inherited: list[int]) -> int:
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        log = open_log(request["log"])
+    except OSError as exc:
+        _emit(report, {"error": request["id"], "message": f"cannot open its log: {exc}"})
+        return 126
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(log, 1)

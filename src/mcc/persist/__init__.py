@@ -6,16 +6,24 @@
 
 Apps need nothing from here: ``bus.reader("Checkpoint")`` fetches the history and
 ``bus.writer("Checkpoint").write_stored(cp)`` waits for the commit (``mcc.bus.history``).
-docs/persistence.md tells the whole story.
+What a replica keeps and serves is bounded (`PersistLimits`) and passes an authorization hook
+(`Authorize`, default `DefaultPolicy`). docs/persistence.md tells the whole story.
 """
 
 from mcc.bus.history import StoreError
 from mcc.persist.inspect import StoreReport, inspect_store
+from mcc.persist.limits import PersistLimits
+from mcc.persist.policy import Action, Authorize, DefaultPolicy, Principal
 from mcc.persist.service import PersistService, ServiceStatistics, open_service
 from mcc.persist.store import Store, TopicPolicy
 
 __all__ = [
+    "Action",
+    "Authorize",
+    "DefaultPolicy",
+    "PersistLimits",
     "PersistService",
+    "Principal",
     "ServiceStatistics",
     "Store",
     "StoreError",

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -87,6 +88,8 @@ _MAX_ID_CHARS = 256  # request ids and client ids a reply echoes
 _MAX_PARTITIONS = 64  # partitions named in one history request
 _MAX_PEERS = 64  # other replicas tracked
 _MAX_KEYS = 100_000  # instance keys remembered per topic (for disposes without data)
+_RETRY_TOPIC_S = 60.0  # a topic whose writer's type could not be looked up is tried again after
+_NUMBER = re.compile(r"\d[\w.+-]*")  # numbers in a refusal: one kind, whatever the values
 
 
 @dataclass
@@ -220,6 +223,7 @@ class PersistService:
         self._windows: dict[str, _Window] = {}  # writer GUID → its rate window
         self._request_windows: dict[str, _Window] = {}  # requesting participant → its window
         self._logged: set[tuple[str, str]] = set()  # (who, what) logged once
+        self._unkept: dict[str, float] = {}  # topics whose type lookup failed → retry after
         self._stop = threading.Event()
         self._ready = threading.Event()
         # Subscribe to the catalogue's durable topics now, so that a writer's first samples
@@ -315,11 +319,14 @@ class PersistService:
         self._logged.add((who, what))
         log.warning(message, *args)
 
-    def _on_publication(self, endpoint: Any) -> None:
+    def _on_publication(self, endpoint: Any, handle: int | None = None) -> None:
+        """Learn of a writer from discovery (``endpoint``: its ``DCPSPublication`` sample, or
+        its matched-publication data with the ``handle`` samples carry)."""
         qos = endpoint.qos
         durable = Policy.Durability in qos and qos[Policy.Durability] in _DURABLE
         partitions = tuple(qos[Policy.Partition].partitions) if Policy.Partition in qos else ()
-        handle = endpoint.sample_info.instance_handle
+        if handle is None:
+            handle = endpoint.sample_info.instance_handle
         if handle not in self._writers and len(self._writers) >= self.limits.max_writers:
             self._log_once(
                 "*",
@@ -342,6 +349,8 @@ class PersistService:
             return
         name, type_name = endpoint.topic_name, endpoint.type_name
         topic = self._topics.get(name)
+        if topic is None and self._unkept.get(name, 0.0) > time.monotonic():
+            return  # its type could not be had a moment ago: each try can block the loop 2 s
         if topic is None and len(self._topics) >= self.limits.max_topics:
             self.stats.topics_refused += 1
             self._log_once(
@@ -388,7 +397,19 @@ class PersistService:
                 return None
             reader = self.bus.reader(name, type=data_type, profile=STORE_PROFILE, history=False)
         except (DDSException, TopicError) as exc:
-            log.warning("%s: cannot keep topic %r (%s): %s", self.replica, name, type_name, exc)
+            if len(self._unkept) >= 1024:
+                self._unkept.clear()
+            first = name not in self._unkept
+            self._unkept[name] = time.monotonic() + _RETRY_TOPIC_S
+            if first:
+                log.warning(
+                    "%s: cannot keep topic %r (%s): %s (tried again in %.0f s at the earliest)",
+                    self.replica,
+                    name,
+                    type_name,
+                    exc,
+                    _RETRY_TOPIC_S,
+                )
             return None
         topic = _TopicReader(name, type_name, data_type, reader, self.store.topic(name, type_name))
         self._topics[name] = topic
@@ -460,6 +481,15 @@ class PersistService:
         write and why: counted in the writer's acks). Bounds are checked on this replica's
         receive clock before anything is decoded."""
         writer = self._writers.get(info.publication_handle)
+        if writer is None:
+            # Matched (its data is here) before discovery's sample was taken: ask the reader.
+            try:
+                endpoint = topic.reader.dds.get_matched_publication_data(info.publication_handle)
+            except DDSException:
+                endpoint = None
+            if endpoint is not None:
+                self._on_publication(endpoint, info.publication_handle)
+                writer = self._writers.get(info.publication_handle)
         policy = topic.policy
         if writer is None or not writer.durable or policy is None:
             self.stats.ignored += 1
@@ -569,14 +599,16 @@ class PersistService:
         for op, reason in result.refused:
             self._log_once(
                 op.writer_guid,
-                reason.split(" = ")[0].split(" (")[0],
+                _NUMBER.sub("N", reason.split(" = ")[0].split(" (")[0]),
                 "%s: refused a sample of writer %s: %s (further refusals of this kind from "
                 "this writer are counted, not logged)",
                 self.replica,
                 op.writer_guid,
                 reason,
             )
-            self._refusals[op.writer_guid] = _Refusal(op.source_ns, reason)
+            known = self._refusals.get(op.writer_guid)
+            if known is None or op.source_ns >= known.source_ns:  # the ack names the newest
+                self._refusals[op.writer_guid] = _Refusal(op.source_ns, reason)
         if self.on_stored is not None and result.stored:
             self.on_stored(result.stored)
         if aligned:

@@ -12,6 +12,7 @@ next one (`cleanup_stale`). The lab's description is in ``<MCC_HOME>/netlab/<mis
 for ``mcc chaos``. A start on a node cut off the bridge (``mcc chaos partition``) goes to the
 reachable netns node with the fewest instances instead, as a cluster scheduler moves work off a
 lost node; the instance reports its new node.
+Instance logs are their user's only (the folder 0700, each log 0600).
 Every process has its own session, so stop/kill reach the whole process group, and dies
 with the zygote, which dies with the supervisor: no orphans, even after a ``kill -9`` of
 ``mcc up``.
@@ -40,9 +41,12 @@ from mcc.errors import OrchestratorError
 from mcc.netlab import LAB_IFACE, NetLab, NetLabError, cleanup_stale, pick_subnet
 from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Running, Warning_
 from mcc.orchestrate.manifest import Node
+from mcc.orchestrate.registry import home, private_dir, write_private
 
 log = logging.getLogger("mcc.orchestrate.local")
 RUNTIME_MODULE = "mcc.orchestrate.runtime"
+#: The fork server's module: it runs as ``python -m FORK_SERVER`` (how `mcc chaos` knows it).
+FORK_SERVER = "mcc.orchestrate.zygote"
 
 
 def host_cores() -> list[int]:
@@ -126,8 +130,6 @@ class LocalBackend:
 
     def _open_lab(self) -> None:
         """Build the namespaces of the netns nodes; put this process on the lab bridge."""
-        from mcc.orchestrate.registry import home
-
         removed = cleanup_stale()
         if removed:
             log.warning("removed the network lab of a dead supervisor: %s", ", ".join(removed))
@@ -149,9 +151,8 @@ class LocalBackend:
         assert lab.root_address is not None
         os.environ.update(dataclasses.replace(lab_transport, interface=lab.bridge).apply_to_env({}))
         self._host_transport = dataclasses.replace(lab_transport, interface=LAB_IFACE)
-        self._lab_file = home() / "netlab" / f"{self.mission}.json"
-        self._lab_file.parent.mkdir(parents=True, exist_ok=True)
-        self._lab_file.write_text(json.dumps(lab.to_dict(), indent=2))
+        self._lab_file = private_dir(home() / "netlab") / f"{self.mission}.json"
+        write_private(self._lab_file, json.dumps(lab.to_dict(), indent=2))
         log.info(
             "netns nodes %s on bridge %s (%s), this process at %s",
             ", ".join(f"{h.name}={h.address}" for h in lab.hosts),
@@ -204,7 +205,7 @@ class LocalBackend:
             node_cores(node)  # fail early on cores this host lacks
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._zygote = subprocess.Popen(
-            [sys.executable, "-m", "mcc.orchestrate.zygote"],
+            [sys.executable, "-m", FORK_SERVER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -299,7 +300,7 @@ class LocalBackend:
             request["cgroup"] = str(
                 self._cgroup / f"mcc.{self.mission}" / spec.instance_id.replace("/", ".")
             )
-        Path(spec.log_path).parent.mkdir(parents=True, exist_ok=True)
+        private_dir(Path(spec.log_path).parent)  # logs are the user's only (the zygote: 0600)
         future: Future[Running] = Future()
         with self._lock:
             self._spawns[spec.instance_id] = (future, spec)
