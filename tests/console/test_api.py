@@ -37,7 +37,8 @@ def client(
         command_timeout_s=2.0,
         layout=Layout(phases=("idle", "busy")),
     )
-    with TestClient(create_app(config)) as test_client:
+    # The console answers to loopback names only (Starlette's default "testserver" is refused)
+    with TestClient(create_app(config), base_url="http://localhost") as test_client:
         yield test_client
 
 
@@ -78,7 +79,7 @@ def test_login_sets_a_strict_cookie_and_opens_the_console(
     assert client.get("/api/me").json() == {"name": "cmdr", "role": "commander"}
     assert client.get("/api/layout").json()["phases"] == ["idle", "busy"]
 
-    client.post("/api/logout")
+    assert client.post("/api/logout", json={}).status_code == 200
     assert client.get("/api/me").status_code == 401
     assert audited(audit_path) == [
         ("cmdr", "login", "", "refused", 401),
@@ -128,10 +129,14 @@ def test_malformed_commands_get_422_with_the_reason(client: TestClient, audit_pa
         response = client.post("/api/command", json=body)
         assert response.status_code == 422, (body, response.text)
         assert reason in response.json()["detail"], (body, response.json())
-    response = client.post("/api/command", content=b"{not json", headers={"content-type": "x"})
+    response = client.post(
+        "/api/command", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422
+    other = client.post("/api/command", content=b'{"verb": "stop"}', headers={"content-type": "x"})
+    assert other.status_code == 415 and "application/json" in other.json()["detail"]
     invalid = [e for e in read_audit(audit_path) if e["result"] == "invalid"]
-    assert len(invalid) == len(cases) + 1 and all(e["status"] == 422 for e in invalid)
+    assert [e["status"] for e in invalid] == [422] * (len(cases) + 1) + [415]
     assert invalid[0]["action"] == "launch" and "verb:" in invalid[0]["message"]
 
 
@@ -209,7 +214,7 @@ def test_metrics_need_no_session_and_parse(client: TestClient) -> None:
 def test_websocket_sends_at_most_10_updates_per_second(client: TestClient) -> None:
     from starlette.websockets import WebSocketDisconnect
 
-    with client.websocket_connect("/ws") as ws:  # no session: told so, then closed
+    with client.websocket_connect("ws://localhost/ws") as ws:  # no session: told so, then closed
         assert ws.receive_json() == {"type": "error", "status": 401, "detail": "log in"}
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
@@ -227,7 +232,7 @@ def test_websocket_sends_at_most_10_updates_per_second(client: TestClient) -> No
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
-        with client.websocket_connect("/ws") as ws:
+        with client.websocket_connect("ws://localhost/ws") as ws:
             hello = ws.receive_json()
             assert (hello["type"], hello["user"], hello["role"]) == ("hello", "obs", "observer")
             assert hello["layout"]["phases"] == ["idle", "busy"]
@@ -250,7 +255,7 @@ def test_a_demoted_commander_loses_control_at_once(client: TestClient, accounts:
     from starlette.websockets import WebSocketDisconnect
 
     login(client, COMMANDER)
-    with client.websocket_connect("/ws") as ws:
+    with client.websocket_connect("ws://localhost/ws") as ws:
         assert ws.receive_json()["role"] == "commander"
         UserStore(accounts).add(*COMMANDER, "observer")  # e.g. by `mcc console adduser`
         refused = client.post("/api/command", json={"verb": "phase", "target": "busy"})
@@ -259,5 +264,5 @@ def test_a_demoted_commander_loses_control_at_once(client: TestClient, accounts:
             for _ in range(100):  # state updates (≥ 1/s) until the close (within ~1 s)
                 ws.receive_json()
         assert closed.value.code == 4000  # the page reconnects and gets its new role
-    with client.websocket_connect("/ws") as ws:
+    with client.websocket_connect("ws://localhost/ws") as ws:
         assert ws.receive_json()["role"] == "observer"

@@ -3,7 +3,10 @@ radar, tracker, TEWA (approval mode) and a launcher as processes under a supervi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +74,8 @@ def test_commander_watches_commands_approves_and_survives_a_restart(
     with console_process(*args, env=console_env, log=log) as console:
         page = open_page(browser, console.url, COMMANDER)
         expect(page.locator("#who")).to_have_text("cmdr · commander")
+        assert page.evaluate("mcc.secured") is True  # the console identity's DDS Security
+        expect(page.locator("#bus-unsecured")).to_be_hidden()
         # Tracks appear on the air picture, then move.
         page.wait_for_function(
             "mcc.state && mcc.state.tracks.some(t => t.status === 'confirmed')", timeout=90_000
@@ -141,6 +146,7 @@ def test_observer_sees_the_console_but_cannot_command(
     with console_process(*args, env=bus_env, log=tmp_path / "console.log") as console:
         page = open_page(browser, console.url, OBSERVER)
         expect(page.locator("#role-badge")).to_have_text("observer")
+        expect(page.locator("#bus-unsecured")).to_have_text("bus not secured")  # --domain only
         expect(page.locator("#readonly-note")).to_be_visible()
         for control in ("#phase-apply", "#system-stop", "#cluster-scale"):
             expect(page.locator(control)).to_be_hidden()
@@ -164,3 +170,68 @@ def test_observer_sees_the_console_but_cannot_command(
         "refused",
         403,
     )
+
+
+def test_a_page_of_another_site_cannot_log_in_or_lock_the_commander_out(
+    browser: Any, accounts: Path, tmp_path: Path, domain_id: int, bus_env: dict[str, str]
+) -> None:
+    """What another page the operator's browser opens could do to the console: send it
+    text/plain POSTs (a "simple" request: no CORS preflight; the answer is opaque, but the
+    request arrives). Before, 10 wrong guesses from such a page locked the commander out."""
+    audit = tmp_path / "audit.jsonl"
+    args = ("--domain", str(domain_id), "--users", str(accounts), "--audit", str(audit))
+    with (
+        console_process(*args, env=bus_env, log=tmp_path / "console.log") as console,
+        other_site("<h1>cat pictures</h1>") as elsewhere,
+    ):
+        page = browser.new_context().new_page()
+        page.goto(elsewhere)  # another origin: 127.0.0.1, another port
+        statuses = page.evaluate(
+            """async ([url, name]) => {
+                const types = [];
+                for (let i = 0; i < 15; i++) {
+                    const r = await fetch(url, {
+                        method: "POST", mode: "no-cors",
+                        headers: {"content-type": "text/plain"},
+                        body: JSON.stringify({name, password: "guess-" + i}),
+                    });
+                    types.push(r.type);
+                }
+                return types;
+            }""",
+            [console.url + "api/login", COMMANDER[0]],
+        )
+        assert statuses == ["opaque"] * 15  # sent, the answer hidden from the page
+        page.context.close()
+        logins = [(e["status"], e["message"]) for e in read_audit(audit)]
+        assert logins == [(403, "cross-origin request refused")] * 15  # before: 15 × 401
+        # The commander logs in as usual.
+        page = open_page(browser, console.url, COMMANDER)
+        assert page.evaluate("mcc.role") == "commander"
+
+
+@contextmanager
+def other_site(html: str) -> Iterator[str]:
+    """A page served from another origin (a free port on 127.0.0.1); its URL."""
+    body = html.encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

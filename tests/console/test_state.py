@@ -6,9 +6,11 @@ import json
 import time
 
 import numpy as np
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcc.console import LiveState
+from mcc.console.limits import StateLimits
 from mcc.console.metrics import ServerFigures, render
 from mcc.types import (
     AirPicture,
@@ -290,3 +292,181 @@ def test_metrics_are_prometheus_text() -> None:
     assert value("mcc_console_commands_total", result="refused") == 1
     assert value("mcc_console_bus_samples_total", topic="AirPicture") == 1
     assert value("mcc_console_clients") == 2
+
+
+# -- hostile input: the findings of the security review --------------------------------------
+
+
+def _strict(text: str) -> dict:
+    """``text`` parsed as a browser's JSON.parse would: NaN and Infinity are errors."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_non_finite_samples_are_dropped_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before: one NaN put "NaN" into every update; the browsers' JSON.parse refused them all
+    # while the link indicator stayed "live" (the picture froze for good).
+    nan, inf = float("nan"), float("inf")
+    state = LiveState(mission="m")
+    now = time.time_ns()
+    state.on_air_pictures([picture(now, (1, 0.0, 0.0), (2, nan, 5.0), (3, 7.0, inf))])
+    bad_track = Track(track_id=4, x_m=inf, update_ns=now, status=TrackStatus.TRACK_CONFIRMED)
+    state.on_tracks([bad_track, bad_track])
+    state.on_threats([Threat(track_id=1, rank=1, score=nan, update_ns=now)])
+    state.on_weapons([WeaponStatus(weapon_id="sam-1", max_range_m=inf)])
+    state.on_heartbeats([Heartbeat(system_id="m/radar/0", pid=5, cpu_percent=nan, time_ns=now)])
+    state.on_detections([DetectionBatch(sensor_id="search", sensor_x_m=nan)])
+    bad_order = order(5, OrderStatus.ORDER_ISSUED, now)
+    bad_order.pk = nan
+    state.on_orders([bad_order])
+    # Python's JSON parser takes NaN and 1e999 (inf); the console does not.
+    for clusters in ('{"mc": {"size": NaN}}', '{"mc": {"size": 1e999}}'):
+        state.on_mission([MissionStatus(mission="m", time_ns=now, clusters_json=clusters)])
+    version, text = state.snapshot_json()
+    snap = _strict(text)
+    assert [t["id"] for t in snap["tracks"]] == [1]
+    assert snap["threats"] == snap["weapons"] == snap["radars"] == snap["orders"] == []
+    assert snap["health"] == [] and snap["mission"] is None
+    assert state.dropped == {
+        ("AirPicture", "nonfinite"): 1,
+        ("Track", "nonfinite"): 2,
+        ("Threat", "nonfinite"): 1,
+        ("WeaponStatus", "nonfinite"): 1,
+        ("Heartbeat", "nonfinite"): 1,
+        ("DetectionBatch", "nonfinite"): 1,
+        ("EngagementOrder", "nonfinite"): 1,
+        ("MissionStatus", "nonfinite"): 2,
+    }
+    assert snap["dropped"]["Track"] == {"nonfinite": 2} and snap["stats"]["dropped"] == 10
+    logged = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(logged) == 8  # once per topic and reason, not once per sample
+    assert any("Track sample(s): a number is NaN or infinite" in m for m in logged)
+    # The feed goes on: good samples after bad ones show.
+    state.on_tracks([Track(track_id=4, x_m=3.0, update_ns=now, status=TrackStatus.TRACK_CONFIRMED)])
+    assert [t["id"] for t in _strict(state.snapshot_json()[1])["tracks"]] == [1, 4]
+    text = render(state.snapshot(), state.samples, ServerFigures(), dropped=state.dropped)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    dropped = {
+        (s.labels["topic"], s.labels["reason"]): s.value
+        for s in families["mcc_console_samples_dropped"].samples
+    }
+    assert dropped[("MissionStatus", "nonfinite")] == 2
+
+
+def test_the_json_for_browsers_is_strict_whatever_gets_through() -> None:
+    # A non-finite number from elsewhere (here a layout file's interceptor speed) is the last
+    # guard's business: null in the update, counted, never NaN or Infinity.
+    state = LiveState(interceptor_speed_mps={"sam-1": float("inf")})
+    now = time.time_ns()
+    state.on_orders([order(5, OrderStatus.ORDER_IN_FLIGHT, now)])
+    snap = _strict(state.snapshot_json()[1])
+    assert snap["interceptors"][0]["speed_mps"] is None
+    assert state.dropped == {("snapshot", "nonfinite"): 1}
+
+
+def test_a_sender_clock_decides_nothing() -> None:
+    state = LiveState(mission="m", stale_s=10.0)
+    now = time.time_ns()
+    decade = now + 10 * 365 * 86_400 * S
+    # Before: a Threat stamped ten years ahead made every real threat "older than the newest
+    # by more than 2 s" (hidden), and a MissionStatus from the future froze the status.
+    state.on_threats([Threat(track_id=7, rank=2, score=0.8, update_ns=now)])
+    state.on_threats([Threat(track_id=666, rank=1, score=0.99, update_ns=decade)])
+    state.on_mission([MissionStatus(mission="m", phase="fake", time_ns=decade)])
+    state.on_mission([MissionStatus(mission="m", phase="surveillance", time_ns=now)])
+    state.on_mission([MissionStatus(mission="m", phase="engagement", time_ns=now + MS)])
+    state.on_tracks([Track(track_id=9, x_m=1.0, update_ns=decade)])
+    state.on_tracks([Track(track_id=9, x_m=2.0, update_ns=now, status=TrackStatus.TRACK_CONFIRMED)])
+    state.on_heartbeats([Heartbeat(system_id="m/tewa/0", pid=1, time_ns=decade)])
+    state.on_orders([order(3, OrderStatus.ORDER_ISSUED, decade)])
+    snap = state.snapshot()
+    assert [t["track_id"] for t in snap["threats"]] == [7]
+    assert snap["mission"]["phase"] == "engagement"
+    assert [(t["id"], t["x"]) for t in snap["tracks"]] == [(9, 2.0)]
+    assert snap["health"] == [] and snap["orders"] == []
+    assert state.dropped == {
+        ("Threat", "future"): 1,
+        ("MissionStatus", "future"): 1,
+        ("Track", "future"): 1,
+        ("Heartbeat", "future"): 1,
+        ("EngagementOrder", "future"): 1,
+    }
+    # Within the allowed skew (5 s), a stamp is taken but decides neither expiry nor which
+    # threats are current: both are receive time.
+    state = LiveState(stale_s=10.0)
+    ahead = now + 4 * S
+    state.on_threats([Threat(track_id=1, rank=1, update_ns=ahead), Threat(track_id=2, rank=2)])
+    state.on_tracks([Track(track_id=5, update_ns=ahead, status=TrackStatus.TRACK_CONFIRMED)])
+    state.on_air_pictures([picture(ahead, (6, 0.0, 0.0), tracker="other")])
+    assert [t["track_id"] for t in state.snapshot()["threats"]] == [1, 2]
+    later = state.snapshot(time.time_ns() + 11 * S)  # heard 11 s ago, stamped 7 s ago
+    assert later["tracks"] == [] and later["threats"] == []
+
+
+def _big_picture(now_ns: int, n: int) -> AirPicture:
+    """``n`` tracks; the odd ids tentative, quality rising with the id."""
+    ids = np.arange(1, n + 1)
+    status = np.where(ids % 2, TrackStatus.TRACK_TENTATIVE.value, TrackStatus.TRACK_CONFIRMED.value)
+    state = np.zeros((n, 6))
+    state[:, 0] = ids * 10.0
+    return AirPicture(
+        tracker_id="trk",
+        cycle=1,
+        time_ns=now_ns,
+        origin_ns=now_ns - 40 * MS,
+        publish_ns=now_ns - 10 * MS,
+        count=n,
+        track_id=pack(ids, "<u4"),
+        status=pack(status, "u1"),
+        classification=pack([TargetClass.CLASS_AIRCRAFT.value] * n, "u1"),
+        quality=pack(ids / n, "<f8"),
+        state=pack(state, "<f8"),
+        covariance=pack(np.zeros((n, 6, 6)), "<f8"),
+    )
+
+
+def test_a_huge_picture_is_bounded_and_says_what_it_left_out() -> None:
+    # Before: one 20 000-track picture made every update 3.5 MB, for good.
+    state = LiveState()
+    now = time.time_ns()
+    state.on_threats([Threat(track_id=19_999, rank=1, score=0.9, update_ns=now)])  # tentative
+    state.on_air_pictures([_big_picture(now, 20_000)])
+    _, text = state.snapshot_json()
+    snap = _strict(text)
+    assert len(text) < 250_000 and state.snapshot_bytes == len(text)
+    assert snap["stats"]["tracks"] == 1000 and snap["left_out"] == {"tracks": 19_000}
+    ids = {t["id"] for t in snap["tracks"]}
+    assert 19_999 in ids  # the threat first
+    others = ids - {19_999}
+    assert all(i % 2 == 0 for i in others) and min(others) == 20_000 - 2 * 998  # confirmed, best
+    assert state.left_out_total == {"tracks": 19_000}
+    # The next, normal picture is shown whole; nothing is left out any more.
+    state.on_air_pictures([picture(time.time_ns(), (1, 0.0, 0.0), (2, 5.0, 5.0))])
+    snap = state.snapshot()
+    assert [t["id"] for t in snap["tracks"]] == [1, 2] and snap["left_out"] == {}
+
+
+def test_every_collection_is_bounded() -> None:
+    state = LiveState(limits=StateLimits(max_threats=5, max_systems=20, max_weapons=3))
+    now = time.time_ns()
+    state.on_threats([Threat(track_id=i, rank=i, update_ns=now) for i in range(1, 50)])
+    # A flood of orders: the one awaiting the commander's decision stays in sight.
+    state.on_orders([order(1, OrderStatus.ORDER_PROPOSED, now)])
+    state.on_orders([order(i, OrderStatus.ORDER_KILL, now) for i in range(2, 500)])
+    beats = [Heartbeat(system_id=f"m/s{i}/0", pid=i, message="x" * 1_000_000) for i in range(99)]
+    state.on_heartbeats(beats)
+    state.on_weapons([WeaponStatus(weapon_id=f"w{i}") for i in range(10)])
+    snap = state.snapshot()
+    assert [t["track_id"] for t in snap["threats"]] == [1, 2, 3, 4, 5]
+    assert len(state._orders) == 300 and len(snap["orders"]) == 60
+    assert 1 in [o["id"] for o in snap["orders"]]
+    assert len(snap["health"]) == 20 and len(snap["systems_seen"]) == 20
+    assert max(len(r["message"]) for r in snap["health"]) == 200
+    assert [w["id"] for w in snap["weapons"]] == ["w7", "w8", "w9"]
+    assert snap["left_out"] == {"threats": 44, "orders": 240, "heartbeats": 79, "weapons": 7}
+    assert len(state.snapshot_json()[1]) < 100_000

@@ -28,6 +28,7 @@ _EXPORTS = {
     "BusBridge": "mcc.console.bridge",
     "Layout": "mcc.console.layout",
     "load_layout": "mcc.console.layout",
+    "StateLimits": "mcc.console.limits",
     "LiveState": "mcc.console.state",
     "ConsoleConfig": "mcc.console.server",
     "create_app": "mcc.console.server",

@@ -13,12 +13,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import re
 import secrets
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,25 +248,109 @@ class SessionStore:
 
 
 class LoginThrottle:
-    """At most ``max_failures`` failed logins per client address in ``window_s``."""
+    """At most ``max_failures`` failed logins per account and per client address within
+    ``window_s``.
 
-    def __init__(self, *, max_failures: int = 10, window_s: float = 300.0) -> None:
+    A login reserves a try on its account and on its address before the password is hashed
+    (`reserve`, atomic): a try in progress counts as a failure until it ends, so concurrent
+    guesses cannot slip through together, and another address gets no fresh tries at the same
+    account. Addresses count per host (IPv4) or per /64 network (IPv6). At most ``max_keys``
+    accounts and addresses are remembered: a flood of new names is refused, not stored.
+    """
+
+    def __init__(
+        self, *, max_failures: int = 10, window_s: float = 300.0, max_keys: int = 10_000
+    ) -> None:
         self.max_failures = max_failures
         self.window_s = window_s
-        self._failures: dict[str, list[float]] = {}
+        self.max_keys = max_keys
+        self._failures: dict[str, deque[float]] = {}
+        self._pending: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def blocked(self, client: str) -> bool:
+    def reserve(self, account: str, client: str) -> LoginTry | None:
+        """A try for ``account`` from ``client``; None when either has no tries left. End it
+        with `LoginTry.failed` or `LoginTry.succeeded`."""
+        keys = (f"account:{account.strip().lower()[:64]}", f"address:{client_key(client)}")
         now = time.monotonic()
         with self._lock:
-            recent = [t for t in self._failures.get(client, []) if now - t < self.window_s]
-            self._failures[client] = recent
-            return len(recent) >= self.max_failures
+            if any(self._used(key, now) >= self.max_failures for key in keys):
+                return None
+            new = sum(key not in self._failures and key not in self._pending for key in keys)
+            if new and len(self._failures) + len(self._pending) + new > self.max_keys:
+                self._forget(now)
+                if len(self._failures) + len(self._pending) + new > self.max_keys:
+                    return None
+            for key in keys:
+                self._pending[key] = self._pending.get(key, 0) + 1
+        return LoginTry(self, keys)
 
-    def failed(self, client: str) -> None:
+    def blocked(self, account: str, client: str) -> bool:
+        """Whether a login for ``account`` from ``client`` would be refused now."""
+        keys = (f"account:{account.strip().lower()[:64]}", f"address:{client_key(client)}")
+        now = time.monotonic()
         with self._lock:
-            self._failures.setdefault(client, []).append(time.monotonic())
+            return any(self._used(key, now) >= self.max_failures for key in keys)
 
-    def succeeded(self, client: str) -> None:
+    def _used(self, key: str, now: float) -> int:
+        """Failures of ``key`` within the window plus its tries in progress."""
+        times = self._failures.get(key)
+        if times is not None:
+            while times and now - times[0] >= self.window_s:
+                times.popleft()
+            if not times:
+                del self._failures[key]
+                times = None
+        return (len(times) if times else 0) + self._pending.get(key, 0)
+
+    def _forget(self, now: float) -> None:
+        for key in list(self._failures):
+            self._used(key, now)
+
+    def _end(self, keys: tuple[str, ...], *, ok: bool) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._failures.pop(client, None)
+            for key in keys:
+                left = self._pending.get(key, 0) - 1
+                if left > 0:
+                    self._pending[key] = left
+                else:
+                    self._pending.pop(key, None)
+                if ok:
+                    self._failures.pop(key, None)
+                else:
+                    self._failures.setdefault(key, deque()).append(now)
+
+
+@dataclass
+class LoginTry:
+    """A reserved login try (`LoginThrottle.reserve`); ends once, failed or succeeded."""
+
+    throttle: LoginThrottle
+    keys: tuple[str, ...]
+    ended: bool = False
+
+    def failed(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.throttle._end(self.keys, ok=False)
+
+    def succeeded(self) -> None:
+        """A right password: the account's and the address's failures are forgotten."""
+        if not self.ended:
+            self.ended = True
+            self.throttle._end(self.keys, ok=True)
+
+
+def client_key(client: str) -> str:
+    """What the throttle counts a client address as: the address (IPv4, or an IPv4-mapped
+    IPv6 one), the /64 network of an IPv6 address, or the text as given."""
+    try:
+        address = ipaddress.ip_address(client.split("%", 1)[0])
+    except ValueError:
+        return client[:100]
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)

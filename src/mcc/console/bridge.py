@@ -8,16 +8,24 @@ supervisor on the ``cmd`` channel; approve and reject go to TEWA on the same top
 ``approval`` channel (`mcc.bus.rpc`), which the supervisor never hears. Both go out as principal
 ``console`` (partitions ``cmd/console`` and ``approval/console``), the only partitions the
 console's identity may write commands in, so supervisor and TEWA know the console sent them.
+
+`BusBridge.secured` says whether the bus joined with DDS Security: its transport carries a
+``<Security>`` configuration (the mission's ``console`` identity: the supervisor's
+``console_env``, or `mcc.console.commands.resolve_domain` from the mission's keystore). A
+mission with ``security: none`` gives the console none, and the banner and ``/metrics`` say so.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import xml.etree.ElementTree as ET
 from typing import Any
 
 from mcc.bus import Bus, ReaderLoop
 from mcc.bus.rpc import APPROVAL_CHANNEL
+from mcc.bus.transport import Transport
 from mcc.console.state import LiveState
 from mcc.orchestrate.client import ControlClient
 
@@ -58,9 +66,17 @@ class BusBridge:
         self._control: ControlClient | None = None
         self._approval: ControlClient | None = None
         self._lock = threading.Lock()
+        #: Whether the bus joined with DDS Security (None until `start`).
+        self.secured: bool | None = None
 
     def start(self) -> BusBridge:
         bus = self._bus = Bus(self.domain, name="mcc console")
+        self.secured = transport_secured(bus.transport)
+        if not self.secured:
+            log.warning(
+                "console: the bus is NOT secured (no DDS Security identity: a mission with "
+                "security: none); anyone on the network can feed this console"
+            )
         s = self.state
         loop = ReaderLoop(bus, batch=512)
         handlers: list[tuple[str, Any]] = [
@@ -113,6 +129,18 @@ class BusBridge:
                 client.close()
         if self._bus is not None:
             self._bus.close()
+
+
+def transport_secured(transport: Transport | None) -> bool:
+    """Whether a bus with ``transport`` joins with DDS Security: an identity certificate in
+    its ``<Security>`` configuration (without a transport: in env ``CYCLONEDDS_URI``)."""
+    if transport is None:
+        return "<IdentityCertificate>" in os.environ.get("CYCLONEDDS_URI", "")
+    try:
+        domain = ET.fromstring(f"<Domain>{transport.extra_xml}</Domain>")
+    except ET.ParseError:
+        return False
+    return bool(domain.findtext("Security/Authentication/IdentityCertificate", "").strip())
 
 
 def _guarded(topic: str, handler: Any) -> Any:

@@ -37,8 +37,36 @@ def add_parsers(sub: Any) -> None:
     )
     console.add_argument("--scenario", help="scenario file: defended assets, radar coverage")
     console.add_argument("--weapons", help="weapons file: launcher specs")
-    console.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
+    console.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (%(default)s: this host only; 0.0.0.0: every interface)",
+    )
     console.add_argument("--port", type=int, default=8080, help="port (%(default)s; 0: any)")
+    console.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name or address browsers reach the console by (the Host header), beside "
+        "localhost, 127.0.0.1, ::1 and the bound address; repeat for more",
+    )
+    console.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="another origin allowed to send requests, e.g. https://toc.example for a TLS proxy; "
+        "repeat for more",
+    )
+    console.add_argument(
+        "--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate (chain)"
+    )
+    console.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        help="its private key (PEM); `mcc security tls KEYSTORE --host NAME` makes both",
+    )
     console.add_argument(
         "--users", help="operator accounts (default <MCC_HOME>/console/users.json)"
     )
@@ -97,7 +125,9 @@ def resolve_domain(
 ) -> tuple[int, str | None]:
     """The domain to join and the mission name to command (None: any on the domain): from
     ``--domain``, else the registry of missions running here (``--mission``, the manifest's
-    mission, or the only one running), else the manifest's domain, else env ``MCC_DOMAIN``."""
+    mission, or the only one running), else the manifest's domain, else env ``MCC_DOMAIN``.
+    A secured mission found in the registry gives the console its ``console`` identity (from
+    the mission's keystore) unless the environment's transport carries one already."""
     from mcc.orchestrate import registry
 
     if domain is not None:
@@ -114,7 +144,23 @@ def resolve_domain(
         raise
     for key, value in record.env.items():  # the mission's discovery tag and transport
         os.environ.setdefault(key, value)
+    if record.keystore:
+        _join_as_console(record.keystore, record.mission)
     return record.domain, record.mission
+
+
+def _join_as_console(keystore: str, mission: str) -> None:
+    """Put the mission's ``console`` identity into this process's transport (env
+    ``MCC_TRANSPORT``), unless the transport there has a DDS Security identity already."""
+    from mcc.bus.transport import ENV_VAR, Transport
+    from mcc.console.bridge import transport_secured
+    from mcc.orchestrate.client import operator_transport
+    from mcc.security.mission import CONSOLE
+
+    if os.environ.get(ENV_VAR) and transport_secured(Transport.from_env()):
+        return
+    transport = operator_transport(keystore, mission, CONSOLE)
+    os.environ.update(transport.apply_to_env({}))
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -143,23 +189,56 @@ def cmd_console(args: argparse.Namespace) -> int:
         layout=layout,
         truth=args.truth,
         update_hz=args.update_hz,
+        allowed_hosts=tuple(args.allow_host),
+        allowed_origins=tuple(args.allow_origin),
     )
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.tls_cert:
         print(
-            f"mcc console: warning: serving on {args.host} over plain HTTP; put it behind a "
-            "TLS proxy before operators log in from other hosts",
+            f"mcc console: warning: serving on {args.host} over plain HTTP; use --tls-cert and "
+            "--tls-key (or a TLS proxy) before operators log in from other hosts, and "
+            "--allow-host NAME for the names they use",
             file=sys.stderr,
         )
+    if args.tls_key:
+        _warn_if_readable(Path(args.tls_key))
 
-    def ready(url: str) -> None:
+    def ready(url: str, secured: bool | None) -> None:
+        bus = "bus secured (DDS Security)" if secured else "bus NOT SECURED (security: none)"
         print(
-            f"mcc console: {url} · mission {mission or '(any)'} on domain {domain} · "
+            f"mcc console: {url} · mission {mission or '(any)'} on domain {domain} · {bus} · "
             f"accounts {users} · audit {audit}",
             flush=True,
         )
+        if not secured:
+            print(
+                "mcc console: warning: the bus is not secured: anyone on its network can "
+                "feed this console and read the mission; run it with security: on",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    serve(config, host=args.host, port=args.port, on_ready=ready)
+    serve(
+        config,
+        host=args.host,
+        port=args.port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        on_ready=ready,
+    )
     return 0
+
+
+def _warn_if_readable(key: Path) -> None:
+    try:
+        mode = key.stat().st_mode
+    except OSError:
+        return  # serve names the missing file
+    if mode & 0o077:
+        print(
+            f"mcc console: warning: {key} is readable by others (mode {mode & 0o777:o}); "
+            f"chmod 600 {key}",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

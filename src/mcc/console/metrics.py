@@ -3,7 +3,8 @@
 From the heartbeats and ``MissionStatus`` (per instance: up, CPU, memory, message rates,
 latency p50/p99, restarts), the mission (phase, tracks, threats, orders, kills), the
 end-to-end latencies measured on the bus (detection → engagement order, air picture) and the
-console itself (clients, updates sent, bus → browser lag, bus samples per topic).
+console itself (clients, updates sent, bus → browser lag, bus samples per topic, samples
+dropped and items left out, the size of an update, whether its bus is secured).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class ServerFigures:
     commands: dict[str, int] = field(default_factory=dict)  # result → count
     logins: dict[str, int] = field(default_factory=dict)
     bus_to_client_ms: list[float] = field(default_factory=list)  # recent, bounded by the server
+    bus_secured: bool | None = None  # None: the bus is not joined yet
+    snapshot_bytes: int = 0  # the latest update sent to browsers
 
 
 def _escape(value: str) -> str:
@@ -82,8 +85,16 @@ class _Writer:
         return "\n".join(self.lines) + "\n"
 
 
-def render(snapshot: Mapping[str, Any], samples: Mapping[str, int], server: ServerFigures) -> str:
-    """The Prometheus exposition of one `LiveState.snapshot` and the server's figures."""
+def render(
+    snapshot: Mapping[str, Any],
+    samples: Mapping[str, int],
+    server: ServerFigures,
+    *,
+    dropped: Mapping[tuple[str, str], int] | None = None,
+    left_out: Mapping[str, int] | None = None,
+) -> str:
+    """The Prometheus exposition of one `LiveState.snapshot` and the server's figures (with
+    `LiveState.dropped` and `LiveState.left_out_total`)."""
     w = _Writer()
     mission = snapshot.get("mission")
     if mission:
@@ -206,6 +217,13 @@ def render(snapshot: Mapping[str, Any], samples: Mapping[str, int], server: Serv
         "air picture publication to the console's websocket send (recent updates)",
         [v / 1e3 for v in server.bus_to_client_ms],
     )
+    w.family(
+        "mcc_console_bus_secured",
+        "gauge",
+        "1 when the console's bus joined with DDS Security (an identity of the mission's "
+        "keystore), 0 when it did not (a mission with security: none)",
+        [({}, None if server.bus_secured is None else int(server.bus_secured))],
+    )
     w.family("mcc_console_clients", "gauge", "connected browsers", [({}, server.clients)])
     w.family(
         "mcc_console_updates_sent",
@@ -218,6 +236,25 @@ def render(snapshot: Mapping[str, Any], samples: Mapping[str, int], server: Serv
         "counter",
         "bus samples taken by the console, by topic",
         [({"topic": t}, n) for t, n in samples.items()],
+    )
+    w.family(
+        "mcc_console_samples_dropped",
+        "counter",
+        "bus samples the console dropped, by topic and reason (nonfinite, future, malformed, "
+        "oversized; topic snapshot: non-finite numbers caught by the JSON's last guard)",
+        [({"topic": t, "reason": r}, n) for (t, r), n in sorted((dropped or {}).items())],
+    )
+    w.family(
+        "mcc_console_left_out",
+        "counter",
+        "items left out by the console's bounds (tracks, threats, orders, ...), by kind",
+        [({"kind": k}, n) for k, n in sorted((left_out or {}).items())],
+    )
+    w.family(
+        "mcc_console_update_bytes",
+        "gauge",
+        "size of the latest state update sent to browsers",
+        [({}, server.snapshot_bytes)],
     )
     w.family(
         "mcc_console_commands",

@@ -8,17 +8,28 @@ Routes (all JSON unless said):
 - ``POST /api/command`` ``{"verb", "target", "size"?}`` (commander only): ``phase``, ``start``,
   ``stop``, ``restart``, ``scale`` (with ``size``) go to the supervisor, ``approve`` and
   ``reject`` (target: the order id) to TEWA, all through the ``Command`` topic. 401 without a
-  session, 403 for an observer, 422 for a malformed request (``detail`` says why), 409 when
-  the mission refuses it, 504 when nobody answers. Every attempt is audited;
-- ``WS /ws``: ``hello`` (user, role, layout), then ``state`` snapshots at most ``update_hz``
-  per second, only when something changed (and at least once a second);
+  session, 403 for an observer or another origin, 415 when not JSON, 422 for a malformed
+  request (``detail`` says why), 409 when the mission refuses it, 504 when nobody answers.
+  Every attempt is audited;
+- ``WS /ws``: ``hello`` (user, role, layout, whether the bus is secured), then ``state``
+  snapshots at most ``update_hz`` per second, only when something changed (and at least once
+  a second);
 - ``GET /metrics``: Prometheus text (no session needed; the console binds to 127.0.0.1);
 - ``GET /healthz``.
+
+Every request must name an allowed host (``Host``: loopback names, the bound address and
+``ConsoleConfig.allowed_hosts``; 400 otherwise, so a DNS-rebound page cannot read the
+console). Every ``POST`` must be JSON (``Content-Type: application/json``, 415 otherwise)
+and, when the browser sends an ``Origin``, come from this console's origin or one of
+``ConsoleConfig.allowed_origins`` (403 otherwise): a page of another site can neither log in,
+nor log out, nor command, nor use up the commander's login tries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import ipaddress
 import json
 import logging
 import re
@@ -45,12 +56,14 @@ from pydantic import (
 )
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from mcc.console import metrics
 from mcc.console.audit import AuditLog
 from mcc.console.auth import SESSION_TTL_S, LoginThrottle, SessionStore, User, UserStore
 from mcc.console.bridge import BusBridge
 from mcc.console.layout import Layout
+from mcc.console.limits import StateLimits
 from mcc.console.state import LiveState
 from mcc.errors import MccError, RequestTimeoutError
 
@@ -66,6 +79,10 @@ CSP = (
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 VERBS = ("phase", "start", "stop", "restart", "scale", "approve", "reject")
+#: Host names every console answers to, beside its bound address and ``allowed_hosts``.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?")
 
 
 @dataclass
@@ -82,6 +99,11 @@ class ConsoleConfig:
         update_hz: the most state updates per second per browser.
         command_timeout_s: how long a command waits for the mission's answer.
         static_dir: the UI's files.
+        allowed_hosts: host names (or addresses) the console answers to besides the loopback
+            ones (``LOOPBACK_HOSTS``); `serve` adds the address it binds.
+        allowed_origins: origins (``scheme://host[:port]``) allowed to send requests besides
+            the console's own, e.g. a TLS proxy's ``https://toc.example``.
+        limits: what the live state keeps and ships (`StateLimits`).
     """
 
     domain: int
@@ -93,10 +115,20 @@ class ConsoleConfig:
     update_hz: float = 10.0
     command_timeout_s: float = 5.0
     static_dir: Path = STATIC_DIR
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    limits: StateLimits = field(default_factory=StateLimits)
 
     def __post_init__(self) -> None:
         if not 0 < self.update_hz <= 10:
             raise MccError(f"update_hz = {self.update_hz}: use 0 < update_hz <= 10")
+        self.allowed_hosts = tuple(host_pattern(h) for h in self.allowed_hosts)
+        self.allowed_origins = tuple(origin_of(o) for o in self.allowed_origins)
+
+    def host_allow_list(self) -> list[str]:
+        """What the ``Host`` header may name (as Starlette's TrustedHostMiddleware takes it)."""
+        hosts = [host_pattern(h) for h in LOOPBACK_HOSTS] + list(self.allowed_hosts)
+        return list(dict.fromkeys(hosts))
 
     @property
     def sessions_path(self) -> Path:
@@ -165,6 +197,7 @@ class Console:
         self.state = LiveState(
             mission=config.mission,
             interceptor_speed_mps=config.layout.interceptor_speeds(),
+            limits=config.limits,
         )
         self.bridge = bridge or BusBridge(
             self.state,
@@ -202,24 +235,51 @@ class Console:
 
     # -- routes ------------------------------------------------------------------------------
 
+    def _foreign(self, request: Request) -> tuple[int, str] | None:
+        """``(status, why)`` when a state-changing request is refused before anything else:
+        403 from another origin, 415 when its body is not declared JSON; else None."""
+        if not _origin_allowed(
+            request.headers.get("origin"), request.headers.get("host"), self.config
+        ):
+            return 403, "cross-origin request refused"
+        if not _is_json(request):
+            return 415, "send JSON (Content-Type: application/json)"
+        return None
+
     async def login(self, request: Request) -> Response:
         remote = request.client.host if request.client else ""
+        foreign = self._foreign(request)
+        if foreign is not None:
+            status, why = foreign
+            result = "refused" if status == 403 else "invalid"
+            self._count("logins", result)
+            self._audit(request, None, "login", result, status, message=why)
+            return _error(status, why)
         body = await _json_object(request)
         name, password = (body or {}).get("name"), (body or {}).get("password")
         if not isinstance(name, str) or not isinstance(password, str):
             self._count("logins", "invalid")
             return _error(422, 'send JSON {"name": ..., "password": ...}')
-        if self.throttle.blocked(remote):
-            self._count("logins", "refused")
+        # Reserved before the hash is computed: concurrent guesses count as they start.
+        attempt = self.throttle.reserve(name, remote)
+        if attempt is None:
+            self._count("logins", "throttled")
             self._audit(request, None, "login", "refused", 429, who=name[:64], message="throttled")
-            return _error(429, "too many failed logins from this address; wait 5 minutes")
-        user = await run_in_threadpool(self.users.authenticate, name, password)
+            return _error(
+                429,
+                "too many failed logins for this operator or from this address; wait 5 minutes",
+            )
+        try:
+            user = await run_in_threadpool(self.users.authenticate, name, password)
+        except BaseException:
+            attempt.failed()
+            raise
         if user is None:
-            self.throttle.failed(remote)
+            attempt.failed()
             self._count("logins", "refused")
             self._audit(request, None, "login", "refused", 401, who=name[:64], message="bad login")
             return _error(401, "wrong operator name or password")
-        self.throttle.succeeded(remote)
+        attempt.succeeded()
         token = self.sessions.create(user.name)
         self._count("logins", "ok")
         self._audit(request, user, "login", "ok", 200)
@@ -238,6 +298,11 @@ class Console:
     async def logout(self, request: Request) -> Response:
         token = request.cookies.get(COOKIE)
         user = self.user(token)
+        foreign = self._foreign(request)
+        if foreign is not None:
+            status, why = foreign
+            self._audit(request, user, "logout", "refused", status, message=why)
+            return _error(status, why)
         self.sessions.revoke(token)
         if user is not None:
             self._audit(request, user, "logout", "ok", 200)
@@ -259,8 +324,11 @@ class Console:
                 403,
                 f"{user.name} is an observer: commands need the commander role",
             )
-        if not _same_origin(request.headers.get("origin"), request.headers.get("host")):
-            return self._refuse(request, user, attempted, 403, "cross-origin request refused")
+        foreign = self._foreign(request)
+        if foreign is not None:
+            status, why = foreign
+            result = "refused" if status == 403 else "invalid"
+            return self._refuse(request, user, attempted, status, why, result)
         if body is None:
             return self._refuse(
                 request, user, attempted, 422, "the body must be a JSON object", "invalid"
@@ -304,12 +372,20 @@ class Console:
 
     def metrics_text(self) -> str:
         self.figures.bus_to_client_ms = list(self._lags_ms)
-        return metrics.render(self.state.snapshot(), dict(self.state.samples), self.figures)
+        self.figures.bus_secured = self.bridge.secured
+        self.figures.snapshot_bytes = self.state.snapshot_bytes
+        return metrics.render(
+            self.state.snapshot(),
+            dict(self.state.samples),
+            self.figures,
+            dropped=dict(self.state.dropped),
+            left_out=dict(self.state.left_out_total),
+        )
 
     # -- websocket ---------------------------------------------------------------------------
 
     async def websocket(self, ws: WebSocket) -> None:
-        if not _same_origin(ws.headers.get("origin"), ws.headers.get("host")):
+        if not _origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), self.config):
             await ws.close(code=WS_FORBIDDEN)
             return
         token = ws.cookies.get(COOKIE)
@@ -326,6 +402,7 @@ class Console:
             "layout": self.config.layout.to_json(),
             "update_hz": self.config.update_hz,
             "domain": self.config.domain,
+            "secured": self.bridge.secured,
         }
         await ws.send_text(json.dumps(hello))
         self.figures.clients += 1
@@ -401,11 +478,50 @@ def _attempted(body: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _same_origin(origin: str | None, host: str | None) -> bool:
-    """No Origin (not a browser, or same-origin GET) or one naming this host."""
-    if not origin:
+def _origin_allowed(origin: str | None, host: str | None, config: ConsoleConfig) -> bool:
+    """No Origin (not a browser, or a same-origin GET), one naming this host (the ``Host``
+    header, itself checked against the allow-list) or an allowed one (``Origin: null`` is
+    none of these)."""
+    if origin is None:
         return True
-    return urlsplit(origin).netloc == (host or "")
+    if origin.strip().lower() in config.allowed_origins:
+        return True
+    netloc = urlsplit(origin.strip()).netloc.lower()
+    return bool(netloc) and netloc == (host or "").strip().lower()
+
+
+def _is_json(request: Request) -> bool:
+    """Whether the body is declared JSON: a page of another site cannot send that type
+    without the browser asking first (a CORS preflight this server never allows)."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0]
+    return media_type.strip().lower() == "application/json"
+
+
+def host_pattern(host: str) -> str:
+    """``host`` as the ``Host`` header names it: lower case, IPv6 addresses in brackets;
+    ``MccError`` for a wildcard or something that is not a host name or address."""
+    text = host.strip().lower()
+    bare = text.removeprefix("[").removesuffix("]")
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        if not _HOSTNAME.fullmatch(text):
+            raise MccError(
+                f"allowed host {host!r}: use a host name or an address, e.g. toc.example or "
+                "10.0.0.5 (no wildcards, no port)"
+            ) from None
+        return text
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+def origin_of(origin: str) -> str:
+    """``origin`` (``scheme://host[:port]``) as browsers send it; ``MccError`` otherwise."""
+    parts = urlsplit(origin.strip().lower())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        raise MccError(
+            f"allowed origin {origin!r}: use scheme://host[:port], e.g. https://toc.example"
+        )
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _error(status: int, detail: str) -> JSONResponse:
@@ -434,6 +550,10 @@ def create_app(config: ConsoleConfig, *, bridge: BusBridge | None = None) -> Fas
     )
     app.state.console = console
     app.add_middleware(_SecurityHeaders)
+    # Outermost: a request naming another host (DNS rebinding) gets 400 and nothing else.
+    app.add_middleware(
+        TrustedHostMiddleware, allowed_hosts=config.host_allow_list(), www_redirect=False
+    )
     static = config.static_dir
 
     @app.get("/", include_in_schema=False)
@@ -512,23 +632,35 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8080,
-    on_ready: Callable[[str], None] | None = None,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+    on_ready: Callable[[str, bool | None], None] | None = None,
 ) -> None:
-    """Serve the console until SIGINT/SIGTERM; ``on_ready(url)`` once it accepts requests."""
+    """Serve the console until SIGINT/SIGTERM: HTTPS with ``tls_cert`` and ``tls_key`` (PEM
+    files, e.g. from `mcc.security.tls.server_certificate`), else plain HTTP. ``on_ready(url,
+    secured)`` once it accepts requests (``secured``: whether its bus joined with DDS Security).
+    The address it binds is added to the hosts it answers to."""
     import uvicorn
 
+    if (tls_cert is None) != (tls_key is None):
+        raise MccError("TLS needs both --tls-cert and --tls-key (PEM files)")
+    if tls_cert is not None and tls_key is not None:
+        check_tls_files(tls_cert, tls_key)
+    if host not in ("0.0.0.0", "::", ""):
+        config = dataclasses.replace(config, allowed_hosts=(*config.allowed_hosts, host))
     sock = bind_socket(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}/"
+    url = f"{'https' if tls_cert else 'http'}://{shown}:{bound}/"
+    app = create_app(config)
+    console: Console = app.state.console
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if on_ready is not None and not self.should_exit:
-                on_ready(url)
+                on_ready(url, console.bridge.secured)
 
-    app = create_app(config)
     uv_config = uvicorn.Config(
         app,
         log_level="warning",
@@ -536,5 +668,29 @@ def serve(
         ws="websockets-sansio",
         timeout_graceful_shutdown=2,
         proxy_headers=False,
+        ssl_certfile=str(tls_cert) if tls_cert else None,
+        ssl_keyfile=str(tls_key) if tls_key else None,
     )
     _Server(uv_config).run(sockets=[sock])
+
+
+def check_tls_files(cert: str | Path, key: str | Path) -> None:
+    """``MccError`` naming the file and the fix unless ``cert`` and ``key`` are a PEM
+    certificate (chain) and its private key."""
+    import ssl
+
+    for what, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not Path(path).is_file():
+            raise MccError(
+                f"{what} {path}: no such file; make one with "
+                "`mcc security tls KEYSTORE --host NAME` (docs/console.md)"
+            )
+    try:
+        # An empty password: an encrypted key fails here rather than prompt on the terminal.
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(cert), str(key), password="")
+    except (ssl.SSLError, ValueError) as exc:
+        raise MccError(
+            f"--tls-cert {cert} / --tls-key {key}: not a PEM certificate and its private key "
+            f"({exc}); make them with `mcc security tls KEYSTORE --host NAME`"
+        ) from None

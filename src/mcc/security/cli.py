@@ -1,4 +1,5 @@
-"""``mcc security``: make and check a mission keystore (``init``, ``identity``, ``check``)."""
+"""``mcc security``: make and check a mission keystore (``init``, ``identity``, ``check``) and
+the console's TLS certificate (``tls``)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,27 @@ def add_parsers(sub: Any) -> None:
     check.add_argument("keystore")
     check.add_argument("names", nargs="+", help="identities to check, or a manifest file")
     check.set_defaults(func=_check)
+    tls = ssub.add_parser(
+        "tls",
+        help="a TLS server certificate for the web console, signed by the identity CA",
+        description="Create (or replace) KEYSTORE/tls/NAME/cert.pem and key.pem (0600): a TLS "
+        "server certificate for the given hosts, signed by the keystore's identity CA, for "
+        "`mcc console --tls-cert --tls-key`. Browsers trust it once KEYSTORE/ca/identity_ca.pem "
+        "is installed as an authority.",
+        epilog="Example: mcc security tls ~/.local/state/mcc/keystores/sam-toc "
+        "--host toc.example --host 10.0.0.5",
+    )
+    tls.add_argument("keystore")
+    tls.add_argument(
+        "--host",
+        action="append",
+        required=True,
+        metavar="NAME",
+        help="a host name or IP address browsers use to reach the console; repeat for more",
+    )
+    tls.add_argument("--name", default="console", help="the certificate's folder (%(default)s)")
+    tls.add_argument("--days", type=int, default=365, help="validity (default %(default)s)")
+    tls.set_defaults(func=_tls)
 
 
 def _topics(text: str) -> tuple[str, ...]:
@@ -99,3 +121,18 @@ def _check(args: argparse.Namespace) -> int:
         if not problems:
             print(f"{name}: ok")
     return 1 if bad else 0
+
+
+def _tls(args: argparse.Namespace) -> int:
+    from mcc.security.tls import server_certificate
+
+    made = server_certificate(args.keystore, args.host, name=args.name, days=args.days)
+    print(
+        f"TLS certificate for {', '.join(made.hosts)} (until {made.not_after:%Y-%m-%d}): "
+        f"{made.cert}, key {made.key}; authority {made.ca}"
+    )
+    print(
+        f"serve with: mcc console --tls-cert {made.cert} --tls-key {made.key} "
+        + " ".join(f"--allow-host {h}" for h in made.hosts)
+    )
+    return 0

@@ -9,7 +9,7 @@ import { Feed, post } from "./net.js";
 import { PPI } from "./ppi.js";
 import { renderHealth, renderOrders, renderThreats, renderWeapons } from "./tables.js";
 
-const app = { user: null, role: null, layout: null, state: null, clockOffsetMs: 0, updates: 0, link: "connecting" };
+const app = { user: null, role: null, layout: null, secured: null, state: null, clockOffsetMs: 0, updates: 0, link: "connecting" };
 window.mcc = app;
 
 function toast(text, kind = "") {
@@ -79,6 +79,11 @@ function renderHeader(s) {
   document.getElementById("kpi-kills").textContent = s.stats.kills;
   const p50 = s.stats.det_to_order_p50_ms;
   document.getElementById("kpi-latency").textContent = p50 === null ? "–" : `${num(p50, 0)} ms`;
+  const leftOut = Object.entries(s.left_out || {}).filter(([, n]) => n > 0);
+  const note = document.getElementById("left-out");
+  note.hidden = leftOut.length === 0;
+  note.textContent = leftOut.map(([kind, n]) => `${n} ${kind} not shown`).join(" · ");
+  note.title = "over the console's bounds: the most relevant are shown (docs/console.md)";
 }
 
 let chartsDrawnAt = 0;
@@ -88,6 +93,8 @@ const feed = new Feed({
     app.user = msg.user;
     app.role = msg.role;
     app.layout = msg.layout;
+    app.secured = msg.secured;
+    document.getElementById("bus-unsecured").hidden = msg.secured !== false;
     const who = document.getElementById("who");
     who.replaceChildren(el("b", {}, msg.user), ` · ${msg.role}`);
     controls.setRole(msg.role, msg.layout);

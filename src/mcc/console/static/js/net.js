@@ -25,13 +25,14 @@ export class Feed {
       this.attempt = 0;
     });
     socket.addEventListener("message", (event) => {
-      this.lastMessage = performance.now();
       let msg;
       try {
         msg = JSON.parse(event.data);
       } catch {
-        return;
+        this.badMessages = (this.badMessages || 0) + 1;
+        return; // not a message: the link goes stale rather than stay "live" on garbage
       }
+      this.lastMessage = performance.now();
       if (msg.type === "hello") {
         this.onLink("live");
         this.onHello(msg);
