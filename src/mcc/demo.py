@@ -131,6 +131,7 @@ class DemoConsole:
     password: str
     url: str | None = None
     failed: str | None = None
+    unsecured: bool = False  # its ready line says the bus is not secured
     ready_by: float = 0.0
 
     @classmethod
@@ -169,6 +170,7 @@ class DemoConsole:
         for line in text.splitlines():
             if line.startswith("mcc console: http"):
                 self.url = line.split()[2]
+                self.unsecured = "NOT SECURED" in line
                 return True
         if self.proc.poll() is not None or time.monotonic() > self.ready_by:
             self.failed = text.strip().splitlines()[-1] if text.strip() else "no output"
@@ -182,6 +184,11 @@ class DemoConsole:
             f"[bold green]console[/bold green]: {self.url}\n"
             f"  operator [bold]commander[/bold], password [bold]{self.password}[/bold]\n"
             "  (a one-time password: valid for this demo only)"
+            + (
+                "\n  [bold red]bus NOT SECURED (security: none)[/bold red]"
+                if self.unsecured
+                else ""
+            )
         )
 
     def stop(self) -> None:
