@@ -103,6 +103,18 @@ class Keystore:
             cert = (
                 _builder(subject, subject, key.public_key(), days)
                 .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                .add_extension(  # what strict verifiers (openssl -x509_strict) ask of a CA
+                    x509.KeyUsage(
+                        digital_signature=True, content_commitment=False,
+                        key_encipherment=False, data_encipherment=False, key_agreement=False,
+                        key_cert_sign=True, crl_sign=True, encipher_only=False,
+                        decipher_only=False,
+                    ),
+                    critical=True,
+                )  # fmt: skip
+                .add_extension(
+                    x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+                )
                 .sign(key, hashes.SHA256())
             )
             _write_key(root / "ca" / f"{name}.key", key)
