@@ -306,11 +306,11 @@ def test_launcher_process_engages_and_answers(
     weapons.write_text(TEST_WEAPON)
     with Bus(domain_id) as bus:
         statuses = bus.reader("WeaponStatus")
-        # EngagementOrder is keep-last-1 per order: the MISS/KILL would replace an IN_FLIGHT
-        # not yet taken, so answers are collected on the receive thread as they arrive.
+        # Answers (EngagementOutcome) are keep-last-1 per order: the MISS/KILL would replace an
+        # IN_FLIGHT not yet taken, so they are collected on the dispatcher as they arrive.
         answers: list[tuple[float, EngagementOrder]] = []
         answer_reader = bus.reader(  # noqa: F841 (kept open for the callback)
-            "EngagementOrder",
+            "EngagementOutcome",
             on_data=lambda r: answers.extend((time.monotonic(), m) for m in r.take(64)),
         )
         tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
