@@ -42,7 +42,7 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--address", help="Ray cluster address ('auto' joins a running cluster)")
     up.add_argument("--phase", help="phase to start in (default: the manifest's first)")
     up.add_argument("--duration", type=float, help="stop after this many seconds")
-    up.add_argument("--run-dir", help="run folder (default .mcc/runs/<mission>-<time>)")
+    up.add_argument("--run-dir", help="run folder (default $MCC_HOME/runs/<mission>-<time>)")
     up.add_argument("--quiet", action="store_true", help="no live table, state changes only")
     up.set_defaults(func=cmd_up)
 
@@ -54,7 +54,7 @@ def add_parsers(sub: Any) -> None:
         parser.add_argument(
             "--domain",
             type=int,
-            help="DDS domain of the mission (default: from .mcc/active, written by `mcc up`)",
+            help="DDS domain of the mission (default: from $MCC_HOME/active, written by `mcc up`)",
         )
         parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
         parser.add_argument(
