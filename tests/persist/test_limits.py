@@ -250,7 +250,7 @@ def test_every_store_dispose_and_read_asks_the_authorization_hook(
 
 
 @pytest.mark.slow
-def test_a_secured_replica_aligns_only_with_replicas(
+def test_a_secured_replica_aligns_only_with_replicas_and_reads_only_to_readers(
     bus_env: dict[str, str], domain_id: int, tmp_path: Path
 ) -> None:
     policy = DefaultPolicy(secured=True)
@@ -264,6 +264,12 @@ def test_a_secured_replica_aligns_only_with_replicas(
         wait_for(lambda: client.matched_replicas(), TIMEOUT_S, "the replica")
         (everything,) = client.fetch("", partitions=["*"], timeout_s=TIMEOUT_S)
         assert not everything.ok and "not authorized to align" in everything.message
+        # History of a topic goes only to a participant with a reader of it (which DDS access
+        # control let it create): asking is no way round its permissions.
+        before = service.stats.unauthorized
+        (denied,) = client.fetch("Checkpoint", timeout_s=TIMEOUT_S)
+        assert denied.samples == [] and service.stats.unauthorized > before
+        bus.reader("Checkpoint", history=False)
         (named,) = client.fetch("Checkpoint", timeout_s=TIMEOUT_S)
         assert named.ok and len(named.samples) == 1
 

@@ -43,6 +43,9 @@ class Principal:
     writer: str  # GUID of the writer
     identity: str = ""  # the authenticated subject (DDS Security), "" while unknown
     replica: bool = False  # the participant runs a persistence replica (reads PersistRequest)
+    #: Topics the participant has readers of (discovery). In a secured mission access control
+    #: let it create them only if its signed permissions grant them.
+    reads: frozenset[str] = frozenset()
 
 
 class Authorize(Protocol):
@@ -58,11 +61,12 @@ class DefaultPolicy:
 
     Unsecured mission (``secured=False``): everything is allowed: anyone who reaches the
     domain can write and read it anyway. Secured mission: DDS access control already decides
-    who may publish a topic in a partition and who may ask for history, so ``store``,
-    ``dispose`` and ``read`` of a named topic are allowed; ``align`` (every topic and
-    partition at once) is allowed only to persistence replicas. Per-identity rules (only the
-    identity that wrote a checkpoint may overwrite or dispose it; a reader only gets the
-    partitions its permissions grant) need ``Principal.identity``: plug in a policy that uses it.
+    who may publish a topic in a partition, so ``store`` and ``dispose`` are allowed; ``read``
+    of a topic only to a participant that has a reader of it (which its permissions had to
+    grant: asking for history is no way round them); ``align`` (every topic and partition at
+    once) only to persistence replicas. Per-identity rules (only the identity that wrote a
+    checkpoint may overwrite or dispose it) need ``Principal.identity``: plug in a policy that
+    uses it.
     """
 
     def __init__(self, *, secured: bool) -> None:
@@ -73,6 +77,8 @@ class DefaultPolicy:
             return True
         if action is Action.ALIGN:
             return principal.replica
+        if action is Action.READ:
+            return topic in principal.reads
         return True
 
     def __repr__(self) -> str:

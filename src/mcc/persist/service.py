@@ -81,6 +81,7 @@ log = logging.getLogger("mcc.persist")
 STORE_PROFILE = "command"
 # Writers in any partition, and the default one ("*" alone does not match a "*" peer).
 ALL_PARTITIONS = ("*", "")
+_MAX_READERS_TRACKED = 100_000  # participants whose readers are remembered
 _ANY = SampleState.Any | ViewState.Any | InstanceState.Any
 _DURABLE = (Policy.Durability.Transient, Policy.Durability.Persistent)
 _TYPE_LOOKUP_NS = 2_000_000_000
@@ -218,6 +219,8 @@ class PersistService:
         self._gone: set[str] = set()  # writer GUIDs whose acks are to be withdrawn
         self._refusals: dict[str, _Refusal] = {}
         self._peers: set[str] = set()
+        # participant → topics it has readers of (for `Principal.reads`), bounded
+        self._reads: dict[str, set[str]] = {}
         self._aligning = threading.Event()  # one alignment at a time
         self._aligned: queue.Queue[list[PersistReply]] = queue.Queue()
         self._windows: dict[str, _Window] = {}  # writer GUID → its rate window
@@ -293,11 +296,19 @@ class PersistService:
                     del self._writers[info.instance_handle]
                 continue
             self._on_publication(endpoint)
+        self._take_subscriptions()
+
+    def _take_subscriptions(self) -> None:
         for endpoint in self._subscriptions.take(256):
             info = endpoint.sample_info
             if not info.valid_data or info.instance_state != InstanceState.Alive:
                 continue
             peer = str(endpoint.participant_key)
+            reads = self._reads.get(peer)
+            if reads is None and len(self._reads) < _MAX_READERS_TRACKED:
+                reads = self._reads[peer] = set()
+            if reads is not None and len(reads) < 1024:
+                reads.add(endpoint.topic_name)
             if endpoint.topic_name == REQUEST_TOPIC and peer not in self._peers | {self._me}:
                 if len(self._peers) >= _MAX_PEERS:
                     self._log_once(
@@ -425,6 +436,7 @@ class PersistService:
             writer=writer.guid,
             identity=identity,
             replica=writer.participant in self._peers,
+            reads=frozenset(self._reads.get(writer.participant, ())),
         )
 
     def _allowed(self, writer: _WriterInfo, action: Action, topic: str) -> str | None:
@@ -769,6 +781,7 @@ class PersistService:
     def _answer(self, request: Any, reply: PersistReply) -> None:
         """Fill ``reply`` within the bounds and what the hook allows the requester."""
         limits = self.limits
+        self._take_subscriptions()  # the requester's readers, discovered just before it asked
         principal = self._requester(request)
         if principal is not None and not self._request_within_rate(principal.participant):
             raise MccError(
