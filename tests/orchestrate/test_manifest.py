@@ -73,12 +73,18 @@ def test_a_yaml_alias_bomb_is_refused_fast() -> None:
 
 def test_validate_imports_apps_and_finds_commands(tmp_path: Path, bus_env: dict[str, str]) -> None:
     path = tmp_path / "m.yaml"
+    bad = tmp_path / "weapons.yaml"
+    bad.write_text("weapons: {not: a list}\n")
     path.write_text(
         "mission: m\nsystems:\n"
         '  a: {app: "mcc.apps.nothere:main"}\n'
         '  b: {app: "mcc.orchestrate.probe:nosuch"}\n'
         "  c: {command: [no-such-binary-xyz]}\n"
         '  d: {app: "mcc.orchestrate.probe:idle"}\n'
+        '  e: {app: "mcc.apps.tracker:tracker", args: [--scenario, nowhere.yaml]}\n'
+        "  f:\n"
+        '    app: "mcc.apps.tewa:tewa"\n'
+        f"    args: [--scenario, {REPO / 'scenarios/small.yaml'}, --weapons={bad}]\n"
     )
     proc = run_cli(["validate", str(path)], env=bus_env, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -89,6 +95,12 @@ def test_validate_imports_apps_and_finds_commands(tmp_path: Path, bus_env: dict[
     assert f"{path}:5: systems.c.command: executable 'no-such-binary-xyz' not found" in (
         proc.stderr
     )
+    # Files named in app arguments must exist and parse (the app's FILE_ARGS loaders).
+    assert f"{path}:7: systems.e.args: --scenario: " in proc.stderr
+    assert "(got 'nowhere.yaml')" in proc.stderr
+    assert f"{path}:10: systems.f.args: --weapons: " in proc.stderr
+    assert f"(got '{bad}')" in proc.stderr
+    assert "systems.f.args: --scenario" not in proc.stderr  # that one is fine
 
 
 def test_shipped_missions_validate() -> None:

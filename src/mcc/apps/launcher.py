@@ -72,6 +72,8 @@ from mcc.types import (
 )
 from mcc.yamlsource import parse_mapping
 
+#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
+FILE_ARGS = {"--weapons": lambda path: load_weapons(path)}  # defined below
 BUS_TOPICS = {
     "launcher": Topics(
         publish=("EngagementOutcome", "WeaponStatus"), subscribe=("EngagementOrder", "Track")

@@ -38,6 +38,8 @@ from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
 from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, TrackStatus, Truth
 
+#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
+FILE_ARGS = {"--scenario": load_scenario}
 BUS_TOPICS = {
     "truth": Topics(publish=("Truth",), subscribe=("EngagementOutcome", "Track")),
     "radar": Topics(publish=("DetectionBatch",), subscribe=("Truth",)),

@@ -92,6 +92,8 @@ from mcc.types import (
 )
 from mcc.types.arrays import packed_field
 
+#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
+FILE_ARGS = {"--scenario": load_scenario, "--weapons": load_weapons}
 BUS_TOPICS = {
     "tewa": Topics(
         publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals

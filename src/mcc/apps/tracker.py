@@ -78,6 +78,15 @@ from mcc.security.mission import Topics
 from mcc.types import AirPicture, DetectionBatch, TargetClass, Track, TrackStatus
 from mcc.types.arrays import pack, packed_field
 
+
+def _scenario(path: str) -> object:
+    from mcc.apps.scenario import load_scenario
+
+    return load_scenario(path)
+
+
+#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
+FILE_ARGS = {"--scenario": _scenario}
 BUS_TOPICS = {"tracker": Topics(publish=("AirPicture", "Track"), subscribe=("DetectionBatch",))}
 
 __all__ = [
