@@ -1,14 +1,48 @@
-"""Builds the bus's native boundary, ``mcc.bus._native`` (C, src/mcc/bus/_native.c), against
-the Cyclone DDS that native/build-cyclone.sh installed: ``CYCLONEDDS_HOME``, by default
-``.venv/cyclone``. Everything else about the package is in pyproject.toml."""
+"""The two build steps pyproject.toml cannot declare.
+
+1. The bus's native boundary, ``mcc.bus._native`` (C, src/mcc/bus/_native.c), compiled against
+   the Cyclone DDS that native/build-cyclone.sh installed: ``CYCLONEDDS_HOME``, by default
+   ``.venv/cyclone``. The module records that library's absolute path (its RUNPATH and
+   ``_native.LIBRARY``), so a wheel built here needs the same Cyclone at the same path where it
+   is installed: build it with ``CYCLONEDDS_HOME`` set to where the target has Cyclone (the
+   Containerfiles in deploy/ build both at /opt/cyclone). The wheel is tagged for this platform
+   only (``linux_x86_64``), never manylinux.
+2. The checkout's top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` are copied into
+   the wheel as ``mcc/data/<name>/``, where ``mcc.resources`` finds them. An editable install
+   copies nothing: it reads the checkout's folders themselves.
+"""
 
 import os
+import shutil
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
-home = Path(os.environ.get("CYCLONEDDS_HOME") or Path(__file__).parent / ".venv" / "cyclone")
-home = home.resolve()
+HERE = Path(__file__).resolve().parent
+DATA_DIRS = ("qos", "idl", "missions", "scenarios")  # mcc.resources.DATA_DIRS
+
+
+class build_py_with_data(build_py):
+    """build_py, plus the shipped data folders under ``mcc/data/``."""
+
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        target = Path(self.build_lib) / "mcc" / "data"
+        for name in DATA_DIRS:
+            source = HERE / name
+            if not source.is_dir():
+                raise SystemExit(f"setup.py: {source} is missing: build from a full checkout")
+            for path in sorted(source.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    dest = target / path.relative_to(HERE)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, dest)
+
+
+home = Path(os.environ.get("CYCLONEDDS_HOME") or HERE / ".venv" / "cyclone").resolve()
 if not (home / "include" / "dds" / "dds.h").exists():
     raise SystemExit(
         f"setup.py: no Cyclone DDS in {home} (CYCLONEDDS_HOME): run `make` first, which builds "
@@ -16,6 +50,7 @@ if not (home / "include" / "dds" / "dds.h").exists():
     )
 lib = home / "lib"
 setup(
+    cmdclass={"build_py": build_py_with_data},
     ext_modules=[
         Extension(
             "mcc.bus._native",
@@ -27,5 +62,5 @@ setup(
             define_macros=[("MCC_CYCLONE_LIB", f'"{lib / "libddsc.so.11"}"')],
             extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
         )
-    ]
+    ],
 )

@@ -31,8 +31,9 @@ from mcc.orchestrate.backends.local import LocalBackend
 from mcc.orchestrate.commands import default_run_dir
 from mcc.orchestrate.manifest import load_manifest
 from mcc.orchestrate.supervisor import Supervisor
+from mcc.resources import mission_file
 
-DEFAULT_MISSION = Path(__file__).resolve().parents[2] / "missions" / "sam-toc.yaml"
+DEFAULT_MISSION = mission_file("sam-toc")
 
 
 def run_demo(

@@ -6,16 +6,13 @@ import argparse
 import math
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from mcc.resources import shipped
 
 
 def shipped_path(name: str | Path) -> Path:
-    """``name`` as given, else relative to the repository: `scenarios/sam-toc.yaml` works from
-    any working directory (an instance's is the supervisor's)."""
-    path = Path(name)
-    if not path.exists() and not path.is_absolute() and (REPO / path).exists():
-        return REPO / path
-    return path
+    """``name`` resolved against the working directory (an instance's is the supervisor's),
+    else the shipped file of that name: `scenarios/sam-toc.yaml` works from any folder."""
+    return shipped(name)
 
 
 def positive_float(text: str) -> float:

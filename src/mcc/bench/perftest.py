@@ -46,6 +46,7 @@ from mcc.bench.anchors import Background, background
 from mcc.bench.stats import LatencyRecorder
 from mcc.bus.transport import ScratchDomains, Transport, TransportKind, tcp_supported
 from mcc.errors import MccError, TransportError
+from mcc.resources import qos_file
 
 __all__ = [
     "NETS",
@@ -75,7 +76,7 @@ QUEUE_SAMPLE_OVERHEAD_BYTES = 512
 """Per queued sample on top of its payload (header, key, RTPS submessage) in `queue_xml`."""
 """Cyclone's write batching: samples queue in the writer until a packet fills or a flush."""
 
-_QOS_SOURCE = Path(__file__).resolve().parents[3] / "qos" / "mcc.xml"
+_QOS_SOURCE = qos_file()
 _MATCH_TIMEOUT_S = 30.0
 _END_REPEATS = 5
 

@@ -18,7 +18,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from mcc.resources import checkout_root
+
+REPO_ROOT = checkout_root() or Path.cwd()  # an installed wheel records into the cwd
 BENCH_README = REPO_ROOT / "benchmarks" / "README.md"
 
 

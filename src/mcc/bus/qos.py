@@ -37,6 +37,7 @@ from cyclonedds.qos import (
 from cyclonedds.qos_provider import QosProvider
 
 from mcc.errors import QosError
+from mcc.resources import qos_file
 
 __all__ = [
     "DEFAULT_QOS_FILE",
@@ -56,8 +57,8 @@ LIBRARY_NAME = "mcc"
 QOS_FILE_ENV = "MCC_QOS_FILE"
 """Environment variable naming another profile library file."""
 
-DEFAULT_QOS_FILE = Path(__file__).resolve().parents[3] / "qos" / "mcc.xml"
-"""The repository's profile library."""
+DEFAULT_QOS_FILE = qos_file()
+"""MCC's profile library, shipped with the package (``qos/mcc.xml``, see `mcc.resources`)."""
 
 _INFINITE_NS = 0x7FFF_FFFF_FFFF_FFFF  # DDS_INFINITY
 _DEFAULT_MAX_BLOCKING_NS = 100_000_000  # Cyclone's default for reliable writers

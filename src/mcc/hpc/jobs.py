@@ -36,6 +36,7 @@ from mcc.hpc.stream import bulk_env, check_stream_sizes
 from mcc.orchestrate.backends.local import LocalBackend
 from mcc.orchestrate.manifest import Cluster, Mission, System, load_manifest
 from mcc.orchestrate.supervisor import Supervisor
+from mcc.resources import data_root
 from mcc.security.mission import Topics
 from mcc.types import Checkpoint, WorkResult
 
@@ -49,8 +50,7 @@ __all__ = [
     "stream_mission",
 ]
 
-REPO = Path(__file__).resolve().parents[3]
-MISSIONS = REPO / "missions"
+MISSIONS = data_root() / "missions"
 PRIMES_MISSION = MISSIONS / "hpc-primes.yaml"
 IMPLS = ("dds", "mpi", "mpi-tcp")
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcc.errors import IdlError
+from mcc.resources import idl_file
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-IDL_PATH = REPO_ROOT / "idl" / "mcc.idl"
+IDL_PATH = idl_file()
 OUTPUT_PATH = Path(__file__).resolve().parent / "_mcc.py"
 
 PRIMITIVES = {
@@ -302,7 +302,7 @@ def generate(idl_path: Path = IDL_PATH) -> str:
 
 def main() -> int:
     OUTPUT_PATH.write_text(generate())
-    print(f"wrote {OUTPUT_PATH.relative_to(REPO_ROOT)} from {IDL_PATH.relative_to(REPO_ROOT)}")
+    print(f"wrote {OUTPUT_PATH} from {IDL_PATH}")
     return 0
 
 
