@@ -58,13 +58,17 @@ import numpy as np
 from mcc.bus import Bus, Reader
 from mcc.errors import MccError
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, default_job_id, write_result
+from mcc.hpc.journal import Lease, MasterJournal, Token, decode_token, encode_token
 from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS, PrimeCount, PrimeScan, base_primes, split_range
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import Checkpoint, Heartbeat, WorkItem, WorkResult
 
 BUS_TOPICS = {
-    "master": Topics(publish=("WorkItem",), subscribe=("WorkResult", "Heartbeat")),
+    # Checkpoint: the master's journal (its lease and the results it counted, mcc.hpc.journal)
+    "master": Topics(
+        publish=("WorkItem", "Checkpoint"), subscribe=("WorkResult", "Heartbeat", "Checkpoint")
+    ),
     "worker": Topics(publish=("WorkResult", "Checkpoint"), subscribe=("WorkItem", "Checkpoint")),
 }
 
@@ -111,6 +115,10 @@ def _worker_order(worker_id: str) -> tuple[str, int, str]:
 # -- master ------------------------------------------------------------------------------------
 
 
+class _Superseded(Exception):
+    """A higher claim than ours is in the journal: stop handing out work."""
+
+
 @dataclass
 class _WorkerView:
     """What the master knows of one worker identity."""
@@ -136,6 +144,11 @@ class FarmMaster:
         prefetch: items each worker holds in dynamic mode.
         reassign_after_s: a worker with unfinished items that is silent (no heartbeat, hello
             or result) this long has them moved to live workers; ``None``: never.
+        journal: the job's journal (``mcc.hpc.journal``); None: the job lives in this process
+            only (a kill loses it).
+        primary: without a lease in the journal, claim it at once (instance 0); a master that
+            is not primary stands by until the holder's lease lapses.
+        lease_s: a lease not renewed for this long has lapsed (renewed every ``lease_s / 4``).
     """
 
     def __init__(
@@ -149,7 +162,12 @@ class FarmMaster:
         mode: str = "strided",
         prefetch: int = 2,
         reassign_after_s: float | None = 10.0,
+        journal: MasterJournal | None = None,
+        primary: bool = True,
+        lease_s: float = 3.0,
     ) -> None:
+        if not lease_s > 0:
+            raise HpcError(f"lease_s = {lease_s}: a lease lasts > 0 s")
         if not 1 <= workers <= MAX_WORKERS:
             raise HpcError(f"workers = {workers}: a farm runs 1 to {MAX_WORKERS} workers")
         if mode not in MODES:
@@ -194,6 +212,14 @@ class FarmMaster:
         self.dropped: Counter[str] = Counter()  # samples not taken, by reason
         self.max_workers = min(MAX_WORKERS, max(2 * workers, workers + 16))
         self._issuing = False
+        self.journal = journal
+        self.primary = primary
+        self.lease_s = lease_s
+        self.token: Token = (0, "")  # ours while we hold the lease (mcc.hpc.journal)
+        self.adopted = 0  # results taken from the journal at the last claim
+        self.takeovers: list[dict[str, Any]] = []
+        self._unjournaled: list[tuple[int, int, int, str]] = []  # (item, count, largest, worker)
+        self._last_renew = 0.0
         self._items = bus.writer("WorkItem")
         self._results = bus.reader("WorkResult")
         self._beats: Reader[Heartbeat] = bus.reader("Heartbeat")
@@ -203,7 +229,162 @@ class FarmMaster:
     def run(
         self, stop: threading.Event, *, start_timeout_s: float = 120.0, timeout_s: float = 3600.0
     ) -> JobResult:
-        """Wait for the workers, hand out every item, gather every result; the job's result."""
+        """Wait for the workers, hand out every item, gather every result; the job's result.
+
+        With a journal: stand by until this master may hold the lease, claim it, take over
+        what the journal says was done (or start the job), and stand by again if a higher
+        claim comes (``mcc.hpc.journal``)."""
+        deadline = time.monotonic() + timeout_s
+        if self.journal is None:
+            self._wait_for_workers(stop, start_timeout_s)
+            self._start_issuing()
+            return self._gather(stop, deadline)
+        while True:
+            self._stand_by(stop, deadline)
+            lease = self.journal.state.lease
+            try:
+                if lease is not None and lease.done:
+                    self._adopt(lease)  # the job ended: finish it again, for whoever missed it
+                    return self._conclude()
+                self._take_lead(stop, start_timeout_s)
+                return self._gather(stop, deadline)
+            except _Superseded:
+                top = self.journal.state.lease
+                assert top is not None
+                log.warning(
+                    "job %s: %s claimed epoch %d over ours (%d): standing by",
+                    self.job_id,
+                    top.master,
+                    top.epoch,
+                    self.token[0],
+                )
+                self._reset()
+
+    def _stand_by(self, stop: threading.Event, deadline: float) -> None:
+        """Return once this master may claim the lease (or the job is over)."""
+        assert self.journal is not None
+        state = self.journal.poll()
+        if self.journal.may_claim_now(primary=self.primary):
+            return
+        held = state.lease
+        log.info(
+            "job %s: standing by (lease %s)",
+            self.job_id,
+            f"epoch {held.epoch} held by {held.master}" if held else "not claimed yet",
+        )
+        last = time.monotonic()
+        state.renewed = False
+        while True:
+            if stop.is_set():
+                raise HpcError(f"job {self.job_id}: stopped while standing by")
+            if time.monotonic() > deadline:
+                raise HpcError(f"job {self.job_id}: stood by until the job's timeout")
+            self._results.take_wait(256, timeout_s=0.05)  # not ours to count: drained
+            self._beats.take()
+            state = self.journal.poll()
+            now = time.monotonic()
+            if state.renewed:
+                last, state.renewed = now, False
+            if state.lease is not None and state.lease.done:
+                return
+            if now - last > self.lease_s:
+                log.warning(
+                    "job %s: lease of %s not renewed for %.1f s: taking over",
+                    self.job_id,
+                    state.lease.master if state.lease else "nobody",
+                    now - last,
+                )
+                return
+
+    def _adopt(self, lease: Lease) -> None:
+        """Take the plan and the journaled results of ``lease``'s job."""
+        assert self.journal is not None
+        plan = (self.n, len(self.ranges), self.mode)
+        if (lease.n, lease.items, lease.mode) != plan:
+            raise HpcError(
+                f"job {self.job_id}: the journal's plan (n {lease.n}, {lease.items} items, "
+                f"{lease.mode}) is not this master's (n {plan[0]}, {plan[1]} items, {plan[2]}); "
+                "give the job a new id or the same arguments"
+            )
+        self.first_item_ns = lease.first_item_ns
+        self.adopted = 0
+        for item_id, (count, largest) in self.journal.state.results.items():
+            if item_id in self.results:
+                continue
+            if not self._plausible(item_id, count, largest):
+                continue
+            self.results[item_id] = PrimeCount(count, largest)
+            self.adopted += 1
+
+    def _take_lead(self, stop: threading.Event, start_timeout_s: float) -> None:
+        """Claim the lease; take over the job in progress, or start it."""
+        assert self.journal is not None
+        prev = self.journal.poll().lease
+        if prev is not None:
+            self._adopt(prev)
+        lease = self.journal.claim(
+            Lease(
+                epoch=0,
+                master="",
+                n=self.n,
+                items=len(self.ranges),
+                mode=self.mode,
+                roster=prev.roster if prev is not None else (),
+                first_item_ns=self.first_item_ns,
+            )
+        )
+        self.token = lease.token
+        self._last_renew = time.monotonic()
+        log.info(
+            "job %s: lease claimed, epoch %d%s",
+            self.job_id,
+            lease.epoch,
+            f", taking over from {prev.master} (epoch {prev.epoch}) with {self.adopted} "
+            f"results journaled"
+            if prev is not None
+            else "",
+        )
+        if not lease.roster:
+            self._wait_for_workers(stop, start_timeout_s)
+            self._start_issuing()
+            return
+        now = time.monotonic()
+        self.workers = {w: _WorkerView(w, pid, now) for w, pid in lease.roster}
+        self.expected_workers = len(lease.roster)
+        self._issuing = True
+        unfinished = [i for i in range(len(self.ranges)) if i not in self.results]
+        order = [w for w, _ in lease.roster]
+        if self.mode == "strided":
+            for item_id in unfinished:
+                self._issue(item_id, order[item_id % len(order)])
+        else:
+            self.pool.extend(unfinished)
+            for _ in range(self.prefetch):
+                for worker_id in order:
+                    self._issue_next(worker_id)
+        if prev is not None:
+            self.takeovers.append(
+                {
+                    "epoch": lease.epoch,
+                    "master": lease.master,
+                    "from": prev.master,
+                    "from_epoch": prev.epoch,
+                    "adopted_results": self.adopted,
+                    "reissued": len(unfinished),
+                    "claim_ns": time.time_ns(),
+                }
+            )
+
+    def _reset(self) -> None:
+        """Forget the job in progress (another master leads it now)."""
+        self.workers.clear()
+        self.owner.clear()
+        self.pool.clear()
+        self._issuing = False
+        self._unjournaled.clear()
+        self.token = (0, "")
+
+    def _wait_for_workers(self, stop: threading.Event, start_timeout_s: float) -> None:
         deadline = time.monotonic() + start_timeout_s
         while len(self.workers) < self.expected_workers:
             if stop.is_set():
@@ -216,18 +397,40 @@ class FarmMaster:
                     "running on this domain and discovery tag?"
                 )
             self._receive(0.05)
-        self._start_issuing()
-        deadline = time.monotonic() + timeout_s
+            self._keep_lease()
+
+    def _gather(self, stop: threading.Event, deadline: float) -> JobResult:
         while len(self.results) < len(self.ranges):
             if stop.is_set():
                 raise HpcError(f"stopped with {len(self.results)}/{len(self.ranges)} results")
             if time.monotonic() > deadline:
                 raise HpcError(
-                    f"job {self.job_id}: {len(self.results)}/{len(self.ranges)} results after "
-                    f"{timeout_s:g} s"
+                    f"job {self.job_id}: {len(self.results)}/{len(self.ranges)} results by "
+                    "the job's timeout"
                 )
-            self._receive(0.2)
+            self._receive(0.2 if self.journal is None else min(0.2, self.lease_s / 8))
             self._reassign_silent()
+            self._keep_lease()
+        return self._conclude()
+
+    def _keep_lease(self) -> None:
+        """Renew the lease when due; step down when a higher claim came."""
+        if self.journal is None:
+            return
+        self.journal.poll()
+        if self.journal.superseded():
+            raise _Superseded
+        now = time.monotonic()
+        if now - self._last_renew >= self.lease_s / 4:
+            self.journal.renew()
+            self._last_renew = now
+
+    def _conclude(self) -> JobResult:
+        if self.journal is not None and self.journal.lease is not None:
+            try:
+                self.journal.update(done=True)
+            except MccError as exc:  # the job is done all the same; a successor redoes this
+                log.warning("job %s: the journal did not store the end: %s", self.job_id, exc)
         self._finish()
         return self.result()
 
@@ -235,6 +438,12 @@ class FarmMaster:
         order = sorted(self.workers, key=_worker_order)[: self.expected_workers]
         self._issuing = True
         self.first_item_ns = time.time_ns()
+        if self.journal is not None:
+            # The roster is stored before any item goes out: a successor assigns as we did.
+            self.journal.update(
+                roster=tuple((w, self.workers[w].pid) for w in order),
+                first_item_ns=self.first_item_ns,
+            )
         if self.mode == "strided":
             for item_id in range(len(self.ranges)):
                 self._issue(item_id, order[item_id % len(order)])
@@ -257,7 +466,7 @@ class FarmMaster:
                 worker_id=worker_id,
                 lo=lo,
                 hi=hi,
-                payload=b"",
+                payload=encode_token(self.token) if self.journal is not None else b"",
                 issue_ns=time.time_ns(),
             )
         )
@@ -275,13 +484,38 @@ class FarmMaster:
             view = self.workers.get(beat.system_id)
             if view is not None and beat.pid == view.pid:
                 view.seen_mono = now
+        fresh: list[tuple[int, int, int, str]] = []
         for sample in self._results.take_wait(256, timeout_s=timeout_s):
             if sample.job_id != self.job_id:
                 continue
             if sample.item_id == CONTROL_ID:
+                # In order: what a worker finished before its replacement said hello counts
+                # before the hello decides what to re-issue.
+                self._count_all(fresh)
+                fresh = []
                 self._on_hello(sample.worker_id, int(sample.value))
-            else:
-                self._on_result(sample)
+            elif (checked := self._on_result(sample)) is not None:
+                if any(checked[0] == f[0] for f in fresh):
+                    self.duplicates += 1  # twice in one batch: counted once
+                else:
+                    fresh.append(checked)
+        self._count_all(fresh)
+
+    def _count_all(self, fresh: list[tuple[int, int, int, str]]) -> None:
+        """Count new results; with a journal, once the journal has them (and any left over)."""
+        if self.journal is not None and (fresh or self._unjournaled):
+            # A result counts once it is in the journal: a successor then never re-issues it.
+            batch = self._unjournaled + fresh
+            try:
+                self.journal.record([(i, c, g) for i, c, g, _ in batch])
+            except MccError as exc:
+                self._unjournaled = batch
+                self._drop("results not journaled yet (retried)", str(exc))
+                return
+            self._unjournaled = []
+            fresh = batch
+        for item_id, count, largest, worker_id in fresh:
+            self._count(item_id, count, largest, worker_id)
 
     def _drop(self, reason: str, detail: str) -> None:
         """Count a sample not taken; log the first of each reason."""
@@ -346,24 +580,41 @@ class FarmMaster:
                 for _ in range(self.prefetch - len(unfinished)):
                     self._issue_next(worker_id)
 
-    def _on_result(self, sample: WorkResult) -> None:
-        item_id = int(sample.item_id)
-        if item_id >= len(self.ranges):
+    def _plausible(self, item_id: int, count: int, largest: int) -> bool:
+        """Whether a result can be right: an item of the job, no more primes than numbers, the
+        largest inside the item (dropped and counted when not)."""
+        if not 0 <= item_id < len(self.ranges):
             self._drop("result for an item the job does not have", f"item {item_id}")
-            return
-        view = self.workers.get(sample.worker_id)
-        if view is None:
-            self._drop("result from a worker that never said hello", sample.worker_id)
-            return
-        view.seen_mono = time.monotonic()
+            return False
         lo, hi = self.ranges[item_id]
-        count, largest = int(sample.count), int(sample.value)
         if count > hi - lo or (largest != 0 if count == 0 else not lo <= largest < hi):
             self._drop(
                 "result that cannot be right",
                 f"item {item_id} [{lo}, {hi}): {count} primes, largest {largest}",
             )
-            return
+            return False
+        return True
+
+    def _on_result(self, sample: WorkResult) -> tuple[int, int, int, str] | None:
+        """A result sample checked: ``(item, count, largest, worker)`` when it is new."""
+        item_id = int(sample.item_id)
+        if item_id >= len(self.ranges):
+            self._drop("result for an item the job does not have", f"item {item_id}")
+            return None
+        view = self.workers.get(sample.worker_id)
+        if view is None:
+            self._drop("result from a worker that never said hello", sample.worker_id)
+            return None
+        view.seen_mono = time.monotonic()
+        count, largest = int(sample.count), int(sample.value)
+        if not self._plausible(item_id, count, largest):
+            return None
+        if item_id in self.results:
+            self.duplicates += 1
+            return None
+        return item_id, count, largest, sample.worker_id
+
+    def _count(self, item_id: int, count: int, largest: int, worker_id: str) -> None:
         if item_id in self.results:
             self.duplicates += 1
             return
@@ -373,9 +624,11 @@ class FarmMaster:
         owner = self.workers.get(self.owner.get(item_id, ""))
         if owner is not None and item_id in owner.pending:
             owner.pending.remove(item_id)
-        view.done += 1
+        view = self.workers.get(worker_id)
+        if view is not None:
+            view.done += 1
         if self.mode == "dynamic":
-            self._issue_next(sample.worker_id)
+            self._issue_next(worker_id)
 
     def _reassign_silent(self) -> None:
         if self.reassign_after_s is None:
@@ -419,7 +672,7 @@ class FarmMaster:
                 worker_id="",
                 lo=0,
                 hi=0,
-                payload=b"",
+                payload=encode_token(self.token) if self.journal is not None else b"",
                 issue_ns=time.time_ns(),
             )
         )
@@ -452,8 +705,24 @@ class FarmMaster:
                 "last_result_ns": self.last_result_ns,
                 "items_per_worker": {w: v.done for w, v in sorted(self.workers.items())},
                 "dropped": dict(self.dropped),
+                **({"journal": self._journal_report()} if self.journal is not None else {}),
             },
         )
+
+    def _journal_report(self) -> dict[str, Any]:
+        assert self.journal is not None
+        state = self.journal.state
+        per_item = state.records_per_item
+        return {
+            "epoch": self.token[0],
+            "master": self.token[1],
+            "takeovers": self.takeovers,
+            "adopted_results": self.adopted,
+            "records": sum(per_item.values()),
+            "records_per_item_max": max(per_item.values(), default=0),
+            "items_journaled": len(per_item),
+            "bad_records": dict(state.bad),
+        }
 
 
 # -- worker ------------------------------------------------------------------------------------
@@ -505,6 +774,10 @@ class FarmWorker:
             self._restore(checkpoint)
         self._queue: deque[WorkItem] = deque()
         self._queued: set[int] = set()
+        # The master's token (mcc.hpc.journal): items of a lower one are a deposed master's.
+        self.token: Token = (0, "")
+        # Results sent, by item: (lo, hi, result), sent again if a new master re-issues the item.
+        self._done: dict[int, tuple[int, int, WorkResult]] = {}
         self.dropped: Counter[str] = Counter()  # items not taken, by reason
         self._wake = threading.Event()
         self._over = threading.Event()
@@ -556,7 +829,34 @@ class FarmWorker:
             if item.item_id == CONTROL_ID:
                 self._over.set()
                 got = True
-            elif item.worker_id == self.worker_id and item.item_id not in self._queued:
+                continue
+            if item.worker_id != self.worker_id:
+                continue
+            token = decode_token(bytes(item.payload))
+            if token is None:
+                self._drop("a master token that does not decode", item)
+                continue
+            if token < self.token:
+                self._drop("an item from a master that lost its lease", item)
+                continue
+            if token > self.token:
+                # A new master took the job over: it re-issues every unfinished item, so
+                # what the deposed one handed out is dropped (the item in progress finishes).
+                if self.token != (0, ""):
+                    log.warning(
+                        "%s: master %s (epoch %d) took over from %s (epoch %d): %d queued "
+                        "items dropped",
+                        self.worker_id,
+                        token[1],
+                        token[0],
+                        self.token[1],
+                        self.token[0],
+                        len(self._queue),
+                    )
+                self.token = token
+                self._queue.clear()
+                self._queued.clear()
+            if item.item_id not in self._queued:
                 if not 0 <= item.lo <= item.hi <= MAX_N + 1:
                     self._drop(f"outside [0, {MAX_N + 1}]", item)
                 elif item.hi - item.lo > MAX_ITEM_NUMBERS:
@@ -595,10 +895,19 @@ class FarmWorker:
                 next_hello = time.monotonic() + hello_interval_s
             if self._queue:
                 item = self._queue.popleft()
+                done = self._done.get(int(item.item_id))
+                if done is not None and done[:2] == (item.lo, item.hi):
+                    # Done already (a new master re-issued it): the same answer again.
+                    sent = done[2]
+                    sent.done_ns = time.time_ns()
+                    self._results.write(sent)
+                    continue
                 result = self._work(item, stop)
                 if result is None:  # stopped in the middle: the checkpoint has it
                     break
                 self._results.write(result)
+                if len(self._done) < MAX_ITEMS:
+                    self._done[int(item.item_id)] = (item.lo, item.hi, result)
                 done_here += 1
                 if on_item is not None:
                     on_item(result)
@@ -711,14 +1020,50 @@ def _master_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="move a silent worker's items to live workers after this long (0: never)",
     )
+    p.add_argument(
+        "--lease-s",
+        type=float,
+        default=3.0,
+        help="a standby takes the job over once the holder's lease is this long unrenewed",
+    )
+    p.add_argument(
+        "--journal-timeout-s",
+        type=float,
+        default=5.0,
+        help="wait this long for the persistence service's replay of the job's journal (0: "
+        "no journal: a mission without the service, whose job dies with its master)",
+    )
     return p
 
 
 def master(ctx: AppContext) -> int:
     """App ``mcc.hpc.farm:master``: run one primes job, write ``hpc-<job>.json`` to the run
-    folder, tell the workers to exit, and exit 0."""
+    folder, tell the workers to exit, and exit 0.
+
+    Instance 0 is the primary; other instances stand by and take the job over from the
+    journal when the holder's lease lapses (``mcc.hpc.journal``); a restarted instance takes
+    over at once what its own predecessor held."""
     args = _parse(_master_parser(), ctx.args)
     job_id = args.job or default_job_id("primes")
+    primary = ctx.identity.index == 0
+    journal: MasterJournal | None = None
+    if args.journal_timeout_s > 0:
+        journal = MasterJournal(
+            ctx.bus,
+            job_id=job_id,
+            master_id=ctx.identity.id,
+            history_timeout_s=args.journal_timeout_s,
+        )
+        if not journal.available:
+            if not primary:
+                ctx.log.warning(
+                    "job %s: no persistence service answered: a standby without the job's "
+                    "journal cannot take over; exiting",
+                    job_id,
+                )
+                return 0
+            ctx.log.warning("job %s: no persistence service: the job has no journal", job_id)
+            journal = None
     farm = FarmMaster(
         ctx.bus,
         job_id=job_id,
@@ -728,15 +1073,25 @@ def master(ctx: AppContext) -> int:
         mode=args.mode,
         prefetch=args.prefetch,
         reassign_after_s=args.reassign_after_s or None,
+        journal=journal,
+        primary=primary,
+        lease_s=args.lease_s,
     )
     ctx.log.info(
-        "job %s: primes in [1, %d], %d items, %d workers",
+        "job %s: primes in [1, %d], %d items, %d workers%s",
         job_id,
         args.n,
         len(farm.ranges),
         args.workers,
+        "" if primary else " (standby)",
     )
-    result = farm.run(ctx.stop, start_timeout_s=args.start_timeout_s, timeout_s=args.timeout_s)
+    try:
+        result = farm.run(ctx.stop, start_timeout_s=args.start_timeout_s, timeout_s=args.timeout_s)
+    except HpcError as exc:
+        if ctx.stopping:  # asked to stop (mcc down): not a failure
+            ctx.log.info("job %s: %s", job_id, exc)
+            return 0
+        raise
     path = write_result(result, result_path(ctx.run_dir, job_id))
     ctx.log.info(
         "job %s: %d primes, largest %d, %.3f s; %s",
