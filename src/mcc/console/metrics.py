@@ -1,4 +1,5 @@
-"""``/metrics``: system health and latency figures in the Prometheus text format (0.0.4).
+"""``/metrics``: system health and latency figures in the Prometheus text format (0.0.4),
+written by prometheus-client from a collector over one snapshot of the console's state.
 
 From the heartbeats and ``MissionStatus`` (per instance: up, CPU, memory, message rates,
 latency p50/p99, restarts), the mission (phase, tracks, threats, orders, kills), the
@@ -9,14 +10,18 @@ dropped and items left out, the size of an update, whether its bus is secured).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
 from mcc.console.state import percentile
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 QUANTILES = (0.5, 0.99)
 
 
@@ -33,28 +38,11 @@ class ServerFigures:
     snapshot_bytes: int = 0  # the latest update sent to browsers
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(labels: Mapping[str, Any]) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
-    return "{" + inner + "}"
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))
-
-
 class _Writer:
+    """Collects metric families for one scrape; `text` renders them with prometheus-client."""
+
     def __init__(self) -> None:
-        self.lines: list[str] = []
+        self.metrics: list[Metric] = []
 
     def family(
         self,
@@ -63,26 +51,35 @@ class _Writer:
         doc: str,
         samples: Iterable[tuple[Mapping[str, Any], float | None]],
     ) -> None:
-        if kind == "counter":
-            name += "_total"
-        self.lines.append(f"# HELP {name} {doc}")
-        self.lines.append(f"# TYPE {name} {kind}")
+        metric = Metric(name, doc, kind)
+        sample_name = name + "_total" if kind == "counter" else name
         for labels, value in samples:
             if value is not None:
-                self.lines.append(f"{name}{_labels(labels)} {_number(value)}")
+                metric.add_sample(sample_name, {k: str(v) for k, v in labels.items()}, value)
+        self.metrics.append(metric)
 
     def summary(self, name: str, doc: str, values_s: list[float]) -> None:
-        self.lines.append(f"# HELP {name} {doc}")
-        self.lines.append(f"# TYPE {name} summary")
+        metric = Metric(name, doc, "summary")
         for q in QUANTILES:
             p = percentile(values_s, q * 100)
             if p is not None:
-                self.lines.append(f'{name}{{quantile="{q}"}} {_number(p)}')
-        self.lines.append(f"{name}_sum {_number(sum(values_s))}")
-        self.lines.append(f"{name}_count {len(values_s)}")
+                metric.add_sample(name, {"quantile": str(q)}, p)
+        metric.add_sample(name + "_sum", {}, sum(values_s))
+        metric.add_sample(name + "_count", {}, len(values_s))
+        self.metrics.append(metric)
 
     def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Snapshot(self.metrics))
+        return generate_latest(registry).decode()
+
+
+class _Snapshot(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._metrics)
 
 
 def render(

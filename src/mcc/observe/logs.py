@@ -1,0 +1,77 @@
+"""Logs as JSON lines on request (``--log-format json``, or ``MCC_LOG_FORMAT=json`` in the
+environment so that a supervisor's instances inherit it), for a log shipper to parse.
+
+Wiring a command::
+
+    from mcc.observe.logs import add_log_format_argument, configure_logging
+
+    add_log_format_argument(parser)          # --log-format text|json
+    configure_logging(args.log_format)       # after parse_args
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import sys
+from typing import IO, Any
+
+__all__ = ["FORMATS", "JsonFormatter", "add_log_format_argument", "configure_logging"]
+
+FORMATS = ("text", "json")
+ENV = "MCC_LOG_FORMAT"
+_TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``,
+    ``pid``, the exception if any, and any ``extra=`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        return json.dumps(entry, default=str)
+
+
+def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=os.environ.get(ENV, "text") if os.environ.get(ENV) in FORMATS else "text",
+        help=f"log records as text or JSON lines (env {ENV}; default %(default)s)",
+    )
+
+
+def configure_logging(
+    log_format: str = "text", *, level: int = logging.INFO, stream: IO[str] | None = None
+) -> logging.Handler:
+    """One handler on the root logger in ``log_format``; ``json`` is also exported in
+    ``MCC_LOG_FORMAT`` so that child processes log the same way."""
+    if log_format not in FORMATS:
+        raise ValueError(f"log format {log_format!r}: use one of {FORMATS}")
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_mcc", False):
+            root.removeHandler(old)
+    handler._mcc = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+    if log_format == "json":
+        os.environ[ENV] = "json"
+    return handler
