@@ -1,0 +1,44 @@
+"""--log-format json: one JSON object per record."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+
+import pytest
+
+from mcc.observe.logs import add_log_format_argument, configure_logging
+
+
+def test_json_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCC_LOG_FORMAT", raising=False)
+    stream = io.StringIO()
+    handler = configure_logging("json", stream=stream)
+    try:
+        logging.getLogger("mcc.test").warning("radar %s lost", "radar-1", extra={"scan_id": 7})
+        try:
+            raise ValueError("bad")
+        except ValueError:
+            logging.getLogger("mcc.test").exception("failed")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["message"] == "radar radar-1 lost"
+    assert (first["level"], first["logger"], first["scan_id"]) == ("warning", "mcc.test", 7)
+    assert first["pid"] == os.getpid() and first["time"].endswith("+00:00")
+    assert "ValueError: bad" in second["exception"]
+    assert os.environ["MCC_LOG_FORMAT"] == "json"  # children log the same way
+
+
+def test_the_option_and_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    monkeypatch.setenv("MCC_LOG_FORMAT", "json")
+    parser = argparse.ArgumentParser()
+    add_log_format_argument(parser)
+    assert parser.parse_args([]).log_format == "json"
+    assert parser.parse_args(["--log-format", "text"]).log_format == "text"
+    with pytest.raises(ValueError, match="log format 'xml'"):
+        configure_logging("xml")
