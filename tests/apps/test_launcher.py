@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +25,9 @@ from mcc.apps.launcher import (
     load_weapons,
     parse_weapons,
 )
+from mcc.apps.statefile import StateFile
 from mcc.bus import Bus, HeartbeatPublisher
-from mcc.errors import ScenarioError
+from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext, Identity
 from mcc.types import (
     EngagementOrder,
@@ -423,3 +430,167 @@ def test_a_user_mistake_is_a_message_and_status_2(
         )
         assert launcher(ctx) == 2
     assert capsys.readouterr().err == "mcc: error: " + expected.format(bad=bad) + "\n"
+
+
+# -- never twice for one order, across a kill -9 ---------------------------------------------
+
+
+@contextmanager
+def launcher_process(
+    weapons: Path, env: dict[str, str], logs: Path, *args: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``test/launcher/0`` under the runtime (run folder ``logs``: its record is
+    ``logs/state/launcher-0.json``), output in ``logs/launcher.N.log``; killed after the block."""
+    n = len(list(logs.glob("launcher.*.log")))
+    with (logs / f"launcher.{n}.log").open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.launcher:launcher"]
+            + ["--weapons", str(weapons), "--status-period-s", "0.2", *args],
+            cwd=REPO,
+            env={**env, "MCC_MISSION": "test", "MCC_SYSTEM": "launcher", "MCC_INDEX": "0"}
+            | {"MCC_RUN_DIR": str(logs)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+
+
+def launcher_logs(logs: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(logs.glob("launcher.*.log")))
+
+
+@pytest.mark.slow
+def test_a_launcher_killed_in_flight_never_fires_the_order_again(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    """kill -9 with an interceptor in the air, restart under the same identity: the order
+    (replayed to the new process by TEWA's writer) is not fired again, the magazine is as it
+    was, and the engagement in flight still ends with one outcome."""
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(TEST_WEAPON)
+    record = tmp_path / "state" / "launcher-0.json"
+    with Bus(domain_id) as bus:
+        statuses = bus.reader("WeaponStatus")
+        answers: list[tuple[float, EngagementOrder]] = []
+        answer_reader = bus.reader(  # noqa: F841 (kept open for the callback)
+            "EngagementOutcome",
+            on_data=lambda r: answers.extend((time.monotonic(), m) for m in r.take(64)),
+        )
+        tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
+        now = time.time_ns()
+        # 9.05 km away: 3 s of flight at 3000 m/s, time to kill the launcher in between.
+        tracks.write(track(42, (9000.0, 0.0, 1000.0), update_ns=now))
+        order = EngagementOrder(
+            order_id=9001,
+            weapon_id="sam-t",
+            track_id=42,
+            pk=0.9,
+            rounds=1,
+            issue_ns=now,
+            origin_ns=now,
+            status=OrderStatus.ORDER_ISSUED,
+        )
+        with launcher_process(weapons, bus_env, tmp_path) as first:
+            orders.write(order)
+            t_launch, _ = _wait_answer(answers, OrderStatus.ORDER_IN_FLIGHT, tmp_path)
+            first.kill()  # SIGKILL: no shutdown, no abort
+            first.wait(10)
+        assert record.exists(), launcher_logs(tmp_path)
+        statuses.take(1024)
+        with launcher_process(weapons, bus_env, tmp_path) as second:
+            # The track and the order are replayed to the new process (transient-local).
+            tracks.write(track(42, (9000.0, 0.0, 1000.0), update_ns=time.time_ns()))
+            back = _wait_status(statuses, lambda s: True, tmp_path)
+            assert (back.state, back.rounds_ready) == (WeaponState.WEAPON_ENGAGING, 1), (
+                launcher_logs(tmp_path)
+            )
+            t_outcome, outcome = _wait_answer(answers, None, tmp_path)
+            assert outcome.status in (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS)
+            assert t_outcome - t_launch > 2.5  # at the intercept time, not at the restart
+            wait_for(
+                lambda: (
+                    "order 9001 ignored: answered ORDER_IN_FLIGHT before a restart"
+                    in launcher_logs(tmp_path)
+                ),
+                10,
+                "the replayed order refused",
+            )
+            assert second.poll() is None
+    launches = Counter(a.order_id for _, a in answers if a.status == OrderStatus.ORDER_IN_FLIGHT)
+    outcomes = Counter(a.order_id for _, a in answers if a.status != OrderStatus.ORDER_IN_FLIGHT)
+    assert launches == {9001: 1}, answers
+    assert outcomes == {9001: 1}, answers
+
+
+@pytest.mark.slow
+def test_a_corrupt_record_is_set_aside_and_the_launcher_starts_full(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(TEST_WEAPON)
+    record = tmp_path / "state" / "launcher-0.json"
+    record.parent.mkdir()
+    record.write_bytes(b'{"kind": "launcher", "version": 1, "unit": {"rounds_ready": 99}')
+    with Bus(domain_id) as bus, launcher_process(weapons, bus_env, tmp_path):
+        statuses = bus.reader("WeaponStatus")
+        first = _wait_status(statuses, lambda s: True, tmp_path)
+        assert (first.state, first.rounds_ready) == (WeaponState.WEAPON_READY, 2)
+    assert (tmp_path / "state" / "launcher-0.json.corrupt").exists()
+    assert "launcher state" in launcher_logs(tmp_path) and "starting clean" in launcher_logs(
+        tmp_path
+    )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"unit": {"weapon_id": "other"}, "answered": []},
+        {"unit": {}, "answered": []},
+        {"answered": [[1, 99]]},
+        {"answered": "nope"},
+        {"answered": [[-1, 2]]},
+    ],
+    ids=["other-weapon", "empty-unit", "bad-status", "not-a-list", "negative-id"],
+)
+def test_a_record_that_does_not_fit_leaves_the_launcher_as_new(doc: dict) -> None:
+    unit = Launcher(spec(), rng=0, now_ns=T0)
+    good = unit.snapshot()
+    with pytest.raises(MccError):
+        unit.restore(doc.get("unit", {"weapon_id": "sam-1"}))
+    assert unit.snapshot() == good
+
+
+def test_a_snapshot_round_trips_an_engagement_in_flight() -> None:
+    unit = Launcher(spec(), pk_model=FLAT, rng=0, now_ns=T0)
+    order = EngagementOrder(order_id=5, weapon_id="sam-1", track_id=7, rounds=1)
+    assert unit.engage(order, track(7), T0).order.status == OrderStatus.ORDER_IN_FLIGHT
+    doc = json.loads(json.dumps(unit.snapshot()))  # through JSON, as on disk
+    again = Launcher(spec(), pk_model=FLAT, rng=0, now_ns=T0 + S)
+    again.restore(doc)
+    assert again.snapshot() == unit.snapshot()
+    assert again.state == WeaponState.WEAPON_ENGAGING and again.rounds_ready == 3
+    (outcome,) = again.advance(T0 + 10 * S)
+    assert (outcome.order_id, outcome.status) in {
+        (5, OrderStatus.ORDER_KILL),
+        (5, OrderStatus.ORDER_MISS),
+    }
+
+
+def test_the_state_file_is_atomic_and_refuses_what_is_not_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "x-0.json"
+    sf = StateFile(path, kind="launcher")
+    assert sf.load() is None and sf.corrupt == 0  # no file yet: a first start
+    assert sf.save({"a": 1})
+    assert StateFile(path, kind="launcher").load() == {"a": 1}
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in path.parent.iterdir()] == ["x-0.json"]  # no temporary left
+    for garbage in (b"\xff\x00", b"[1]", b'{"kind": "tewa", "version": 1}', b"{" * 100_000):
+        path.write_bytes(garbage)
+        other = StateFile(path, kind="launcher")
+        assert other.load() is None and other.corrupt == 1
+        assert not path.exists() and path.with_name("x-0.json.corrupt").exists()

@@ -24,6 +24,17 @@ One engagement at a time per launcher (one fire-control channel): ``WEAPON_ENGAG
 to intercept. On SIGTERM it aborts the engagement in flight (``ORDER_ABORTED``, so TEWA
 re-engages the track) and publishes ``WEAPON_OFFLINE``.
 
+**Never twice for one order, across restarts too.** The launcher keeps a durable record
+(`mcc.apps.statefile`: ``RUN_DIR/state/SYSTEM-INDEX.json``, written atomically) of every order
+it answered (the newest ``MAX_ANSWERED``) and of its weapon: rounds, state, the engagement in
+flight. The record is on disk **before** the answer is published, so an order is fired at most
+once even if the process dies between the two. A launcher restarted under the same identity
+(``kill -9``, then the supervisor's restart) reads it back: an order it already answered is
+never flown again (the orders TEWA's writer keeps are replayed to the new reader), its magazine
+is as it was, and the engagement that was in flight is still flown: its outcome is drawn at
+the intercept time (at once when that passed while it was down). A record that cannot be read
+is counted, logged once, set aside, and the launcher starts full (`mcc.apps.statefile`).
+
 Weapons come from a YAML file (the scenario schema has none), ``scenarios/weapons-sam-toc.yaml``
 by default, whose header documents the schema (`load_weapons`). The engagement logic is the
 `Launcher` class, which needs no DDS.
@@ -58,6 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcc.apps.args import positive_float, shipped_path
 from mcc.apps.scenario import TARGET_CLASSES
+from mcc.apps.statefile import StateFile, state_path
 from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
@@ -96,6 +108,9 @@ __all__ = [
 ]
 
 DEFAULT_WEAPONS = "scenarios/weapons-sam-toc.yaml"
+#: Orders whose answer the launcher's record keeps (the newest): older ones are past
+#: ``--max-order-age-s`` long before, so they are refused by age anyway.
+MAX_ANSWERED = 4096
 
 #: Class factor of the Pk model, indexed by TargetClass: UNKNOWN, AIRCRAFT, CRUISE_MISSILE,
 #: HELICOPTER, BALLISTIC, UAV, DECOY.
@@ -519,6 +534,60 @@ class Launcher:
         self.state = state
         self.updated_ns = at_ns
 
+    # -- the durable record ----------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """What a restarted launcher needs to go on: rounds, state, the engagement in flight."""
+        eng = self.engagement
+        return {
+            "weapon_id": self.spec.id,
+            "state": int(self.state.value),
+            "rounds_ready": self.rounds_ready,
+            "updated_ns": self.updated_ns,
+            "ready_at_ns": self._ready_at_ns,
+            "refill": self._refill,
+            "engagement": None
+            if eng is None
+            else {
+                "order": _order_doc(eng.order),
+                "rounds": eng.rounds,
+                "pk": eng.pk,
+                "launch_ns": eng.launch_ns,
+                "intercept_ns": eng.intercept_ns,
+            },
+        }
+
+    def restore(self, doc: dict[str, Any]) -> None:
+        """Take a `snapshot` back; ``MccError`` (nothing changed) when it does not fit."""
+        try:
+            if doc["weapon_id"] != self.spec.id:
+                raise MccError(f"the record is weapon {str(doc['weapon_id'])[:40]!r}'s")
+            state = WeaponState(_int(doc["state"]))
+            rounds = _int(doc["rounds_ready"])
+            if rounds > self.spec.rounds:
+                raise MccError(f"{rounds} rounds ready, the weapon holds {self.spec.rounds}")
+            ready_at = doc["ready_at_ns"]
+            ready_at_ns = None if ready_at is None else _int(ready_at)
+            refill = doc["refill"]
+            if not isinstance(refill, bool):
+                raise MccError("refill is not true or false")
+            engagement = None
+            if (e := doc["engagement"]) is not None:
+                pk = float(e["pk"])
+                if not 0.0 <= pk <= 1.0:
+                    raise MccError(f"engagement pk {pk} outside [0, 1]")
+                engagement = _Engagement(
+                    _order_from(e["order"]),
+                    _int(e["rounds"]),
+                    pk,
+                    _int(e["launch_ns"]),
+                    _int(e["intercept_ns"]),
+                )
+            updated_ns = _int(doc["updated_ns"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MccError(f"launcher record: {type(exc).__name__}: {exc}") from None
+        self.state, self.rounds_ready, self.updated_ns = state, rounds, updated_ns
+        self._ready_at_ns, self._refill, self.engagement = ready_at_ns, refill, engagement
+
     def _answer(
         self, order: EngagementOrder, status: OrderStatus, rounds: int, pk: float
     ) -> EngagementOrder:
@@ -537,6 +606,42 @@ class Launcher:
         return Reply(self._answer(order, OrderStatus.ORDER_ABORTED, 0, order.pk), reason)
 
 
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+        raise ValueError(f"{str(value)[:40]!r} is not a count or a time")
+    return value
+
+
+def _order_doc(order: EngagementOrder) -> dict[str, Any]:
+    return {
+        "order_id": int(order.order_id),
+        "weapon_id": order.weapon_id,
+        "track_id": int(order.track_id),
+        "pk": float(order.pk),
+        "rounds": int(order.rounds),
+        "issue_ns": int(order.issue_ns),
+        "origin_ns": int(order.origin_ns),
+    }
+
+
+def _order_from(doc: dict[str, Any]) -> EngagementOrder:
+    if not isinstance(doc["weapon_id"], str):
+        raise ValueError("weapon_id is not a string")
+    order_id, track_id = _int(doc["order_id"]), _int(doc["track_id"])
+    if order_id >= 2**32 or track_id >= 2**32:
+        raise ValueError("order or track id over 32 bits")
+    return EngagementOrder(
+        order_id=order_id,
+        weapon_id=doc["weapon_id"][:256],
+        track_id=track_id,
+        pk=float(doc["pk"]),
+        rounds=_int(doc["rounds"]),
+        issue_ns=_int(doc["issue_ns"]),
+        origin_ns=_int(doc["origin_ns"]),
+        status=OrderStatus.ORDER_IN_FLIGHT,
+    )
+
+
 # -- the app -------------------------------------------------------------------------------
 
 
@@ -547,7 +652,8 @@ def launcher(ctx: AppContext) -> int:
     ``--weapon ID`` (default: the file's weapon number ``index`` of this instance), ``--seed N``
     (kill draws; default: from the file's seed and the weapon id), ``--status-period-s`` (1),
     ``--max-order-age-s`` (5: older orders, e.g. replayed to a restarted launcher, are
-    ignored), ``--track-wait-s`` (1: how long an order waits for its track to be heard of).
+    ignored), ``--track-wait-s`` (1: how long an order waits for its track to be heard of),
+    ``--state FILE`` (its durable record; default ``RUN_DIR/state/SYSTEM-INDEX.json``).
     """
     parser = argparse.ArgumentParser(
         prog="mcc.apps.launcher:launcher", description="one launcher: obey engagement orders"
@@ -558,6 +664,7 @@ def launcher(ctx: AppContext) -> int:
     parser.add_argument("--status-period-s", type=positive_float, default=1.0)
     parser.add_argument("--max-order-age-s", type=positive_float, default=5.0)
     parser.add_argument("--track-wait-s", type=positive_float, default=1.0)
+    parser.add_argument("--state", default=None, help="durable record (default: run folder)")
     opts = parser.parse_args(ctx.args)
     try:
         weapons = load_weapons(opts.weapons)
@@ -595,6 +702,47 @@ class _LauncherApp:
         self.seen: set[int] = set()
         self.last_status: tuple[Any, ...] | None = None
         self.next_status_ns = 0
+        # order id → the status answered (IN_FLIGHT: fired, ABORTED), oldest first: durable.
+        self.answered: dict[int, int] = {}
+        self.replayed = 0  # orders refused because the record says they were answered
+        ident = ctx.identity
+        path = opts.state or state_path(ctx.run_dir, ident.system, ident.index)
+        self.record = StateFile(Path(path), kind="launcher")
+        self._restore()
+
+    def _restore(self) -> None:
+        doc = self.record.load()
+        if doc is None:
+            return
+        try:
+            answered = doc["answered"]
+            if not isinstance(answered, list) or len(answered) > MAX_ANSWERED:
+                raise MccError(f"answered is not a list of at most {MAX_ANSWERED}")
+            pairs = {_int(o): OrderStatus(_int(st)) for o, st in answered}
+            self.unit.restore(doc["unit"])
+        except (MccError, KeyError, TypeError, ValueError) as exc:
+            self.record.reject(f"{type(exc).__name__}: {exc}")
+            return
+        self.answered = {o: int(st.value) for o, st in pairs.items()}
+        eng = self.unit.engagement
+        self.ctx.log.warning(
+            "launcher %s restored from %s: %d orders answered, %d/%d rounds ready, %s%s",
+            self.unit.spec.id,
+            self.record.path,
+            len(self.answered),
+            self.unit.rounds_ready,
+            self.unit.spec.rounds,
+            WeaponState(self.unit.state).name,
+            f", order {eng.order.order_id} in flight" if eng is not None else "",
+        )
+
+    def _save(self) -> None:
+        """The durable record, before anything it covers is published."""
+        while len(self.answered) > MAX_ANSWERED:
+            del self.answered[next(iter(self.answered))]
+        self.record.save(
+            {"unit": self.unit.snapshot(), "answered": [[o, s] for o, s in self.answered.items()]}
+        )
 
     def run(self) -> None:
         spec = self.unit.spec
@@ -623,12 +771,17 @@ class _LauncherApp:
                 self.waitset.wait(duration(seconds=delay_s))
             self._take(time.time_ns())
             now_ns = time.time_ns()
-            for outcome in self.unit.advance(now_ns):
+            outcomes = self.unit.advance(now_ns)
+            if outcomes:
+                self._save()  # the engagement is over: a restart must not fly it again
+            for outcome in outcomes:
                 self._publish_outcome(outcome)
             self._serve_pending(now_ns)
             self._publish_status(now_ns)
         now_ns = time.time_ns()
-        for outcome in self.unit.shutdown(now_ns):
+        aborted = self.unit.shutdown(now_ns)
+        self._save()
+        for outcome in aborted:
             self.ctx.log.warning(
                 "order %d aborted: the launcher is stopping with it in flight", outcome.order_id
             )
@@ -645,6 +798,14 @@ class _LauncherApp:
             if order.order_id in self.seen:
                 continue
             self.seen.add(order.order_id)
+            if order.order_id in self.answered:
+                self.replayed += 1
+                self.ctx.log.info(
+                    "order %d ignored: answered %s before a restart",
+                    order.order_id,
+                    OrderStatus(self.answered[order.order_id]).name,
+                )
+                continue
             if order.issue_ns and now_ns - order.issue_ns > self.max_order_age_ns:
                 self.ctx.log.info("order %d ignored: issued too long ago", order.order_id)
                 continue
@@ -657,6 +818,9 @@ class _LauncherApp:
                 continue  # the track may not have reached us yet
             del self.pending[order_id]
             reply = self.unit.engage(order, track, now_ns)
+            # On disk before it is published (before the interceptor leaves, for a launch).
+            self.answered[order_id] = int(OrderStatus(reply.order.status).value)
+            self._save()
             self.order_writer.write(reply.order)
             self.ctx.heartbeat.count_out()
             if reply.reason:
