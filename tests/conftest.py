@@ -39,6 +39,8 @@ def _private_mcc_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     one of its own, 0700; tests that need a fresh one set ``MCC_HOME`` themselves."""
     saved = os.environ.get("MCC_HOME")
     os.environ["MCC_HOME"] = str(tmp_path_factory.mktemp("mcc-home"))
+    # A mission whose supervisor a test killed stops itself this soon (default 60 s).
+    os.environ.setdefault("MCC_AGENT_ORPHAN_S", "15")
     yield
     if saved is None:
         os.environ.pop("MCC_HOME", None)
@@ -67,16 +69,38 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No test may leave a process behind: kill what is left and say which ones."""
     import psutil
 
-    left = psutil.Process().children(recursive=True)
+    base = str(session.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+    left = psutil.Process().children(recursive=True) + _mission_processes(base)
     if not left:
         return
-    names = [" ".join(p.cmdline()[:4]) for p in left if p.is_running()]
+    names = []
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            names.append(" ".join(proc.cmdline()[:4]))
     for proc in left:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(left, timeout=5)
     if names:
         print(f"\nconftest: killed {len(names)} processes left by the tests: {names}")
+
+
+def _mission_processes(base: str) -> list[Any]:
+    """Node agents and their instances started by this session: they are nobody's children
+    (an agent is detached, so that a supervisor's death leaves the mission running); each
+    carries its agent's socket in its environment, and an ``MCC_HOME`` under ``base``."""
+    import psutil
+
+    me, started = os.getuid(), psutil.Process().create_time()
+    found = []
+    for proc in psutil.process_iter(["uids", "create_time"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["uids"].real != me or proc.info["create_time"] < started:
+                continue
+            env = proc.environ()
+            if "MCC_AGENT_SOCKET" in env and env.get("MCC_HOME", "").startswith(base):
+                found.append(proc)
+    return found
 
 
 def require_tool(name: str) -> str:
@@ -307,7 +331,7 @@ def run_supervisor(
         mission = parse_manifest(text.replace("{domain}", str(domain_id)))
         supervisor = Supervisor(
             mission,
-            backend=LocalBackend(mission.nodes, mission=mission.mission),
+            backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
             run_dir=tmp_path / "run",
             **options,
         )

@@ -64,7 +64,9 @@ def run_demo(
     os.environ["MCC_DISCOVERY_TAG"] = tag
     run_dir = default_run_dir(mission)
     supervisor = Supervisor(
-        mission, backend=LocalBackend(mission.nodes, mission=mission.mission), run_dir=run_dir
+        mission,
+        backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
+        run_dir=run_dir,
     )
     if mission.security == "on":
         supervisor.secure()  # the console's identity exists before the console starts

@@ -269,7 +269,7 @@ def _run_mission(
     start_ns = time.time_ns()
     supervisor = Supervisor(
         mission,
-        backend=LocalBackend(mission.nodes, mission=mission.mission),
+        backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
         run_dir=run_dir,
         watch=Topics(subscribe=("WorkResult", "Checkpoint")) if kill is not None else None,
     )

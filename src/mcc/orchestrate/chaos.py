@@ -27,9 +27,8 @@ from typing import Any
 
 import psutil
 
-from mcc.errors import OrchestratorError
+from mcc.errors import MccError, OrchestratorError
 from mcc.netlab import NetLab, NetLabError, _pid_alive
-from mcc.orchestrate.backends.local import FORK_SERVER
 from mcc.orchestrate.manifest import NAME_PATTERN
 from mcc.orchestrate.registry import ActiveMission, find, home, read_private
 
@@ -86,9 +85,8 @@ def instance_processes(record: ActiveMission) -> list[tuple[str, psutil.Process]
     process group, that carries the instance's identity: ``MCC_INSTANCE_ID`` with this run's
     ``MCC_RUN_DIR`` in its environment (a process that was exec'd: commands, Ray), or, for an
     app the local backend forked without exec (its environment is the fork server's), the
-    instance's log in this run folder as its stdout or stderr. On the local backend it must
-    also be a child of the mission's fork server, itself a child of the supervisor that wrote
-    the registry record.
+    instance's log in this run folder as its stdout or stderr. On the local backend, only what
+    the mission's node agent recorded (`_agent_instances`).
     """
     try:
         supervisor = psutil.Process(record.pid)
@@ -101,14 +99,8 @@ def instance_processes(record: ActiveMission) -> list[tuple[str, psutil.Process]
             "record) is not a process of yours on this host; is the mission still up?"
         )
     if record.backend == "local":
-        candidates = [
-            child
-            for server in _children(supervisor)
-            if _is_fork_server(server)
-            for child in _children(server)
-        ]
-    else:  # Ray's workers are not the supervisor's: the identity alone picks them
-        candidates = list(psutil.process_iter())
+        return _agent_instances(record)
+    candidates = list(psutil.process_iter())  # Ray's: the identity each carries picks them
     found = []
     for proc in candidates:
         with contextlib.suppress(psutil.Error, OSError):
@@ -187,11 +179,31 @@ def _children(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _is_fork_server(proc: psutil.Process) -> bool:
+def _agent_instances(record: ActiveMission) -> list[tuple[str, psutil.Process]]:
+    """The local backend's instances, as the mission's node agent records them in the user's
+    private home: (instance id, pid, kernel start time), so a process that merely claims an
+    identity, or took a dead instance's pid, is never one."""
+    from mcc.orchestrate.agent import AgentPaths, proc_start_time
+    from mcc.orchestrate.registry import home, read_private
+
+    paths = AgentPaths.for_mission(home(), record.mission, record.domain)
     try:
-        return _owned(proc) and proc.cmdline()[1:3] == ["-m", FORK_SERVER]
-    except psutil.Error:
-        return False
+        data = json.loads(read_private(paths.state, what="the node agent's record"))
+        items = data["instances"]
+    except (OSError, ValueError, KeyError, TypeError, MccError):
+        return []
+    found = []
+    for item in items if isinstance(items, list) else []:
+        with contextlib.suppress(psutil.Error, KeyError, TypeError, ValueError):
+            pid, instance_id = int(item["pid"]), str(item["id"])
+            if not instance_id.startswith(f"{record.mission}/"):
+                continue
+            if proc_start_time(pid) != int(item["start_time"]):
+                continue
+            proc = psutil.Process(pid)
+            if _owned(proc) and os.getpgid(pid) == pid:
+                found.append((instance_id, proc))
+    return sorted(found, key=lambda item: (item[0], item[1].pid))
 
 
 def _identity(proc: psutil.Process, record: ActiveMission) -> str | None:

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mcc.errors import ManifestError, OrchestratorError
+from mcc.errors import ManifestError
 from mcc.orchestrate.backends.base import Backend
 from mcc.orchestrate.manifest import Mission, load_manifest, runnable_problems
 
@@ -129,7 +129,7 @@ def make_backend(mission: Mission, name: str, *, address: str | None = None) -> 
     if name == "local":
         from mcc.orchestrate.backends.local import LocalBackend
 
-        return LocalBackend(mission.nodes, mission=mission.mission)
+        return LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain)
     from mcc.orchestrate.backends.ray import RayBackend
 
     return RayBackend(address=address, namespace=f"mcc-{mission.mission}")
@@ -143,15 +143,9 @@ def default_run_dir(mission: Mission) -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from mcc.orchestrate.registry import active
     from mcc.orchestrate.supervisor import Supervisor
 
     mission = load_manifest(args.file)
-    if any(r.mission == mission.mission for r in active()):
-        raise OrchestratorError(
-            f"mission {mission.mission!r} is already running here; `mcc down --mission "
-            f"{mission.mission}` first"
-        )
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(mission)
     backend = make_backend(mission, args.backend, address=args.address)
     supervisor = Supervisor(mission, backend=backend, run_dir=run_dir, phase=args.phase)
@@ -164,6 +158,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         flush=True,
     )
     supervisor.start()
+    if supervisor.role == "standby":
+        print(
+            f"mcc up: standing by: another supervisor of {mission.mission!r} is active; this "
+            "one takes over (adopting every running instance) if it dies",
+            flush=True,
+        )
     printer = threading.Thread(
         target=_print_progress, args=(supervisor, stop, args.quiet), daemon=True
     )
@@ -173,9 +173,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         printer.join(2.0)
+    if supervisor.fenced.is_set():
+        print(
+            f"mcc up: fenced: another supervisor of {mission.mission!r} took over (epoch "
+            f"{supervisor.epoch}); this one stopped commanding and leaves the mission running",
+            flush=True,
+        )
+        return 0
     status = supervisor.status()
+    if supervisor.role != "active":
+        print(f"mcc up: standby of {mission.mission!r} leaves", flush=True)
+        return 0
     print(_status_table_text(status), flush=True)
-    print(f"mcc up: mission {mission.mission!r} stopped; run folder {run_dir}", flush=True)
+    print(
+        f"mcc up: mission {mission.mission!r} stopped; run folder {status['run_dir']}", flush=True
+    )
     failed = [i["id"] for i in status["instances"] if i["state"] == "failed"]
     return 1 if failed else 0
 
@@ -306,6 +318,16 @@ def _status_table_text(status: dict[str, Any]) -> str:
             )
             console.print(f"virtual clusters: {sizes}")
         console.print(f"run folder: {status['run_dir']}")
+        supervisors = status.get("supervisors") or []
+        if supervisors:
+            console.print(
+                "supervisors: "
+                + "; ".join(
+                    f"{s['role']} pid {s['pid']}@{s['host']} epoch {s['epoch']}"
+                    + ("" if s["healthy"] else f" (silent {s['beat_age_s']:g} s)")
+                    for s in supervisors
+                )
+            )
         if status.get("security") == "none":
             console.print(
                 "security: NONE: this mission runs without DDS Security; anyone who can reach "

@@ -121,6 +121,33 @@ class Planner:
         self._placed[instance_id] = (placement, group)
         return placement
 
+    def adopt(
+        self,
+        instance_id: str,
+        system: System,
+        node: str,
+        *,
+        cpu_set: tuple[int, ...] = (),
+        gpu_ids: tuple[int, ...] = (),
+        group: str | None = None,
+    ) -> Placement | None:
+        """Account for an instance already running where another supervisor placed it; None
+        when its node is not in this pool."""
+        pool = self.nodes.get(node)
+        if pool is None:
+            return None
+        need = system.resources.cpus
+        pool.used += need
+        for core in cpu_set:
+            pool.core_load[core] += 1
+        for gpu in gpu_ids:
+            pool.gpu_owner[gpu] = instance_id
+        if group is not None:
+            pool.groups[group] += 1
+        placement = Placement(node, need, tuple(cpu_set), tuple(gpu_ids))
+        self._placed[instance_id] = (placement, group)
+        return placement
+
     def release(self, instance_id: str) -> None:
         placed = self._placed.pop(instance_id, None)
         if placed is None:

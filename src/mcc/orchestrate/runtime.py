@@ -19,8 +19,10 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +44,8 @@ ENV_PARTITIONS = "MCC_PARTITIONS"
 ENV_PHASE = "MCC_PHASE"
 ENV_HEARTBEAT_S = "MCC_HEARTBEAT_PERIOD_S"
 ENV_EPOCH = "MCC_EPOCH_NS"  # mission start (Unix ns): scenario time 0 for every instance
+ENV_AGENT_SOCKET = "MCC_AGENT_SOCKET"  # the node agent that owns this instance
+ENV_AGENT_ORPHAN_S = "MCC_AGENT_ORPHAN_S"
 
 RUNTIME_ARGV = (sys.executable, "-m", "mcc.orchestrate.runtime")
 
@@ -137,6 +141,15 @@ def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    agent_socket = env.get(ENV_AGENT_SOCKET)
+    if agent_socket:
+        orphan_s = float(env.get(ENV_AGENT_ORPHAN_S, "60"))
+        threading.Thread(
+            target=_watch_agent,
+            args=(agent_socket, orphan_s, stop),
+            name="mcc-agent-watch",
+            daemon=True,
+        ).start()
     with Bus(int(env.get(ENV_DOMAIN, "0")), partitions=partitions, name=identity.id) as bus:
         period_s = float(env.get(ENV_HEARTBEAT_S, "1.0"))
         heartbeat = HeartbeatPublisher(
@@ -162,6 +175,29 @@ def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
             return 1
         heartbeat.stop(final_state=SystemState.SYSTEM_STOPPED)
         return int(code or 0)
+
+
+def _watch_agent(path: str, orphan_s: float, stop: threading.Event) -> None:
+    """Stop this instance when its node agent is gone for ``orphan_s`` and none replaced it
+    (a new agent adopts the instance and answers on the same socket): nothing outlives a
+    mission that nobody controls."""
+    parent = os.getppid()
+    gone_since: float | None = None
+    while not stop.wait(1.0):
+        if os.getppid() == parent:
+            continue
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)
+                probe.connect(path)
+            gone_since = None
+        except OSError:
+            now = time.monotonic()
+            gone_since = gone_since or now
+            if now - gone_since > orphan_s:
+                log.warning("no node agent for %.0f s: this instance stops", orphan_s)
+                stop.set()
+                return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,16 @@ went silent (no ``Heartbeat`` within the health timeout). It publishes ``Mission
 (transient-local) and answers ``Command``s, so ``mcc status|scale|phase|stop|start|logs|down``
 work from any terminal on the same domain. The backend (local processes or Ray) only
 starts, stops and watches processes.
+
+Supervisors are replicated (local backend): a second ``mcc up`` of a running mission stands
+by. The node agent decides which one is active, with a fencing epoch (see
+`mcc.orchestrate.agent`): when the active one dies the agent promotes the standby at once,
+and it adopts every running instance and the desired state (phase, sizes, stopped systems,
+restart counts) without restarting anything. Every supervisor beats on ``Heartbeat`` every
+0.1 s (``MISSION/supervisor/PID``: RUNNING when active, STARTING when standing by); a standby
+that hears the mission's instances but not the active supervisor for ``lease_s`` (a partition
+cut it off) claims, and the agent fences the old active: it can no longer start or kill
+anything, stops answering and exits.
 """
 
 from __future__ import annotations
@@ -24,12 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcc.bus import Bus, Reader, Replier, Transport
+from mcc.bus import Bus, HeartbeatPublisher, Reader, Replier, Transport
 from mcc.bus.core import GRANTS_ENV
 from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError, OrchestratorError
 from mcc.orchestrate import registry
-from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec
+from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec, Leadership
 from mcc.orchestrate.manifest import Cluster, Mission, System
 from mcc.orchestrate.planner import Planner
 from mcc.orchestrate.runtime import (
@@ -55,6 +65,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcc.orchestrate")
 S = SystemState
 LIVE = (S.SYSTEM_STARTING, S.SYSTEM_RUNNING, S.SYSTEM_DEGRADED)
+#: A supervisor's heartbeat period, and how long a standby waits for a silent active one
+#: (while it hears the mission's instances) before it claims.
+SUPERVISOR_BEAT_S = 0.1
+LEASE_S = 1.5
+#: A new standby has not discovered everyone yet: no claim in its first seconds.
+STANDBY_GRACE_S = 5.0
 
 
 @dataclass
@@ -154,11 +170,24 @@ class Supervisor:
         self.keystore: Path | None = None
         #: The environment of the mission's web console (its identity when secured).
         self.console_env = self.client_env
+        #: active | standby | fenced (another supervisor took over: this one stops).
+        self.role = "active"
+        self.epoch = 0  # the node agent's fencing epoch of this supervisor's leadership
+        self.lease_s = LEASE_S
+        self.fenced = threading.Event()
+        self._replier: Replier[Command, CommandReply] | None = None
+        self._beat: HeartbeatPublisher | None = None
+        self._peers: dict[str, tuple[float, Heartbeat]] = {}  # other supervisors' last beats
+        self._mission_beat_mono = 0.0  # last beat of any instance of the mission
+        self._standby_since = 0.0
+        self._last_claim = 0.0
+        self._saved_state: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> Supervisor:
-        """Open the backend and the bus, then reconcile in a background thread."""
+        """Open the backend and the bus, then reconcile in a background thread (or stand by
+        when another supervisor of the mission is active)."""
         registry.private_dir(self.run_dir)
         registry.private_dir(self.run_dir / "logs")
         if self.mission.security == "on" and self.keystore is None:
@@ -176,24 +205,244 @@ class Supervisor:
         bus = self._bus
         self._status_writer = bus.writer("MissionStatus")
         self._readers.append(bus.reader("Heartbeat", on_data=self._on_heartbeats))
-        self.backend.open()
+        if hasattr(self.backend, "on_event"):
+            self.backend.on_event = self._wake.set
+        leadership: Leadership | None = None
+        lead = getattr(self.backend, "lead", None)
+        if callable(lead):
+            backend: Any = self.backend
+            backend.on_promoted = self._on_promoted
+            backend.on_fenced = self._on_fenced
+            backend.on_shutdown = self._on_shutdown
+            leadership = lead()
+        else:
+            self.backend.open()
         self._planner = Planner(
             self.backend.capacity(),
             cores=getattr(self.backend, "cores", lambda: {})(),
             gpus=getattr(self.backend, "gpus", lambda: {})(),
         )
-        if hasattr(self.backend, "on_event"):
-            self.backend.on_event = self._wake.set
-        self._replier = Replier[Command, CommandReply](
+        self._beat = HeartbeatPublisher(
             bus,
-            self._handle,
-            replier_id=f"supervisor:{self.mission.mission}",
-            channel=COMMAND_CHANNEL,
-        ).start()
-        registry.register(self)
+            f"{self.mission.mission}/supervisor/{os.getpid()}",
+            period_s=SUPERVISOR_BEAT_S,
+            state=S.SYSTEM_STARTING,
+        )
+        with self._lock:
+            if leadership is None or leadership.active:
+                self._activate(leadership)
+            else:
+                self.role = "standby"
+                self.epoch = leadership.epoch
+                self._standby_since = time.monotonic()
+                self._beat.message = f"standby epoch {self.epoch}"
+                log.warning(
+                    "mission %s: supervisor pid %d is active (epoch %d); this one stands by",
+                    self.mission.mission,
+                    leadership.active_pid,
+                    leadership.epoch,
+                )
+        self._beat.start()
         self._thread = threading.Thread(target=self._loop, name="mcc-supervisor", daemon=True)
         self._thread.start()
         return self
+
+    # -- leadership (replicated supervisors) --------------------------------------------
+
+    def _activate(self, leadership: Leadership | None) -> None:
+        """Under the lock: become the active supervisor, adopting what runs."""
+        self.role = "active"
+        self.epoch = leadership.epoch if leadership is not None else 0
+        if leadership is not None and (leadership.instances or leadership.state):
+            self._adopt(leadership)
+        if self._beat is not None:
+            self._beat.state = S.SYSTEM_RUNNING
+            self._beat.message = f"active epoch {self.epoch}"
+        if self._replier is None:
+            self._replier = Replier[Command, CommandReply](
+                self.bus,
+                self._handle,
+                replier_id=f"supervisor:{self.mission.mission}",
+                channel=COMMAND_CHANNEL,
+            ).start()
+        registry.register(self)
+        self._status_dirty = True
+
+    def _adopt(self, leadership: Leadership) -> None:
+        """Take over the running instances and the desired state another supervisor left."""
+        assert self._planner is not None
+        state = leadership.state if isinstance(leadership.state, dict) else {}
+        same = state.get("fingerprint") == self._fingerprint()
+        if state and not same:
+            log.warning(
+                "mission %s: the manifest changed since the running instances were started: "
+                "they are restarted with the new one",
+                self.mission.mission,
+            )
+        if same:
+            self._restore(state)
+        metas = state.get("instances") if same else None
+        metas = metas if isinstance(metas, dict) else {}
+        now = time.monotonic()
+        for running in leadership.instances:
+            mission, _, rest = running.instance_id.partition("/")
+            name, _, index_text = rest.rpartition("/")
+            system = self.systems.get(name)
+            if mission != self.mission.mission or system is None or not index_text.isdigit():
+                log.warning("%s is not of this mission: stopping it", running.instance_id)
+                self.backend.kill(running.instance_id)
+                continue
+            meta = metas.get(running.instance_id)
+            meta = meta if isinstance(meta, dict) else {}
+            inst = Instance(running.instance_id, name, int(index_text), now)
+            inst.pid, inst.host, inst.node = running.pid, running.host, running.node
+            inst.cpu_set = tuple(int(c) for c in meta.get("cpu_set", ()))
+            inst.device = str(meta.get("device", "cpu"))
+            inst.restarts = int(meta.get("restarts", 0))
+            inst.started_mono = now - float(meta.get("ran_s", 0.0))
+            inst.last_beat_mono = now  # its health counts from the adoption
+            inst.set_state(S.SYSTEM_RUNNING, "adopted")
+            group = name if isinstance(system, Cluster) else None
+            gpu_ids = tuple(int(g) for g in meta.get("gpu_ids", ()))
+            self._planner.adopt(
+                inst.id, system, running.node, cpu_set=inst.cpu_set, gpu_ids=gpu_ids, group=group
+            )
+            self.instances[inst.id] = inst
+            self._event(inst.id, f"adopted (pid {inst.pid}, epoch {self.epoch})")
+            if not same:
+                self.backend.stop(inst.id, grace_s=self.mission.stop_grace_s)
+                inst.set_state(S.SYSTEM_STOPPING, "manifest changed")
+        log.warning(
+            "mission %s: supervisor pid %d active (epoch %d): adopted %d running instances",
+            self.mission.mission,
+            os.getpid(),
+            self.epoch,
+            len(leadership.instances),
+        )
+
+    def _fingerprint(self) -> str:
+        """What must not change for a supervisor to adopt the previous one's instances."""
+        import hashlib
+
+        text = self.mission.model_dump_json()
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        phase = state.get("phase")
+        if phase in self.mission.phases:
+            self.phase = phase
+        sizes = state.get("sizes")
+        if isinstance(sizes, dict):
+            for name, size in sizes.items():
+                if name in self.sizes and isinstance(size, int) and size >= 0:
+                    self.sizes[name] = size
+        disabled = state.get("disabled")
+        if isinstance(disabled, list):
+            self.disabled = {d for d in disabled if d in self.systems}
+        if isinstance(state.get("epoch_ns"), int):
+            self.epoch_ns = state["epoch_ns"]
+        if isinstance(state.get("run_dir"), str) and state["run_dir"]:
+            self.run_dir = Path(state["run_dir"])
+
+    def _desired_state(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "fingerprint": self._fingerprint(),
+            "phase": self.phase,
+            "sizes": dict(self.sizes),
+            "disabled": sorted(self.disabled),
+            "epoch_ns": self.epoch_ns,
+            "run_dir": str(self.run_dir.resolve()),
+            "instances": {
+                i.id: {
+                    "cpu_set": list(i.cpu_set),
+                    "gpu_ids": list(p.gpu_ids) if (p := self._placement(i.id)) else [],
+                    "device": i.device,
+                    "restarts": i.restarts,
+                    "ran_s": round(now - i.started_mono, 1) if i.started_mono else 0.0,
+                }
+                for i in self.instances.values()
+                if i.pid
+            },
+        }
+
+    def _placement(self, instance_id: str) -> Any:
+        return self._planner.placement(instance_id) if self._planner is not None else None
+
+    def _save_state(self) -> None:
+        save = getattr(self.backend, "save_state", None)
+        if not callable(save):
+            return
+        state = self._desired_state()
+        instances = state["instances"]
+        comparable = {**state, "instances": {k: {**v, "ran_s": 0} for k, v in instances.items()}}
+        if comparable != self._saved_state:
+            self._saved_state = comparable
+            try:
+                save(state)
+            except OrchestratorError as exc:
+                log.warning("cannot leave the desired state with the node agent: %s", exc)
+
+    def _on_promoted(self, leadership: Leadership) -> None:
+        """The backend's thread: the active supervisor is gone, this one takes over."""
+        with self._lock:
+            if self.role == "active" or self._done.is_set():
+                return
+            self._activate(leadership)
+        self._wake.set()
+
+    def _on_fenced(self, epoch: int) -> None:
+        """The backend's thread: another supervisor took over (epoch ``epoch``)."""
+        with self._lock:
+            if self.role == "fenced":
+                return
+            self.role = "fenced"
+            self.epoch = epoch
+        log.error(
+            "mission %s: supervisor epoch %d took over; this one (pid %d) no longer commands "
+            "and leaves",
+            self.mission.mission,
+            epoch,
+            os.getpid(),
+        )
+        if self._beat is not None:
+            self._beat.state = S.SYSTEM_STOPPED
+            self._beat.message = f"fenced by epoch {epoch}"
+        replier, self._replier = self._replier, None
+        if replier is not None:
+            replier.stop()
+        registry.unregister(self)
+        self.fenced.set()
+        self._done.set()
+
+    def _on_shutdown(self) -> None:
+        """The backend's thread: the active supervisor stopped the mission."""
+        log.info("mission %s stopped by the active supervisor", self.mission.mission)
+        self._done.set()
+
+    def _watch_active(self, now: float) -> None:
+        """A standby: claim when the active supervisor is silent while the mission is not."""
+        active = [(t, hb) for t, hb in self._peers.values() if hb.state == S.SYSTEM_RUNNING]
+        last_active = max((t for t, _ in active), default=self._standby_since)
+        for _, hb in active:
+            epoch = _epoch_of(hb)
+            if epoch is not None and epoch > self.epoch:
+                self.epoch = epoch
+        if now - self._standby_since < STANDBY_GRACE_S or now - last_active < self.lease_s:
+            return
+        if now - self._mission_beat_mono > self.lease_s or now - self._last_claim < self.lease_s:
+            return  # nothing heard at all: this standby is the one cut off
+        self._last_claim = now
+        claim = getattr(self.backend, "claim", None)
+        if callable(claim):
+            log.warning(
+                "mission %s: the active supervisor is silent for %.1f s while the instances "
+                "beat: claiming (epoch %d)",
+                self.mission.mission,
+                now - last_active,
+                self.epoch,
+            )
+            claim(self.epoch)
 
     def run(self, *, duration_s: float | None = None, stop: threading.Event | None = None) -> None:
         """Block until ``down`` is asked for, ``stop`` is set or ``duration_s`` has passed."""
@@ -247,7 +496,14 @@ class Supervisor:
         return env
 
     def close(self) -> None:
-        """Stop every instance gracefully, publish the final status, release everything."""
+        """Active: stop every instance gracefully, publish the final status, release
+        everything. Standby or fenced: leave, stopping nothing."""
+        if self.role != "active":
+            self._done.set()
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(5.0)
+            self._release()
+            return
         with self._lock:
             self._going_down = True
             self.state = S.SYSTEM_STOPPING
@@ -269,10 +525,18 @@ class Supervisor:
         self._publish_status()
         self._write_summary()
         registry.unregister(self)
-        self._replier.stop()
+        self._release()
+
+    def _release(self) -> None:
+        if self.role != "active":
+            self.backend.close()  # a standby's or fenced one's: leaves, stops nothing
+        if self._beat is not None:
+            self._beat.stop(final_state=S.SYSTEM_STOPPED)
+        if self._replier is not None:
+            self._replier.stop()
         if self._own_bus and self._bus is not None:
             self._bus.close()
-        if self._roudi is not None:  # after every process that used it
+        if self._roudi is not None and self.role == "active":  # after every process using it
             self._roudi.stop()
 
     def __enter__(self) -> Supervisor:
@@ -362,6 +626,15 @@ class Supervisor:
 
     def _loop(self) -> None:
         while not self._done.is_set():
+            if self.role != "active":
+                now = time.monotonic()
+                with self._lock:
+                    self._apply_heartbeats()
+                if self.role == "standby":
+                    self._watch_active(now)
+                self._wake.wait(self.tick_s)
+                self._wake.clear()
+                continue
             try:
                 self._reconcile()
             except Exception:  # the supervisor must outlive a bug in one step
@@ -399,6 +672,7 @@ class Supervisor:
             self._check_health(now)
             self._start_pending(now)
             self._refresh_locations()
+            self._save_state()
         if self._status_dirty or now - self._last_status >= self.status_period_s:
             self._publish_status()
 
@@ -655,8 +929,17 @@ class Supervisor:
         self._wake.set()
 
     def _apply_heartbeats(self) -> None:
+        prefix = f"{self.mission.mission}/"
+        supervisors = f"{prefix}supervisor/"
+        own = f"{supervisors}{os.getpid()}"
         while self._beats:
             now, now_ns, hb = self._beats.popleft()
+            if hb.system_id.startswith(supervisors):
+                if hb.system_id != own and len(self._peers) < 64 or hb.system_id in self._peers:
+                    self._peers[hb.system_id] = (now, hb)
+                continue
+            if hb.system_id.startswith(prefix):
+                self._mission_beat_mono = now
             inst = self.instances.get(hb.system_id)
             if inst is None or inst.state not in LIVE or not _beat_of(hb, inst):
                 continue
@@ -683,6 +966,7 @@ class Supervisor:
                 "security": self.mission.security,
                 "run_dir": str(self.run_dir),
                 "clusters": self._clusters(),
+                "supervisors": self._supervisors(),
                 "instances": [
                     {
                         "id": i.id,
@@ -698,6 +982,38 @@ class Supervisor:
                     for i in self._sorted_instances()
                 ],
             }
+
+    def _supervisors(self) -> list[dict[str, Any]]:
+        """This supervisor and the others it hears: role, epoch and how fresh their beat is."""
+        import socket
+
+        now = time.monotonic()
+        rows = [
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "role": self.role,
+                "epoch": self.epoch,
+                "beat_age_s": 0.0,
+                "healthy": True,
+            }
+        ]
+        for seen, hb in self._peers.values():
+            age = now - seen
+            if hb.state == S.SYSTEM_STOPPED or age > 30.0:
+                continue
+            role = "active" if hb.state == S.SYSTEM_RUNNING else "standby"
+            rows.append(
+                {
+                    "pid": hb.pid,
+                    "host": hb.host,
+                    "role": role,
+                    "epoch": _epoch_of(hb) or 0,
+                    "beat_age_s": round(age, 2),
+                    "healthy": age < self.lease_s,
+                }
+            )
+        return rows
 
     def _clusters(self) -> dict[str, dict[str, Any]]:
         return {
@@ -759,7 +1075,10 @@ class Supervisor:
             )
         args = json.loads(command.args_json or "{}")
         verb, target = command.verb, command.target
+        if self.role != "active":
+            raise MccError(f"this supervisor is {self.role}, not active (epoch {self.epoch})")
         if verb != "status":  # who commanded: the sender's identity, never a field it wrote
+            assert self._replier is not None
             sender = self._replier.sender(command)
             log.info("command %s %s from %s (%s)", verb, target, sender, command.client_id)
             with self._lock:
@@ -833,7 +1152,17 @@ def _secured(base: Transport | None, identity: Identity) -> Transport:
     return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
 
 
-def _describe_exit(returncode: int) -> str:
+def _epoch_of(hb: Heartbeat) -> int | None:
+    """The epoch a supervisor's beat names (``active epoch N`` / ``standby epoch N``)."""
+    words = hb.message.split()
+    if len(words) == 3 and words[1] == "epoch" and words[2].isdigit():
+        return int(words[2])
+    return None
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "ended (exit status unknown: it was adopted, not a child of this agent)"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"

@@ -1,27 +1,25 @@
-"""A fork server for the local backend: instances start in milliseconds, not in 0.7 s.
+"""Forking warm instances: they start in milliseconds, not in 0.7 s.
 
 Starting Python and importing numpy and cyclonedds costs about 0.7 s of CPU per process; on a
 2-core node, 32 workers would take 10 s and a replacement after a crash would be slower than
-the failover target. The zygote imports the runtime once, then forks a child per instance.
-It creates no DDS entity and no thread before forking, so the child starts clean.
+the failover target. The node agent (`mcc.orchestrate.agent`) imports the runtime once
+(`warm_up`, `preload`), then forks a child per instance, which applies its limits here
+(`apply_limits`) and runs its app or executes its command (`_child`). The agent creates no DDS
+entity and no thread before forking, so the child starts clean.
 
-Protocol: one JSON object per line. Requests on stdin: ``{"op": "spawn", ...}``. Events on
-stdout: ``{"ready": pid}``, ``{"spawned": id, "pid": pid}``, ``{"exit": id, "pid": pid,
-"returncode": rc}``, ``{"warning": id, "message": text}``, ``{"error": id, "message": text}``.
-The zygote dies with its supervisor (PR_SET_PDEATHSIG) and kills its children when its stdin
-closes, so nothing outlives the supervisor.
+An app instance does not die with its agent: a new agent adopts it. A ``command`` instance (a
+foreign binary, with no MCC watchdog in it) dies with its agent (PR_SET_PDEATHSIG) and is
+restarted by the supervisor.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import importlib
 import json
 import os
 import resource
-import selectors
 import signal
 import sys
 from pathlib import Path
@@ -133,7 +131,8 @@ def open_log(path: str) -> int:
 def _child(request: dict[str, Any], report: int, inherited: list[int]) -> int:
     """Runs in the forked child; never returns to the zygote loop."""
     os.setsid()
-    die_with_parent()
+    if not request.get("app"):
+        die_with_parent()
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
@@ -172,61 +171,14 @@ def _child(request: dict[str, Any], report: int, inherited: list[int]) -> int:
     return 127
 
 
-def serve() -> int:
-    """The zygote's loop: spawn on request, report exits, stop on EOF."""
-    die_with_parent()
-    out = os.dup(1)
-    os.dup2(2, 1)  # stray prints must not corrupt the protocol
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides
-    children: dict[int, str] = {}
-    stdin = sys.stdin.buffer
-    selector = selectors.DefaultSelector()
-    selector.register(stdin, selectors.EVENT_READ, "request")
-    selector.register(wake_r, selectors.EVENT_READ, "signal")
-    _emit(out, {"ready": os.getpid()})
-    warm_up()
+def preload() -> None:
+    """Import what the mission apps import, once: a restart need not pay for it."""
     for module in os.environ.get(ENV_PRELOAD, DEFAULT_PRELOAD).split(","):
-        if module.strip():  # what the mission apps import: a restart need not pay for it
+        if module.strip():
             try:
                 importlib.import_module(module.strip())
             except ImportError as exc:
-                print(f"mcc zygote: cannot preload {module}: {exc}", file=sys.stderr)
-    pending = b""
-    running = True
-    while running:
-        for key, _ in selector.select():
-            if key.data == "signal":
-                os.read(wake_r, 512)
-                _reap(children, out)
-                continue
-            chunk = os.read(stdin.fileno(), 65536)
-            if not chunk:
-                running = False
-                break
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                request = json.loads(line)
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        code = _child(request, out, [stdin.fileno(), wake_r, wake_w])
-                    finally:
-                        os._exit(code)
-                children[pid] = request["id"]
-                _emit(out, {"spawned": request["id"], "pid": pid})
-        _reap(children, out)
-    for pid in list(children):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-    while children:
-        _reap(children, out, block=True)
-    return 0
+                print(f"mcc agent: cannot preload {module}: {exc}", file=sys.stderr)
 
 
 def warm_up() -> None:
@@ -244,24 +196,3 @@ def warm_up() -> None:
     for spec in TOPICS.values():
         spec.type.__idl__.get_type_info()  # type: ignore[attr-defined]
     np.percentile([0.0], [50, 99])
-
-
-def _reap(children: dict[int, str], out: int, *, block: bool = False) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
-        except ChildProcessError:
-            children.clear()
-            return
-        if pid == 0:
-            return
-        instance_id = children.pop(pid, None)
-        if instance_id is not None:
-            code = os.waitstatus_to_exitcode(status)
-            _emit(out, {"exit": instance_id, "pid": pid, "returncode": code})
-        if block:
-            return
-
-
-if __name__ == "__main__":
-    sys.exit(serve())

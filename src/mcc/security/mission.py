@@ -58,9 +58,10 @@ class Topics:
 
 #: What every app instance does on the bus through the runtime.
 RUNTIME_TOPICS = Topics(publish=("Heartbeat",))
-#: The supervisor: status out, heartbeats and commands in.
+#: The supervisor: status and its own beat out (standbys watch the active one's), heartbeats
+#: and commands in.
 SUPERVISOR_TOPICS = Topics(
-    publish=("MissionStatus", "CommandReply"), subscribe=("Heartbeat", "Command")
+    publish=("MissionStatus", "CommandReply", "Heartbeat"), subscribe=("Heartbeat", "Command")
 )
 #: ``mcc status|scale|phase|…`` and the console's commands.
 OPERATOR_TOPICS = Topics(

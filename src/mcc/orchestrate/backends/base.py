@@ -9,9 +9,9 @@ and it reports every exit as an ``ExitEvent``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class ExitEvent:
 
     instance_id: str
     pid: int
-    returncode: int
+    returncode: int | None  # None: unknown (it ended while adopted, not a child of ours)
     time_ns: int
 
 
@@ -96,3 +96,42 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Stop every instance still running and release the backend; no orphans."""
+
+
+@dataclass(frozen=True)
+class Leadership:
+    """What a supervisor learns from its node agent on connecting, or on being promoted."""
+
+    active: bool  # this supervisor may command; otherwise it stands by
+    epoch: int  # the fencing epoch: +1 at every change of active supervisor
+    active_pid: int  # the active supervisor's pid (this one's when active)
+    instances: tuple[Running, ...] = ()  # running now: to adopt, not to restart
+    state: Any = None  # what the previous active left: its desired state
+    exits: tuple[ExitEvent, ...] = ()  # instances that ended while nobody was active
+
+
+class Replicated(Protocol):
+    """A backend whose processes outlive their supervisor (``local``: the node agent).
+
+    Supervisors of one mission share it; exactly one is active (`Leadership.active`). The
+    callbacks run on the backend's thread: ``on_promoted(leadership)`` when this supervisor
+    becomes active, ``on_fenced(epoch)`` when another one took over, ``on_shutdown()`` when
+    the active one stopped the mission.
+    """
+
+    on_promoted: Callable[[Leadership], None] | None
+    on_fenced: Callable[[int], None] | None
+    on_shutdown: Callable[[], None] | None
+
+    def lead(self) -> Leadership:
+        """Connect as a supervisor: active if none is, else standby."""
+
+    def claim(self, expect_epoch: int) -> bool:
+        """Take over from an active supervisor that is cut off (compare-and-set on the epoch:
+        refused if anything changed since ``expect_epoch`` was seen)."""
+
+    def save_state(self, state: Any) -> None:
+        """Leave the desired state with the agent, for the next active supervisor."""
+
+    def confirm(self, *, timeout_s: float = 1.0) -> bool:
+        """Whether this supervisor is still the active one (a round trip to the agent)."""

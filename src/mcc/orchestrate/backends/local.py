@@ -1,4 +1,11 @@
-"""The local backend: each instance is its own OS process, forked from a warm zygote.
+"""The local backend: each instance is its own OS process, forked by this host's node agent.
+
+The node agent (`mcc.orchestrate.agent`, one per mission and domain on a host) forks every
+instance from a warm interpreter and owns it; the backend is the supervisor's connection to
+it. A supervisor that dies leaves its instances running: the agent promotes a standby
+supervisor (a second ``mcc up`` of the mission) or waits for the next one, which adopts
+them (`lead`, `Leadership`). Every signal goes through the agent, which executes only the
+active supervisor's (fencing).
 
 Nodes are core sets of this host (or network namespaces, ``netns:``); the planner assigns
 cores and the child pins itself, sets its priority and memory limit before the app runs.
@@ -13,15 +20,18 @@ for ``mcc chaos``. A start on a node cut off the bridge (``mcc chaos partition``
 reachable netns node with the fewest instances instead, as a cluster scheduler moves work off a
 lost node; the instance reports its new node.
 Instance logs are their user's only (the folder 0700, each log 0600).
-Every process has its own session, so stop/kill reach the whole process group, and dies
-with the zygote, which dies with the supervisor: no orphans, even after a ``kill -9`` of
-``mcc up``.
+Every process has its own session, so stop/kill reach the whole process group. Nothing
+outlives a mission nobody controls: with no supervisor for ``MCC_AGENT_ORPHAN_S`` (60 s) the
+agent stops the mission, and an app whose agent is gone that long stops itself.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
+import fcntl
+import itertools
 import json
 import logging
 import os
@@ -31,22 +41,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
 from mcc.bus.transport import Transport
 from mcc.errors import OrchestratorError
 from mcc.netlab import LAB_IFACE, NetLab, NetLabError, cleanup_stale, pick_subnet
-from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Running, Warning_
+from mcc.orchestrate import agent
+from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Leadership, Running, Warning_
 from mcc.orchestrate.manifest import Node
 from mcc.orchestrate.registry import home, private_dir, write_private
+from mcc.orchestrate.zygote import open_log
 
 log = logging.getLogger("mcc.orchestrate.local")
 RUNTIME_MODULE = "mcc.orchestrate.runtime"
-#: The fork server's module: it runs as ``python -m FORK_SERVER`` (how `mcc chaos` knows it).
-FORK_SERVER = "mcc.orchestrate.zygote"
+#: The node agent's module: it runs as ``python -m FORK_SERVER`` (how `mcc chaos` knows it).
+FORK_SERVER = "mcc.orchestrate.agent"
 
 
 def host_cores() -> list[int]:
@@ -105,10 +118,35 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, nodes: Sequence[Node] = (), *, mission: str = "mcc") -> None:
+    def __init__(
+        self,
+        nodes: Sequence[Node] = (),
+        *,
+        mission: str = "mcc",
+        domain: int = 0,
+        orphan_s: float | None = None,
+    ) -> None:
         self.nodes = list(nodes) or [Node(name="local")]
         self.mission = mission
-        self._zygote: subprocess.Popen[bytes] | None = None
+        self.paths = agent.AgentPaths.for_mission(home(), mission, domain)
+        self.orphan_s = (
+            orphan_s
+            if orphan_s is not None
+            else float(os.environ.get(agent.ENV_ORPHAN_S, agent.DEFAULT_ORPHAN_S))
+        )
+        self.epoch = 0
+        self.on_promoted: Callable[[Leadership], None] | None = None
+        self.on_fenced: Callable[[int], None] | None = None
+        self.on_shutdown: Callable[[], None] | None = None
+        self._sock: socket.socket | None = None
+        self._sock_reader: Any = None
+        self._connected = threading.Event()
+        self._active = False
+        self._fenced = False
+        self._closing = False
+        self._agent_pid = 0
+        self._asks: dict[tuple[str, Any], Future[dict[str, Any]]] = {}
+        self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._spawns: dict[str, tuple[Future[Running], LaunchSpec]] = {}
@@ -197,33 +235,177 @@ class LocalBackend:
                 return manifest_node.netns
         return None
 
-    # -- lifecycle -------------------------------------------------------------------
+    # -- lifecycle: the node agent ------------------------------------------------------
 
     def open(self) -> None:
-        """Start the zygote and wait until it has imported the runtime."""
+        """Connect to this host's node agent for the mission (started if none runs)."""
+        self.lead()
+
+    def lead(self) -> Leadership:
+        """Connect as a supervisor: `Leadership.active` if no other supervisor is active."""
         for node in self.nodes:
             node_cores(node)  # fail early on cores this host lacks
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self._zygote = subprocess.Popen(
-            [sys.executable, "-m", FORK_SERVER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        assert self._zygote.stdout is not None
-        first = self._zygote.stdout.readline()
-        if not first.startswith(b'{"ready"'):
-            self._zygote.kill()
-            self._zygote.wait()
+        if self._sock is not None:
+            raise OrchestratorError("the local backend is open already")
+        leadership = self._connect(claim=True, expect_epoch=None)
+        if not leadership.active and self.lab is not None:
+            self.detach()
             raise OrchestratorError(
-                f"the local backend's fork server did not start (said {first!r}); "
-                "run `python -m mcc.orchestrate.zygote` to see why"
+                f"mission {self.mission!r} already has an active supervisor (pid "
+                f"{leadership.active_pid}); a standby of a mission with netns nodes is not "
+                "supported yet: its network lab belongs to the active supervisor"
             )
-        self._reader = threading.Thread(target=self._read_events, name="mcc-zygote", daemon=True)
+        return leadership
+
+    def _connect(self, *, claim: bool, expect_epoch: int | None) -> Leadership:
+        paths = self.paths
+        private_dir(paths.state.parent)
+        private_dir(paths.socket.parent)
+        sock = self._agent_socket(paths)
+        hello = {"op": "hello", "pid": os.getpid(), "host": self._host, "claim": claim}
+        if expect_epoch is not None:
+            hello["expect_epoch"] = expect_epoch
+        sock.settimeout(10.0)
+        sock.sendall((json.dumps(hello) + "\n").encode())
+        reader = sock.makefile("rb")
+        line = reader.readline(agent.MAX_LINE)
+        reply = json.loads(line).get("hello") if line else None
+        if not isinstance(reply, dict):
+            sock.close()
+            raise OrchestratorError(f"the node agent {paths.key} answered {line[:200]!r}")
+        sock.settimeout(None)
+        leadership = self._leadership(reply)
+        self._agent_pid = int(reply.get("agent_pid") or 0)
+        with self._lock:
+            self._sock, self._sock_reader = sock, reader
+            self._active = leadership.active
+            self.epoch = leadership.epoch
+            if leadership.active:
+                self._adopt(leadership)
+        self._connected.set()
+        self._reader = threading.Thread(target=self._read_events, name="mcc-agent", daemon=True)
         self._reader.start()
+        return leadership
+
+    def _agent_socket(self, paths: agent.AgentPaths) -> socket.socket:
+        """A connection to the agent; start it first when none answers."""
+        try:
+            return _connect_unix(paths.socket)
+        except OSError:
+            pass
+        spawn_lock = os.open(paths.lock.with_suffix(".spawn"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(spawn_lock, fcntl.LOCK_EX)  # one supervisor starts it, the other waits
+            try:
+                return _connect_unix(paths.socket)
+            except OSError:
+                pass
+            log_fd = open_log(str(paths.log))
+            # The socket in its environment marks the agent and every instance it forks as this
+            # mission's (`mcc chaos`, test clean-up).
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", agent.ENV_SOCKET: str(paths.socket)}
+            argv = [
+                sys.executable, "-m", FORK_SERVER, "--detach",
+                "--key", paths.key, "--socket", str(paths.socket), "--state", str(paths.state),
+                "--lock", str(paths.lock), "--orphan-s", f"{self.orphan_s:g}",
+            ]  # fmt: skip
+            try:
+                subprocess.run(
+                    argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
+                    timeout=30, check=True,
+                )  # fmt: skip
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise OrchestratorError(
+                    f"the node agent did not start ({exc}); see {paths.log}"
+                ) from exc
+            finally:
+                os.close(log_fd)
+            deadline = time.monotonic() + 30.0
+            while True:
+                try:
+                    return _connect_unix(paths.socket)
+                except OSError as exc:
+                    if time.monotonic() > deadline:
+                        raise OrchestratorError(
+                            f"the node agent did not answer on {paths.socket} within 30 s "
+                            f"({exc.strerror}); see {paths.log}"
+                        ) from exc
+                    time.sleep(0.02)
+        finally:
+            os.close(spawn_lock)
+
+    def _leadership(self, reply: dict[str, Any]) -> Leadership:
+        now = time.time_ns()
+        instances = tuple(
+            Running(str(i["id"]), int(i["pid"]), self._host, str(i["node"]), int(i["started_ns"]))
+            for i in reply.get("instances") or []
+        )
+        exits = tuple(
+            ExitEvent(str(e["exit"]), int(e["pid"]), e.get("returncode"), now)
+            for e in reply.get("exits") or []
+        )
+        return Leadership(
+            active=bool(reply.get("active")),
+            epoch=int(reply.get("epoch") or 0),
+            active_pid=int(reply.get("active_pid") or 0),
+            instances=instances,
+            state=reply.get("state"),
+            exits=exits,
+        )
+
+    def _adopt(self, leadership: Leadership) -> None:
+        """Under the lock: what runs now is what the agent says."""
+        self._running = {r.instance_id: r for r in leadership.instances}
+        self._exits.extend(leadership.exits)
+
+    def claim(self, expect_epoch: int) -> bool:
+        reply = self._ask({"op": "claim", "expect_epoch": expect_epoch}, "claimed", 2.0)
+        return bool(reply is not None and reply.get("promoted"))
+
+    def confirm(self, *, timeout_s: float = 1.0) -> bool:
+        seq = next(self._seq)
+        reply = self._ask({"op": "ping", "seq": seq}, "pong", timeout_s, key=seq)
+        return reply is not None and self._active and reply.get("epoch") == self.epoch
+
+    def save_state(self, state: Any) -> None:
+        self._send({"op": "state", "state": state})
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def _ask(
+        self, message: dict[str, Any], kind: str, timeout_s: float, *, key: Any = None
+    ) -> dict[str, Any] | None:
+        future: Future[dict[str, Any]] = Future()
+        with self._lock:
+            self._asks[(kind, key)] = future
+        try:
+            self._send(message)
+            return future.result(timeout=timeout_s)
+        except (OrchestratorError, TimeoutError, FutureTimeout):
+            return None
+        finally:
+            with self._lock:
+                self._asks.pop((kind, key), None)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        sock = self._sock
+        if sock is None:
+            raise OrchestratorError("not connected to the node agent")
+        with self._write_lock:
+            try:
+                sock.sendall((json.dumps(message) + "\n").encode())
+            except OSError as exc:
+                raise OrchestratorError(f"the node agent connection failed: {exc}") from exc
 
     def close(self, *, grace_s: float = 5.0) -> None:
-        """Stop every instance (SIGTERM, SIGKILL after ``grace_s``) and the zygote."""
+        """Active: stop every instance (SIGTERM, SIGKILL after ``grace_s``), then tell the
+        agent the mission is over (it exits). Standby: leave."""
+        if not self._active:
+            self.detach()
+            self._close_lab()
+            return
         with self._lock:
             ids = list(self._running)
         for instance_id in ids:
@@ -233,20 +415,32 @@ class LocalBackend:
             time.sleep(0.02)
         for timer in list(self._kill_timers.values()):
             timer.cancel()
-        if self._zygote is not None:
-            assert self._zygote.stdin is not None
-            self._zygote.stdin.close()  # the zygote kills what is left, reaps, exits
-            try:
-                self._zygote.wait(5.0)
-            except subprocess.TimeoutExpired:
-                self._zygote.kill()
-                self._zygote.wait()
-            if self._reader is not None:
-                self._reader.join(2.0)
-            assert self._zygote.stdout is not None
-            self._zygote.stdout.close()
-            self._zygote = None
+        self._closing = True
+        with contextlib.suppress(OrchestratorError):
+            self._send({"op": "shutdown"})
+        if self._reader is not None:
+            self._reader.join(12.0)  # the agent closes the connection when all are reaped
+        self.detach()
+        deadline = time.monotonic() + 5.0
+        while self._agent_pid and _alive(self._agent_pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # gone, not finalising: nothing of the mission outlives close()
         self._close_lab()
+
+    def detach(self) -> None:
+        """Leave the agent without stopping anything (a standby, a fenced supervisor)."""
+        self._closing = True
+        self._active = False
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(2.0)
+        if self._sock_reader is not None:
+            with contextlib.suppress(OSError):
+                self._sock_reader.close()
+            self._sock_reader = None
 
     # -- Backend protocol -------------------------------------------------------------
 
@@ -267,8 +461,10 @@ class LocalBackend:
         raise OrchestratorError(f"no node {name!r} in this backend")
 
     def start(self, spec: LaunchSpec) -> Running:
-        if self._zygote is None or self._zygote.poll() is not None:
-            raise OrchestratorError("the local backend is not open (or its fork server died)")
+        if not self._connected.wait(15.0) or not self._active:
+            raise OrchestratorError(
+                "this supervisor is not the active one (or its node agent is gone)"
+            )
         node = self._reachable(spec.node)
         if node != spec.node:
             log.warning(
@@ -276,6 +472,8 @@ class LocalBackend:
             )
             spec = dataclasses.replace(spec, node=node)
         env = dict(spec.env)
+        env[agent.ENV_SOCKET] = str(self.paths.socket)
+        env[agent.ENV_ORPHAN_S] = f"{self.orphan_s:g}"
         if self._host_transport is not None and self._is_lab_node(node):
             # The node's network, with whatever else the instance's transport carries (its
             # DDS Security identity in a secured mission).
@@ -291,6 +489,7 @@ class LocalBackend:
             "priority": spec.priority,
             "memory_mb": spec.memory_mb,
             "netns": self._netns_of(node),
+            "node": node,
         }
         if spec.argv[1:3] == ("-m", RUNTIME_MODULE):
             request["app"], request["args"] = spec.argv[3], list(spec.argv[4:])
@@ -304,17 +503,18 @@ class LocalBackend:
         future: Future[Running] = Future()
         with self._lock:
             self._spawns[spec.instance_id] = (future, spec)
-        assert self._zygote.stdin is not None
-        with self._write_lock:
-            self._zygote.stdin.write((json.dumps(request) + "\n").encode())
-            self._zygote.stdin.flush()
-        return future.result(timeout=10.0)
+        try:
+            self._send(request)
+            return future.result(timeout=10.0)
+        finally:
+            with self._lock:
+                self._spawns.pop(spec.instance_id, None)
 
     def stop(self, instance_id: str, *, grace_s: float) -> None:
         running = self._running.get(instance_id)
         if running is None:
             return
-        _signal_group(running.pid, signal.SIGTERM)
+        self._signal(running, signal.SIGTERM)
         timer = threading.Timer(grace_s, self._kill_if_alive, args=(instance_id, running.pid))
         timer.daemon = True
         self._kill_timers[instance_id] = timer
@@ -323,7 +523,15 @@ class LocalBackend:
     def kill(self, instance_id: str) -> None:
         running = self._running.get(instance_id)
         if running is not None:
-            _signal_group(running.pid, signal.SIGKILL)
+            self._signal(running, signal.SIGKILL)
+
+    def _signal(self, running: Running, sig: int) -> None:
+        """Through the agent: only the active supervisor's signals reach a process."""
+        message = {"op": "signal", "id": running.instance_id, "pid": running.pid, "sig": sig}
+        try:
+            self._send(message)
+        except OrchestratorError as exc:
+            log.warning("%s: cannot signal it: %s", running.instance_id, exc)
 
     def poll(self) -> list[ExitEvent]:
         with self._lock:
@@ -344,46 +552,132 @@ class LocalBackend:
         running = self._running.get(instance_id)
         if running is not None and running.pid == pid:
             log.warning("%s did not stop within its grace period: SIGKILL", instance_id)
-            _signal_group(pid, signal.SIGKILL)
+            self._signal(running, signal.SIGKILL)
 
     def _read_events(self) -> None:
-        assert self._zygote is not None and self._zygote.stdout is not None
-        for line in self._zygote.stdout:
-            event = json.loads(line)
-            with self._lock:
-                if "spawned" in event:
-                    future, spec = self._spawns.pop(event["spawned"])
+        reader = self._sock_reader
+        assert reader is not None
+        while True:
+            try:
+                line = reader.readline(agent.MAX_LINE)
+            except (OSError, ValueError):
+                line = b""
+            if not line:
+                break
+            try:
+                event = json.loads(line)
+            except ValueError:
+                log.warning("the node agent sent %r", line[:200])
+                continue
+            self._on_agent_event(event)
+        with self._lock:
+            for future, _ in self._spawns.values():
+                future.set_exception(OrchestratorError("the node agent connection closed"))
+            self._spawns.clear()
+        if self._closing or self._fenced:
+            return
+        self._reconnect()
+
+    def _on_agent_event(self, event: dict[str, Any]) -> None:
+        exited = False
+        with self._lock:
+            if "spawned" in event:
+                pending = self._spawns.pop(event["spawned"], None)
+                if pending is not None:
+                    future, spec = pending
                     running = Running(
                         spec.instance_id, event["pid"], self._host, spec.node, time.time_ns()
                     )
                     self._running[spec.instance_id] = running  # before any exit event of it
                     future.set_result(running)
-                elif "exit" in event:
-                    known = self._running.get(event["exit"])
-                    if known is not None and known.pid == event["pid"]:
-                        del self._running[event["exit"]]
-                    timer = self._kill_timers.pop(event["exit"], None)
-                    if timer is not None:
-                        timer.cancel()
-                    self._exits.append(
-                        ExitEvent(event["exit"], event["pid"], event["returncode"], time.time_ns())
-                    )
-                elif "warning" in event:
-                    self._warnings.append(Warning_(event["warning"], event["message"]))
-                elif "error" in event:
-                    self._warnings.append(Warning_(event["error"], event["message"]))
-            if "exit" in event and self.on_event is not None:
+            elif "exit" in event:
+                exited = True
+                known = self._running.get(event["exit"])
+                if known is not None and known.pid == event["pid"]:
+                    del self._running[event["exit"]]
+                timer = self._kill_timers.pop(event["exit"], None)
+                if timer is not None:
+                    timer.cancel()
+                self._exits.append(
+                    ExitEvent(event["exit"], event["pid"], event["returncode"], time.time_ns())
+                )
+            elif "warning" in event:
+                self._warnings.append(Warning_(event["warning"], event["message"]))
+            elif "error" in event:
+                self._warnings.append(Warning_(str(event["error"]), event["message"]))
+                pending = self._spawns.pop(str(event["error"]), None)
+                if pending is not None:
+                    pending[0].set_exception(OrchestratorError(event["message"]))
+            elif "pong" in event:
+                self._answer(("pong", event["pong"]), event)
+            elif "claimed" in event:
+                self._answer(("claimed", None), event)
+        if exited and self.on_event is not None:
+            self.on_event()
+        if "promoted" in event:
+            leadership = self._leadership(event["promoted"])
+            with self._lock:
+                self._active, self.epoch = True, leadership.epoch
+                self._adopt(leadership)
+            self._answer(("claimed", None), event)
+            if self.on_promoted is not None:
+                self.on_promoted(leadership)
+        elif "fenced" in event and "op" not in event:
+            self._fenced = True
+            self._active = False
+            if self.on_fenced is not None:
+                self.on_fenced(int(event["fenced"]))
+        elif "fenced" in event:
+            log.warning("the node agent refused %s: this supervisor is fenced", event["op"])
+        elif "shutdown" in event:
+            self._closing = True
+            if self.on_shutdown is not None:
+                self.on_shutdown()
+
+    def _answer(self, key: tuple[str, Any], event: dict[str, Any]) -> None:
+        future = self._asks.get(key)
+        if future is not None and not future.done():
+            future.set_result(event)
+
+    def _reconnect(self) -> None:
+        """The node agent died: start another (it adopts the instances) and connect again."""
+        self._connected.clear()
+        was_active, epoch = self._active, self.epoch
+        log.warning("the node agent %s is gone; starting another", self.paths.key)
+        self._sock = None
+        deadline = time.monotonic() + 30.0
+        while not self._closing:
+            try:
+                leadership = self._connect(claim=was_active, expect_epoch=epoch)
+            except (OrchestratorError, OSError) as exc:
+                if time.monotonic() > deadline:
+                    log.error("cannot reach a node agent: %s", exc)
+                    self._connected.set()  # start() fails fast from now on
+                    return
+                time.sleep(0.1)
+                continue
+            if was_active and not leadership.active:
+                self._fenced = True
+                if self.on_fenced is not None:
+                    self.on_fenced(leadership.epoch)
+            elif leadership.active and self.on_event is not None:
                 self.on_event()
-        with self._lock:  # the zygote is gone: every instance with it
-            for future, _ in self._spawns.values():
-                future.set_exception(OrchestratorError("the fork server exited"))
-            self._spawns.clear()
+            return
 
 
-def _signal_group(pid: int, sig: int) -> None:
+def _alive(pid: int) -> bool:
     try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        os.kill(pid, sig)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _connect_unix(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
