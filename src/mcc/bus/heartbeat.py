@@ -15,6 +15,9 @@ from mcc.bus.core import Bus
 from mcc.types import Heartbeat, SystemState
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+#: A new instance beats every STARTUP_INTERVAL_S for its first STARTUP_S (see `_run`).
+STARTUP_S = 1.0
+STARTUP_INTERVAL_S = 0.02
 
 
 def rss_bytes() -> int:
@@ -105,7 +108,16 @@ class HeartbeatPublisher:
         return hb
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
+        # A reader that matched this writer may not have discovered it yet (discovery is not
+        # symmetric in time) and drops its best-effort beats until it has: the first beat was
+        # lost that way in about one failover of two, and the supervisor then waited a whole
+        # period (1 s) for the next. Beating every 20 ms for the first second closes that gap.
+        fast_until = time.monotonic() + STARTUP_S
+        while not self._stop.wait(
+            min(STARTUP_INTERVAL_S, self.period_s)
+            if time.monotonic() < fast_until
+            else self.period_s
+        ):
             self.beat()
 
     def start(self, *, wait_for_reader_s: float = 0.0) -> HeartbeatPublisher:
