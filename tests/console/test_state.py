@@ -195,6 +195,25 @@ def test_health_merges_the_supervisor_and_the_heartbeats() -> None:
     assert snap["systems_seen"] == ["launcher", "probe", "tracker"]
 
 
+def test_the_health_table_shows_which_supervisor_is_active_and_the_standby() -> None:
+    state = LiveState(stale_s=10.0)
+    now = time.time_ns()
+    running, starting = SystemState.SYSTEM_RUNNING, SystemState.SYSTEM_STARTING
+    state.on_heartbeats(
+        [
+            Heartbeat(system_id="m/supervisor/11", pid=11, state=running, time_ns=now,
+                      message="active epoch 3"),
+            Heartbeat(system_id="m/supervisor/12", pid=12, state=starting, time_ns=now,
+                      message="standby epoch 3"),
+        ]
+    )  # fmt: skip
+    rows = {r["id"]: r for r in state.snapshot()["health"]}
+    assert rows["m/supervisor/11"]["state"] == "active"
+    assert rows["m/supervisor/12"]["state"] == "standby"
+    assert rows["m/supervisor/12"]["reason"] == "standby epoch 3"
+    assert rows["m/supervisor/12"]["beat_age_ms"] is not None
+
+
 def test_weapons_radars_and_pruning_of_stale_state() -> None:
     state = LiveState(stale_s=10.0)
     now = time.time_ns()

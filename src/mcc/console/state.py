@@ -822,6 +822,10 @@ class LiveState:
         for system_id, row in rows.items():
             row.setdefault("beat_age_ms", None)
             row["system"] = _system_of(system_id)
+            if row["system"] == "supervisor":  # replicated supervisors: which one commands
+                role = str(row.get("message", "")).split(" ", 1)[0]
+                row["state"] = role if role in ("active", "standby", "fenced") else row["state"]
+                row["reason"] = row.get("message", "")
             out.append(row)
         queue = [{"id": r["id"], "reason": r["reason"]} for r in out if r["state"] == "pending"]
         return out, queue
