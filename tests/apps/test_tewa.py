@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +20,7 @@ import pytest
 from mcc.apps.launcher import Launcher, PkModel, WeaponSpec
 from mcc.apps.scenario import TruthState
 from mcc.apps.tewa import Assets, Picture, TewaEngine, TewaResult
-from mcc.bus import Bus
+from mcc.bus import Bus, Reader
 from mcc.bus.rpc import APPROVAL_CHANNEL
 from mcc.errors import MccError, OrchestratorError
 from mcc.orchestrate.client import ControlClient
@@ -24,13 +29,14 @@ from mcc.types import (
     EngagementOrder,
     OrderStatus,
     TargetClass,
+    Threat,
     Track,
     TrackStatus,
     WeaponState,
     WeaponStatus,
 )
 from mcc.types.arrays import pack
-from tests.conftest import app_instance, stop_app
+from tests.conftest import REPO, app_instance, stop_app, wait_for
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -642,3 +648,186 @@ def test_launcher_outcome_reaches_the_engine_like_on_the_bus() -> None:
     (outcome,) = unit.advance(T0 + 10 * S)
     assert engine.on_order(outcome, T0 + 10 * S) == OrderStatus.ORDER_KILL
     assert engine.statistics().kills == 1
+
+
+# -- a restart does not re-issue ------------------------------------------------------------
+
+
+@contextmanager
+def tewa_process(
+    weapons: Path, env: dict[str, str], logs: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``test/tewa/0`` under the runtime (run folder ``logs``: its record is
+    ``logs/state/tewa-0.json``), output in ``logs/tewa.N.log``; killed after the block."""
+    n = len(list(logs.glob("tewa.*.log")))
+    with (logs / f"tewa.{n}.log").open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.tewa:tewa"]
+            + ["--scenario", SMALL, "--weapons", str(weapons), "--order-timeout-s", "120"],
+            cwd=REPO,
+            env={**env, "MCC_MISSION": "test", "MCC_SYSTEM": "tewa", "MCC_INDEX": "0"}
+            | {"MCC_RUN_DIR": str(logs)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_tewa_killed_with_an_order_out_does_not_re_issue_it(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    """kill -9 of TEWA twice — with its order just issued, then with it in flight — each time
+    restarted under the same identity while the picture and a READY weapon keep tempting it:
+    no second order for the track while the first is out; the issued one comes back under its
+    own id; after the MISS the track is engaged again, under a new id."""
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(WEAPONS)
+    sam = weapon("sam-s", (8000.0, 8000.0, 0.0), max_range_m=12000.0)
+    target = TruthState(
+        time_s=0.0,
+        ids=np.array([3], dtype=np.uint32),
+        classes=np.array([int(MISSILE.value)], dtype=np.uint8),
+        positions_m=np.array([[11000.0, 11000.0, 50.0]]),
+        velocities_mps=np.array([[-50.0, -50.0, 0.0]]),
+        alive=np.ones(1, bool),
+    )
+    orders_seen: list[EngagementOrder] = []
+    threats_seen: list[int] = []  # one per Threat sample: TEWA ran a cycle
+
+    def logs() -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("*.log")))
+
+    with Bus(domain_id) as bus:
+        order_reader = bus.reader(  # noqa: F841 (kept open for the callback)
+            "EngagementOrder", on_data=lambda r: orders_seen.extend(r.take(64))
+        )
+        answered = threading.Event()
+
+        def on_threats(reader: Reader[Threat]) -> None:
+            threats_seen.extend(t.track_id for t in reader.take(64))
+            answered.set()
+
+        threat_reader = bus.reader("Threat", on_data=on_threats)  # noqa: F841
+        status_writer = bus.writer("WeaponStatus")
+        outcomes = bus.writer("EngagementOutcome")
+        writers = (bus.writer("Track"), bus.writer("AirPicture"))
+
+        def pump_until(done: Callable[[], object], timeout_s: float, what: str) -> None:
+            deadline = time.monotonic() + timeout_s
+            cycle = 0
+            while not done():
+                if time.monotonic() > deadline:
+                    pytest.fail(f"no {what} in {timeout_s} s\n{logs()}")
+                cycle += 1
+                now = time.time_ns()
+                sam.update_ns = now
+                status_writer.write(sam)  # READY, always: a second order would be flown
+                mark = len(threats_seen)
+                publish_picture(writers, target.to_msg(scenario_id="t", time_ns=now), cycle)
+                # The tracker's next picture once TEWA answered this one (or after 1 s).
+                answered.clear()
+                until = time.monotonic() + 1.0
+                while len(threats_seen) == mark and time.monotonic() < until:
+                    answered.wait(0.05)
+
+        def cycles_after(mark: int, count: int) -> Callable[[], bool]:
+            return lambda: len(threats_seen) >= mark + count
+
+        def ids() -> set[int]:
+            return {o.order_id for o in orders_seen}
+
+        with tewa_process(weapons, bus_env, tmp_path) as first:
+            pump_until(lambda: orders_seen, 60, "order")
+            (x,) = ids()
+            first.kill()  # with X just issued: no launcher has answered it
+            first.wait(10)
+        record = json.loads((tmp_path / "state" / "tewa-0.json").read_text())
+        assert [o["order_id"] for o in record["orders"]] == [x]
+        issued_before = len(orders_seen)
+        with tewa_process(weapons, bus_env, tmp_path) as second:
+            # The restarted TEWA publishes X again (same id) and runs cycles without a new one.
+            pump_until(lambda: len(orders_seen) > issued_before, 60, "order X republished")
+            mark = len(threats_seen)
+            pump_until(cycles_after(mark, 10), 60, "10 cycles after the restart")
+            assert ids() == {x}, logs()
+            outcomes.write(
+                EngagementOrder(
+                    order_id=x, weapon_id="sam-s", track_id=103, status=OrderStatus.ORDER_IN_FLIGHT
+                )
+            )
+            wait_for(
+                lambda: (
+                    json.loads((tmp_path / "state" / "tewa-0.json").read_text())["orders"][0][
+                        "status"
+                    ]
+                    == int(OrderStatus.ORDER_IN_FLIGHT.value)
+                ),
+                15,
+                "IN_FLIGHT in TEWA's record",
+            )
+            second.kill()  # with X in flight
+            second.wait(10)
+        with tewa_process(weapons, bus_env, tmp_path):
+            mark = len(threats_seen)
+            pump_until(cycles_after(mark, 10), 60, "10 cycles after the second restart")
+            assert ids() == {x}, logs()
+            # The launcher's outcome settles X: the track is engaged again, under a new id.
+            outcomes.write(
+                EngagementOrder(
+                    order_id=x, weapon_id="sam-s", track_id=103, status=OrderStatus.ORDER_MISS
+                )
+            )
+            pump_until(lambda: len(ids()) == 2, 30, "a new order after the MISS")
+    (y,) = ids() - {x}
+    per_id = Counter(o.order_id for o in orders_seen if o.status == OrderStatus.ORDER_ISSUED)
+    assert per_id[y] == 1 and y != x
+    assert {o.track_id for o in orders_seen} == {103}
+    assert "tewa restored from" in logs()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda d: d.pop("orders"), "KeyError"),
+        (lambda d: d.update(orders="x"), "not a list"),
+        (lambda d: d["orders"][0].update(status=int(OrderStatus.ORDER_KILL.value)), "not held"),
+        (lambda d: d["orders"][0].update(pk=7.0), "out of range"),
+        (lambda d: d["orders"][0].update(order_id=2**40), "over 32 bits"),
+        (lambda d: d.update(killed_ns=[[1, -5]]), "not a count"),
+    ],
+    ids=["no-orders", "orders-not-a-list", "done-order", "pk", "id", "negative-time"],
+)
+def test_a_tewa_record_that_does_not_fit_changes_nothing(change, why: str) -> None:
+    engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT)
+    engine.update_weapon(weapon("a", (0.0, 1000.0, 0.0)), T0)
+    engine.step(picture((1, MISSILE, (9000.0, 0.0, 50.0), (-250.0, 0.0, 0.0))), T0)
+    doc = json.loads(json.dumps(engine.snapshot()))
+    change(doc)
+    fresh = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT)
+    before = fresh.snapshot()
+    with pytest.raises(MccError, match=why):
+        fresh.restore(doc)
+    assert fresh.snapshot() == before
+
+
+def test_a_restored_engine_holds_its_orders_and_ids_move_on() -> None:
+    threat = (1, MISSILE, (9000.0, 0.0, 50.0), (-250.0, 0.0, 0.0))
+    engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, first_order_id=500)
+    engine.update_weapon(weapon("a", (0.0, 1000.0, 0.0)), T0)
+    (order,) = engine.step(picture(threat), T0).orders
+    doc = json.loads(json.dumps(engine.snapshot()))
+    again = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, first_order_id=1)
+    (rec,) = again.restore(doc)
+    assert rec.order == order and rec.status == OrderStatus.ORDER_ISSUED
+    again.update_weapon(weapon("a", (0.0, 1000.0, 0.0)), T0 + S)
+    assert again.step(picture(threat, time_ns=T0 + S), T0 + S).orders == ()  # still held
+    assert again.on_order(answer(order.order_id, OrderStatus.ORDER_MISS), T0 + S) is not None
+    (new,) = again.step(picture(threat, time_ns=T0 + 2 * S), T0 + 2 * S).orders
+    assert new.order_id == order.order_id + 1  # past the ids the first one used

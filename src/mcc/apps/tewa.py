@@ -43,6 +43,18 @@ after ``ORDER_KILL`` it is left alone for ``kill_assess_s`` (the tracker should 
 engaged again if it still flies. An order that gets no outcome by its expected intercept time
 plus ``order_timeout_s`` is given up (its weapon and track are free again).
 
+**A restart does not re-issue.** TEWA keeps a durable record (`mcc.apps.statefile`:
+``RUN_DIR/state/SYSTEM-INDEX.json``, written atomically) of the orders it holds (proposed,
+issued or in flight, with their deadlines), the tracks left alone after a kill, and the next
+order id; it is on disk **before** the orders it covers are published. An instance restarted
+under the same identity (``kill -9``, then the supervisor's restart) reads it back
+(`TewaEngine.restore`): the weapons and tracks of those orders stay engaged, so the same
+picture brings no second order for them; the launchers' answers (``EngagementOutcome``, kept
+by their writers for late readers) then settle them as before. The orders still
+``ORDER_ISSUED`` are published again, same id, for a launcher that may have missed them
+(a launcher never fires twice for one order id, `mcc.apps.launcher`). A record that cannot be
+read is counted, logged once, set aside, and TEWA starts clean.
+
     python -m mcc.orchestrate.runtime mcc.apps.tewa:tewa --scenario scenarios/sam-toc.yaml \\
         --weapons scenarios/weapons-sam-toc.yaml
 
@@ -60,7 +72,8 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +83,7 @@ from cyclonedds.util import duration
 from mcc.apps.args import positive_float
 from mcc.apps.launcher import DEFAULT_WEAPONS, PkModel, WeaponSpec, intercept_time_s, load_weapons
 from mcc.apps.scenario import Scenario, load_scenario
+from mcc.apps.statefile import StateFile, state_path
 from mcc.bus import Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.compute.montecarlo import EngagementPlan, MonteCarloResult, compare_plans, simulate_raid
@@ -762,6 +776,66 @@ class TewaEngine:
             )
         return rec
 
+    # -- the durable record ------------------------------------------------------------------
+    def snapshot(self) -> dict[str, object]:
+        """What a restarted TEWA needs so as not to re-issue: the orders it holds, the tracks
+        left alone, the next order id (plain JSON types)."""
+        return {
+            "next_order_id": self._next_id,
+            "orders": [
+                {
+                    **dataclasses.asdict(rec.order),
+                    "status": int(rec.status.value),
+                    "due_ns": rec.due_ns,
+                }
+                for rec in self._orders.values()
+                if rec.held
+            ],
+            "killed_ns": [[t, k] for t, k in self._killed_ns.items()],
+            "rejected_ns": [[t, k] for t, k in self._rejected_ns.items()],
+        }
+
+    def restore(self, doc: Mapping[str, object]) -> list[_OrderRecord]:
+        """Take a `snapshot` back (the orders it holds stay held); the restored records.
+        ``MccError`` (nothing changed) when the document does not fit."""
+        try:
+            next_id = _u32(doc["next_order_id"])
+            records = []
+            for o in _items(doc["orders"], 100_000):
+                if not isinstance(o, dict):
+                    raise ValueError("an order is not an object")
+                status = OrderStatus(_u63(o["status"]))
+                if status not in _HELD:
+                    raise ValueError(f"order status {status.name} is not held")
+                if not isinstance(o["weapon_id"], str) or len(o["weapon_id"]) > 256:
+                    raise ValueError("weapon_id is not a short string")
+                pk, tof = float(o["pk"]), float(o["time_of_flight_s"])
+                if not (0.0 <= pk <= 1.0 and np.isfinite(tof)):
+                    raise ValueError(f"pk {pk} or flyout {tof} out of range")
+                order = Order(
+                    order_id=_u32(o["order_id"]),
+                    weapon_id=o["weapon_id"],
+                    track_id=_u32(o["track_id"]),
+                    pk=pk,
+                    rounds=_u32(o["rounds"]),
+                    issue_ns=_u63(o["issue_ns"]),
+                    origin_ns=_u63(o["origin_ns"]),
+                    time_of_flight_s=tof,
+                )
+                records.append(_OrderRecord(order, status, _u63(o["due_ns"])))
+            killed = {_u32(t): _u63(k) for t, k in _items(doc["killed_ns"], 100_000)}
+            rejected = {_u32(t): _u63(k) for t, k in _items(doc["rejected_ns"], 100_000)}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MccError(f"tewa record: {type(exc).__name__}: {exc}") from None
+        for rec in records:
+            self._orders[rec.order.order_id] = rec
+        self._killed_ns.update(killed)
+        self._rejected_ns.update(rejected)
+        # Past every id it used: the clock-based first id of a restart may be behind it.
+        if (next_id - self._next_id) % 2**32 < 2**31:
+            self._next_id = next_id or 1
+        return records
+
     def _new_order_id(self) -> int:
         order_id = self._next_id
         self._next_id = (self._next_id + 1) % 2**32 or 1
@@ -774,6 +848,10 @@ class TewaEngine:
     def order_status(self, order_id: int) -> OrderStatus | None:
         rec = self._orders.get(order_id)
         return rec.status if rec is not None else None
+
+    @property
+    def next_order_id(self) -> int:
+        return self._next_id
 
     @property
     def current_policy(self) -> str:
@@ -799,6 +877,25 @@ class TewaEngine:
         )
 
 
+def _u63(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+        raise ValueError(f"{str(value)[:40]!r} is not a count or a time")
+    return value
+
+
+def _u32(value: object) -> int:
+    number = _u63(value)
+    if number >= 2**32:
+        raise ValueError(f"{number} is over 32 bits")
+    return number
+
+
+def _items(value: object, limit: int) -> list[Any]:
+    if not isinstance(value, list) or len(value) > limit:
+        raise ValueError(f"not a list of at most {limit}")
+    return value
+
+
 def _target_class(value: int) -> TargetClass:
     try:
         return TargetClass(value)
@@ -819,8 +916,9 @@ def tewa(ctx: AppContext) -> int:
     ``--policy auto|hungarian|greedy`` (auto), ``--max-weapons-per-target`` (2), ``--salvo``
     (1), ``--min-score`` (0.1), ``--compare-period-s`` (1), ``--mc-trials`` (2000),
     ``--order-timeout-s`` (3), ``--kill-assess-s`` (3), ``--weapon-timeout-s`` (3), ``--seed``,
-    ``--approval`` (propose orders, issue them when a ``Command`` approves them) and
-    ``--approval-timeout-s`` (30).
+    ``--approval`` (propose orders, issue them when a ``Command`` approves them),
+    ``--approval-timeout-s`` (30) and ``--state FILE`` (its durable record; default
+    ``RUN_DIR/state/SYSTEM-INDEX.json``).
     """
     opts = _parser().parse_args(ctx.args)
     try:
@@ -859,16 +957,19 @@ def tewa(ctx: AppContext) -> int:
         opts.salvo,
         f", orders await approval (partition {APPROVAL_PARTITION!r})" if opts.approval else "",
     )
-    _TewaApp(ctx, engine).run()
+    ident = ctx.identity
+    path = opts.state or state_path(ctx.run_dir, ident.system, ident.index)
+    _TewaApp(ctx, engine, StateFile(Path(path), kind="tewa")).run()
     return 0
 
 
 class _TewaApp:
     """The bus side of a `TewaEngine`."""
 
-    def __init__(self, ctx: AppContext, engine: TewaEngine) -> None:
+    def __init__(self, ctx: AppContext, engine: TewaEngine, record: StateFile) -> None:
         self.ctx = ctx
         self.engine = engine
+        self.record = record
         bus = ctx.bus
         self.pictures = bus.reader("AirPicture")
         self.statuses = bus.reader("WeaponStatus")
@@ -890,6 +991,7 @@ class _TewaApp:
             )
 
     def run(self) -> None:
+        self._restore()
         if self._replier is not None:
             self._replier.start()
         try:
@@ -897,6 +999,35 @@ class _TewaApp:
         finally:
             if self._replier is not None:
                 self._replier.stop()
+
+    def _restore(self) -> None:
+        doc = self.record.load()
+        if doc is None:
+            return
+        try:
+            records = self.engine.restore(doc)
+        except MccError as exc:
+            self.record.reject(str(exc))
+            return
+        self.ctx.log.warning(
+            "tewa restored from %s: %d orders held (%s); next order id %d",
+            self.record.path,
+            len(records),
+            ", ".join(
+                f"{r.order.order_id} {r.status.name} {r.order.weapon_id}->{r.order.track_id}"
+                for r in records[:10]
+            )
+            or "none",
+            self.engine.next_order_id,
+        )
+        # Same ids again, for a launcher (or console) that missed them: never fired twice.
+        for rec in records:
+            if rec.status in (OrderStatus.ORDER_ISSUED, OrderStatus.ORDER_PROPOSED):
+                self.order_writer.write(rec.order.to_msg(rec.status))
+
+    def _save(self) -> None:
+        """The durable record, before anything it covers is published."""
+        self.record.save(self.engine.snapshot())
 
     def _run(self) -> None:
         while not self.ctx.stopping:
@@ -931,9 +1062,12 @@ class _TewaApp:
                 newest = picture  # older pictures are superseded: skip them
         if newest is not None:
             self._cycle(newest)
+        self._save()  # outcomes settled orders (nothing is written when nothing changed)
 
     def _cycle(self, msg: AirPicture) -> None:
         result = self.engine.step(Picture.from_msg(msg), time.time_ns())
+        if result.orders or result.withdrawn:
+            self._save()  # on disk before they are published
         hb = self.ctx.heartbeat
         status = OrderStatus.ORDER_PROPOSED if self.engine.approval else OrderStatus.ORDER_ISSUED
         # Orders first: they are the hot path.
@@ -992,6 +1126,7 @@ class _TewaApp:
                 order, status = self.engine.approve(order_id, now_ns), OrderStatus.ORDER_ISSUED
             else:
                 order, status = self.engine.reject(order_id, now_ns), OrderStatus.ORDER_ABORTED
+            self._save()
             self.order_writer.write(order.to_msg(status))
             self.ctx.heartbeat.count_out()
         assert self._replier is not None  # it called us
@@ -1031,6 +1166,7 @@ def _parser() -> argparse.ArgumentParser:
         help="propose orders; issue each when a Command approves it (partition 'approval')",
     )
     p.add_argument("--approval-timeout-s", type=positive_float, default=30.0)
+    p.add_argument("--state", default=None, help="durable record (default: run folder)")
     return p
 
 
