@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mcc.hpc.jobs import KillPlan, run_primes
 from mcc.hpc.primes import base_primes, count_primes, isqrt
 
@@ -42,3 +44,30 @@ def test_a_killed_worker_is_replaced_under_its_identity_and_resumes_from_its_che
     # service and went on from there.
     log = (run / "logs" / "worker-1.log").read_text()
     assert "restored checkpoint" in log and " resumes at " in log, log[-3000:]
+
+
+@pytest.mark.slow
+def test_a_killed_master_is_restarted_by_the_supervisor_and_takes_the_job_over(
+    hpc_env: dict[str, str], domain_id: int
+) -> None:
+    """missions/hpc-primes.yaml as shipped (master/0 leading, master/1 standing by, restart
+    on failure): kill -9 of master/0 once 30 % of the results are in."""
+    result = run_primes(
+        "dds",
+        n=10**9,
+        workers=2,
+        items=64,
+        kill=KillPlan(system="master", at_fraction=0.3),
+        domain=domain_id,
+        timeout_s=180,
+    )
+    assert (result.count, result.largest, result.lost_items) == (50_847_534, 999_999_937, 0)
+    assert "kill" in result.extra, "the kill plan never applied: the job ended first"
+    assert result.extra["kill"]["worker"] == "hpc-primes/master/0"
+    assert result.extra["restarts"] == {"hpc-primes/master/0": 1}
+    journal = result.extra["journal"]
+    assert journal["records_per_item_max"] == 1 and journal["items_journaled"] == 64
+    (takeover,) = journal["takeovers"]
+    assert takeover["from_epoch"] == 1 and takeover["epoch"] == 2
+    assert takeover["adopted_results"] + takeover["reissued"] == 64
+    assert 0 < result.extra["kill"]["replacement_s"] < 30

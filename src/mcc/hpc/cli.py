@@ -51,6 +51,12 @@ def add_parsers(sub: Any) -> None:
         "aborts and runs again)",
     )
     primes.add_argument(
+        "--kill-master",
+        action="store_true",
+        help="dds: kill -9 the master mid-run (the master restarted, or its standby, takes the "
+        "job over from its journal)",
+    )
+    primes.add_argument(
         "--kill-at",
         type=float,
         default=0.4,
@@ -99,6 +105,13 @@ def cmd_primes(args: argparse.Namespace) -> int:
                 f"--kill-worker {args.kill_worker}: the workers are 0..{args.workers - 1}"
             )
         kill = KillPlan(worker=args.kill_worker, at_fraction=args.kill_at)
+    if args.kill_master:
+        if kill is not None or args.backend != "dds" or args.no_persist:
+            raise HpcError(
+                "--kill-master: only with --backend dds, the persistence service (no "
+                "--no-persist) and no --kill-worker"
+            )
+        kill = KillPlan(system="master", at_fraction=args.kill_at)
     result = run_primes(
         args.backend,
         n=args.n,
@@ -114,7 +127,7 @@ def cmd_primes(args: argparse.Namespace) -> int:
     _report(result, args.json)
     if kill is not None and not result.extra.get("kill"):
         print(
-            f"mcc hpc primes: worker {kill.worker} was never killed: the job ended before "
+            f"mcc hpc primes: {kill.system} {kill.worker} was never killed: the job ended before "
             f"{kill.at_fraction:.0%} of the results were in with it inside an item "
             "(use more --items or a larger --n)",
             file=sys.stderr,

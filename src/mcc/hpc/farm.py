@@ -218,6 +218,7 @@ class FarmMaster:
         self.token: Token = (0, "")  # ours while we hold the lease (mcc.hpc.journal)
         self.adopted = 0  # results taken from the journal at the last claim
         self.takeovers: list[dict[str, Any]] = []
+        self.ended_by = ""  # the master that had finished the job when this one came
         self._unjournaled: list[tuple[int, int, int, str]] = []  # (item, count, largest, worker)
         self._last_renew = 0.0
         self._items = bus.writer("WorkItem")
@@ -244,7 +245,9 @@ class FarmMaster:
             lease = self.journal.state.lease
             try:
                 if lease is not None and lease.done:
-                    self._adopt(lease)  # the job ended: finish it again, for whoever missed it
+                    # The job ended: tell the workers again, for whoever missed it.
+                    self._adopt(lease)
+                    self.ended_by = lease.master
                     return self._conclude()
                 self._take_lead(stop, start_timeout_s)
                 return self._gather(stop, deadline)
@@ -1047,6 +1050,9 @@ def master(ctx: AppContext) -> int:
     job_id = args.job or default_job_id("primes")
     primary = ctx.identity.index == 0
     journal: MasterJournal | None = None
+    if not primary and args.journal_timeout_s <= 0:
+        ctx.log.info("job %s: no journal (--journal-timeout-s 0): no standby; exiting", job_id)
+        return 0
     if args.journal_timeout_s > 0:
         journal = MasterJournal(
             ctx.bus,
@@ -1092,7 +1098,11 @@ def master(ctx: AppContext) -> int:
             ctx.log.info("job %s: %s", job_id, exc)
             return 0
         raise
-    path = write_result(result, result_path(ctx.run_dir, job_id))
+    path = result_path(ctx.run_dir, job_id)
+    if farm.ended_by and path.exists():
+        ctx.log.info("job %s: finished by %s; its result is %s", job_id, farm.ended_by, path)
+        return 0
+    write_result(result, path)
     ctx.log.info(
         "job %s: %d primes, largest %d, %.3f s; %s",
         job_id,

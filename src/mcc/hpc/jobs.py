@@ -61,13 +61,18 @@ class KillPlan:
 
     ``mid_item`` (DDS): wait, after that, until the victim's latest checkpoint is one taken
     inside an item, so the kill interrupts work in progress (what a checkpoint is for).
+    ``system="master"`` (DDS) kills master ``worker`` instead (its index; 0: the one leading
+    the job): a standby or the master restarted takes the job over from its journal.
     """
 
     worker: int = 0
     at_fraction: float = 0.4
     mid_item: bool = True
+    system: str = "worker"
 
     def __post_init__(self) -> None:
+        if self.system not in ("worker", "master"):
+            raise HpcError(f"kill system = {self.system!r}: kill a 'worker' or the 'master'")
         if not 0.0 <= self.at_fraction < 1.0:
             raise HpcError(f"kill at_fraction = {self.at_fraction}: use a fraction in [0, 1)")
         if self.worker < 0:
@@ -155,6 +160,7 @@ def primes_mission(
         worker_args += ["--checkpoint-interval-s", str(checkpoint_interval_s)]
     if not persist:
         worker_args += ["--restore-timeout-s", "0"]
+        master_args += ["--journal-timeout-s", "0"]  # no journal: no failover, no wait for it
     systems: dict[str, System] = {}
     for name, system in mission.systems.items():
         if name == "persist" and not persist:
@@ -250,7 +256,8 @@ class _JobWatch:
     def ready_to_kill(self, kill: KillPlan, items: int, victim: str) -> bool:
         if len(self.items) < kill.threshold(items):
             return False
-        return not kill.mid_item or self.in_item.get(victim, False)
+        mid_item = kill.mid_item and kill.system == "worker"
+        return not mid_item or self.in_item.get(victim, False)
 
 
 def _run_mission(
@@ -296,7 +303,7 @@ def _run_mission(
                 raise HpcError(
                     f"{mission.mission}: no result within {timeout_s:g} s; run folder {run_dir}"
                 )
-            victim = f"{mission.mission}/worker/{kill.worker}" if kill else ""
+            victim = f"{mission.mission}/{kill.system}/{kill.worker}" if kill else ""
             if (
                 watch is not None
                 and kill is not None
@@ -316,13 +323,17 @@ def _run_mission(
         hellos = [r for r in result.replacements if r.get("old_pid") == kill_info["pid"]]
         if hellos:
             kill_info["replacement_s"] = (hellos[0]["hello_ns"] - kill_info["kill_ns"]) / 1e9
+        takeovers = result.extra.get("journal", {}).get("takeovers", [])
+        if kill is not None and kill.system == "master" and takeovers:
+            # kill → the successor's claim of the job (it re-issues at once)
+            kill_info["replacement_s"] = (takeovers[0]["claim_ns"] - kill_info["kill_ns"]) / 1e9
     return result
 
 
 def _kill_worker(
     mission: Mission, status: dict[str, Any], kill: KillPlan, results_in: int
 ) -> dict[str, Any]:
-    victim = status.get(f"{mission.mission}/worker/{kill.worker}")
+    victim = status.get(f"{mission.mission}/{kill.system}/{kill.worker}")
     # "starting" too: a loaded supervisor may not have seen the first heartbeat of a worker
     # that is already computing (a short job could end before it says "running").
     if victim is None or not victim["pid"] or victim["state"] not in ("starting", "running"):
