@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 NATIVE  := $(VENV)/.native
 export CYCLONEDDS_HOME := $(CYCLONE)
 
-.PHONY: demo test bench lint types clean interop system
+.PHONY: demo test bench lint types clean interop interop-rti system
 
 system:
 	@native/system-packages.sh
@@ -49,9 +49,19 @@ lint: $(NATIVE)
 types: $(NATIVE)
 	$(PY) -m mcc.types.generate
 
+# The foreign peers (docs/interop.md): Cyclone C, and Fast DDS 2.x with types from fastddsgen
+# and glue from `python -m mcc.types.foreign`, both generated from the unedited idl/mcc.idl.
 interop:
 	cmake -S interop/c -B build/interop -DCMAKE_BUILD_TYPE=Release
 	cmake --build build/interop
+	cmake -S interop/fastdds -B build/interop-fastdds -DCMAKE_BUILD_TYPE=Release \
+	    -DMCC_PYTHON=$(abspath $(PY))
+	cmake --build build/interop-fastdds -j2
+
+# RTI Connext through rticonnextdds-connector (proprietary licence: never a dependency of MCC).
+# Install it yourself into the venv first: .venv/bin/pip install rticonnextdds-connector
+interop-rti:
+	$(PY) -m pytest -m rti tests/interop/test_rti.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache src/mcc/bus/_native.*.so

@@ -5,7 +5,8 @@
 #          configuration), cargo (fetches the Cyclone DDS sources from the crate registry)
 #   tests: ddsperf + idlc (the C anchor and the IDL check), sockperf, iproute2 + nftables
 #          (network namespaces, link faults), chromium (console browser tests), cyclonedds-dev
-#          (the C peer, `make interop`)
+#          (the C peer, `make interop`), libfastrtps-dev + fastddsgen (the Fast DDS peer,
+#          `make interop`, docs/interop.md)
 set -euo pipefail
 need=()
 have_header() { [ -f "/usr/include/$1" ]; }
@@ -23,6 +24,9 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v nft >/dev/null || need+=(nftables)
 command -v chromium >/dev/null || need+=(chromium)
 have_header dds/dds.h || need+=(cyclonedds-dev)
+command -v systemd-analyze >/dev/null || need+=(systemd)  # tests: deploy/systemd units
+have_header fastdds/dds/domain/DomainParticipant.hpp || need+=(libfastrtps-dev)
+command -v fastddsgen >/dev/null || need+=(fastddsgen)
 if ((${#need[@]})); then
     echo "installing Debian packages: ${need[*]}" >&2
     sudo=""

@@ -306,7 +306,55 @@ def build_parser() -> argparse.ArgumentParser:
     from mcc.security.cli import add_parsers as add_security_parsers
 
     add_security_parsers(sub)
+    _add_interop_parsers(sub)
     return parser
+
+
+def _add_interop_parsers(sub: Any) -> None:
+    """`mcc qos export` and `mcc types`: what other DDS vendors load (docs/interop.md)."""
+    qos = sub.add_parser("qos", help="the QoS profile library (qos/mcc.xml) for other tools")
+    qsub = qos.add_subparsers(dest="qos_command", metavar="ACTION", required=True)
+    export = qsub.add_parser(
+        "export",
+        help="the profiles as Fast DDS or RTI Connext XML",
+        description="Write the QoS profiles of qos/mcc.xml (or $MCC_QOS_FILE) as XML that "
+        "another vendor's QoS loader reads: Fast DDS data_writer/data_reader profiles named "
+        "mcc::PROFILE, or an RTI Connext qos_library mcc.",
+    )
+    export.add_argument("--vendor", choices=("fastdds", "rti"), required=True)
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.set_defaults(func=_cmd_qos_export)
+    types = sub.add_parser(
+        "types",
+        help="the IDL types for other tools (RTI Connector XML)",
+        description="Write the types of idl/mcc.idl in another tool's format.",
+    )
+    types.add_argument(
+        "--rti-xml", action="store_true", required=True, help="RTI Connector XML (<types>)"
+    )
+    types.add_argument("-o", "--output", help="file to write (default: stdout)")
+    types.set_defaults(func=_cmd_types)
+
+
+def _write_output(text: str, output: str | None) -> int:
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    return 0
+
+
+def _cmd_qos_export(args: argparse.Namespace) -> int:
+    from mcc.bus.qos import default_library, export_profiles
+
+    return _write_output(export_profiles(default_library(), args.vendor), args.output)
+
+
+def _cmd_types(args: argparse.Namespace) -> int:
+    from mcc.types.foreign import load_module, render_rti_xml
+
+    return _write_output(render_rti_xml(load_module()), args.output)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

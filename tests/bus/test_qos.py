@@ -121,12 +121,62 @@ def test_names_are_the_documented_profiles(library: QosLibrary) -> None:
     assert library.names() == tuple(sorted(EXPECTED))
 
 
+# Data representations: writers offer XCDR1 (the interoperable one, docs/interop.md) except on
+# MCC-internal work queues; readers accept both.
+XCDR1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+XCDR2 = Policy.DataRepresentation(use_xcdrv2_representation=True)
+EITHER = Policy.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True)
+WRITES = {"bulk": XCDR2}
+
+
 @pytest.mark.parametrize("profile", sorted(EXPECTED))
 def test_profile_has_exactly_its_policies(library: QosLibrary, profile: str) -> None:
     expected = EXPECTED[profile]
-    assert library.topic_qos(profile) == expected.topic()
-    assert library.reader_qos(profile) == expected.datareader()
-    assert library.writer_qos(profile) == expected.datawriter()
+    writes = WRITES.get(profile, XCDR1)
+    assert library.topic_qos(profile) == Qos(EITHER, base=expected).topic()
+    assert library.reader_qos(profile) == Qos(EITHER, base=expected).datareader()
+    assert library.writer_qos(profile) == Qos(writes, base=expected).datawriter()
+
+
+def test_reader_and_writer_sections_agree(library: QosLibrary) -> None:
+    """Every policy that concerns both ends of a match is the same in both sections (the XML
+    repeats them so that other vendors' tools load whole profiles)."""
+    for profile in library.names():
+        reader, writer = library.reader_qos(profile), library.writer_qos(profile)
+        for policy in reader:
+            if not isinstance(policy, Policy.DataRepresentation):
+                assert writer[type(policy)] == policy, (profile, policy)
+
+
+def test_no_setting_hides_in_a_topic_section() -> None:
+    """Other vendors' tools give a reader or writer only its own section (issue 18)."""
+    text = re.sub(r"<!--.*?-->", "", DEFAULT_QOS_FILE.read_text(), flags=re.S)
+    assert "<topic_qos>" not in text
+    assert text.count("<datawriter_qos>") == text.count("<datareader_qos>") == len(EXPECTED)
+    assert "<datawriter_qos/>" not in text and "<datareader_qos/>" not in text
+
+
+def test_omg_representation_element_is_translated(tmp_path: Path) -> None:
+    path = write_library(
+        tmp_path,
+        '    <qos_profile name="p">\n'
+        "      <!-- a comment that names <representation> is left alone -->\n"
+        "      <datawriter_qos>\n"
+        "        <representation><value><element>XCDR2_DATA_REPRESENTATION</element>"
+        "</value></representation>\n"
+        "      </datawriter_qos>\n"
+        "      <datareader_qos>\n"
+        "        <representation><value>\n"
+        "          <element>XCDR_DATA_REPRESENTATION</element>\n"
+        "          <element>XCDR2_DATA_REPRESENTATION</element>\n"
+        "        </value></representation>\n"
+        "      </datareader_qos>\n"
+        "    </qos_profile>",
+    )
+    library = QosLibrary.load(path)
+    assert library.writer_qos("p")[Policy.DataRepresentation] == XCDR2
+    assert library.reader_qos("p")[Policy.DataRepresentation] == EITHER
+    assert library.topic_qos("p")[Policy.DataRepresentation] == EITHER
 
 
 @pytest.mark.parametrize(
@@ -408,3 +458,66 @@ def test_a_changed_file_is_reloaded(tmp_path: Path) -> None:
     assert QosLibrary.load(path).reader_qos("p")[Policy.History] == Policy.History.KeepLast(2)
     write_library(tmp_path, profile.format(30))
     assert QosLibrary.load(path).reader_qos("p")[Policy.History] == Policy.History.KeepLast(30)
+
+
+# -- export to other vendors (mcc qos export) ------------------------------------------------
+
+
+def test_rti_export_loads_back_to_the_same_profiles(library: QosLibrary, tmp_path: Path) -> None:
+    """The RTI export is OMG DDS-XML with every setting in the entity sections: loaded by MCC's
+    own loader it gives every reader and writer the QoS of qos/mcc.xml."""
+    from mcc.bus.qos import export_profiles
+
+    path = tmp_path / "rti.xml"
+    path.write_text(export_profiles(library, "rti"))
+    exported = QosLibrary.load(path)
+    assert exported.names() == library.names()
+    for profile in library.names():
+        assert exported.writer_qos(profile) == library.writer_qos(profile), profile
+        assert exported.reader_qos(profile) == library.reader_qos(profile), profile
+
+
+def test_fastdds_export_has_a_writer_and_a_reader_per_profile(library: QosLibrary) -> None:
+    import xml.etree.ElementTree as ET
+
+    from mcc.bus.qos import export_profiles
+
+    root = ET.fromstring(export_profiles(library, "fastdds"))
+    ns = {"f": "http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles"}
+    for kind in ("data_writer", "data_reader"):
+        names = [e.get("profile_name") for e in root.findall(f"f:profiles/f:{kind}", ns)]
+        assert names == [f"mcc::{p}" for p in library.names()]
+    state = root.find("f:profiles/f:data_writer[@profile_name='mcc::state']", ns)
+    assert state is not None
+    assert state.findtext("f:qos/f:reliability/f:kind", namespaces=ns) == "RELIABLE"
+    assert state.findtext("f:qos/f:durability/f:kind", namespaces=ns) == "TRANSIENT_LOCAL"
+    assert state.findtext("f:topic/f:historyQos/f:depth", namespaces=ns) == "1"
+    health = root.find("f:profiles/f:data_reader[@profile_name='mcc::health']", ns)
+    assert health is not None
+    live = "f:qos/f:liveliness/"
+    assert health.findtext(live + "f:lease_duration/f:sec", namespaces=ns) == "3"
+    assert health.findtext(live + "f:announcement_period/f:sec", namespaces=ns) == "1"
+    # The Fast DDS peer loads this file in every test of tests/interop/test_fastdds.py.
+
+
+def test_export_refuses_an_unknown_vendor(library: QosLibrary) -> None:
+    from mcc.bus.qos import export_profiles
+
+    with pytest.raises(QosError, match=r"unknown vendor 'opendds'.*fastdds"):
+        export_profiles(library, "opendds")
+
+
+def test_a_mission_may_have_its_writers_write_xcdr2(
+    monkeypatch: pytest.MonkeyPatch, library: QosLibrary
+) -> None:
+    from mcc.bus.qos import REPRESENTATION_ENV
+
+    monkeypatch.setenv(REPRESENTATION_ENV, "xcdr2")
+    xcdr2 = default_library()
+    assert xcdr2 is not library
+    for profile in library.names():
+        assert xcdr2.writer_qos(profile)[Policy.DataRepresentation] == XCDR2, profile
+        assert xcdr2.reader_qos(profile) == library.reader_qos(profile)
+    monkeypatch.setenv(REPRESENTATION_ENV, "CDR")
+    with pytest.raises(QosError, match="MCC_DATA_REPRESENTATION='CDR': write XCDR1"):
+        default_library()

@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_QOS_FILE",
     "LIBRARY_NAME",
     "QOS_FILE_ENV",
+    "REPRESENTATION_ENV",
     "QosLibrary",
     "default_library",
     "describe_qos",
@@ -56,6 +57,11 @@ LIBRARY_NAME = "mcc"
 
 QOS_FILE_ENV = "MCC_QOS_FILE"
 """Environment variable naming another profile library file."""
+
+REPRESENTATION_ENV = "MCC_DATA_REPRESENTATION"
+"""Environment variable, ``XCDR1`` (the default) or ``XCDR2``: what the writers of profiles that
+write XCDR1 write instead, mission-wide (a mission's ``env:``). XCDR2 is for missions whose
+peers read nothing else, e.g. a Cyclone DDS C 0.10 peer (docs/interop.md)."""
 
 DEFAULT_QOS_FILE = qos_file()
 """MCC's profile library, shipped with the package (``qos/mcc.xml``, see `mcc.resources`)."""
@@ -73,6 +79,17 @@ _UNPARSED_DURABILITY: dict[str, BasePolicy] = {
     "PERSISTENT_DURABILITY_QOS": Policy.Durability.Persistent,
 }
 _UNPARSED_DURABILITY_RE = re.compile(r"\b(?:TRANSIENT|PERSISTENT)_DURABILITY_QOS\b")
+
+# OMG DDS-XML (and RTI) write the data representation policy as
+# <representation><value><element>XCDR_DATA_REPRESENTATION</element>…</value></representation>;
+# Cyclone 11 parses only its own <data_representation><id><element>XCDR1</element>…</id>.
+_REPRESENTATION_RE = re.compile(r"<!--.*?-->|<representation>(.*?)</representation>", re.S)
+_REPRESENTATION_IDS = {
+    "XCDR_DATA_REPRESENTATION": "XCDR1",
+    "XCDR1_DATA_REPRESENTATION": "XCDR1",
+    "XCDR2_DATA_REPRESENTATION": "XCDR2",
+    "XML_DATA_REPRESENTATION": "XML",
+}
 
 # DDS QosPolicyId_t values, as in requested/offered incompatible QoS statuses.
 _POLICY_NAMES = {
@@ -182,7 +199,7 @@ class QosLibrary:
     immutable and complete (a reader's and a writer's QoS include the profile's topic QoS).
     """
 
-    _cache: dict[tuple[Path, int, int], QosLibrary] = {}
+    _cache: dict[tuple[Path, int, int, str], QosLibrary] = {}
     _cache_lock = threading.Lock()
 
     def __init__(self, path: Path, profiles: Mapping[str, _Profile]) -> None:
@@ -204,11 +221,12 @@ class QosLibrary:
                 f"cannot read QoS profile library {_display(resolved)}: {exc.strerror}; "
                 f"pass the path of a profile library or set {QOS_FILE_ENV}"
             ) from exc
-        key = (resolved, stat.st_mtime_ns, stat.st_size)
+        representation = _representation_override()
+        key = (resolved, stat.st_mtime_ns, stat.st_size, representation)
         with cls._cache_lock:
             library = cls._cache.get(key)
             if library is None:
-                library = cls(resolved, _load_profiles(resolved))
+                library = cls(resolved, _load_profiles(resolved, representation))
                 cls._cache[key] = library
             return library
 
@@ -320,7 +338,17 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-def _load_profiles(path: Path) -> dict[str, _Profile]:
+def _representation_override() -> str:
+    value = os.environ.get(REPRESENTATION_ENV, "XCDR1").strip().upper() or "XCDR1"
+    if value not in ("XCDR1", "XCDR2"):
+        raise QosError(
+            f"{REPRESENTATION_ENV}={os.environ[REPRESENTATION_ENV]!r}: write XCDR1 (the default) "
+            "or XCDR2"
+        )
+    return value
+
+
+def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Profile]:
     where = _display(path)
     try:
         data = path.read_bytes()
@@ -337,6 +365,7 @@ def _load_profiles(path: Path) -> dict[str, _Profile]:
     except UnicodeDecodeError as exc:
         raise QosError(f"QoS profile library {where} is not UTF-8: {exc}") from exc
     parseable = _UNPARSED_DURABILITY_RE.sub("TRANSIENT_LOCAL_DURABILITY_QOS", text)
+    parseable = _REPRESENTATION_RE.sub(_cyclone_representation, parseable)
     provided = _cyclone_sections(parseable, sections, where)
 
     profiles: dict[str, _Profile] = {}
@@ -348,12 +377,40 @@ def _load_profiles(path: Path) -> dict[str, _Profile]:
             for section, qos in provided[name].items()
         }
         topic = parts.get("topic_qos", Qos())
+        topic_qos = topic.topic()
+        if "topic_qos" not in parts:
+            topic_qos = _topic_from_entities(parts)
+        writer = Qos(*parts.get("datawriter_qos", Qos()), base=topic)
+        written = writer[Policy.DataRepresentation] if Policy.DataRepresentation in writer else None
+        if representation == "XCDR2" and written is not None and written.use_cdrv0_representation:
+            writer = Qos(Policy.DataRepresentation(use_xcdrv2_representation=True), base=writer)
         profiles[name] = _Profile(
-            topic=topic.topic(),
+            topic=topic_qos,
             reader=Qos(*parts.get("datareader_qos", Qos()), base=topic).datareader(),
-            writer=Qos(*parts.get("datawriter_qos", Qos()), base=topic).datawriter(),
+            writer=writer.datawriter(),
         )
     return profiles
+
+
+def _topic_from_entities(parts: Mapping[str, Qos]) -> TopicQos:
+    """A topic QoS for a profile without ``<topic_qos>``: the writer's policies, accepting the
+    representations the reader accepts (an entity made with the topic's QoS then matches every
+    writer of the profile)."""
+    writer = parts.get("datawriter_qos", Qos())
+    reader = parts.get("datareader_qos", Qos())
+    if Policy.DataRepresentation in reader:
+        writer = Qos(reader[Policy.DataRepresentation], base=writer)
+    return writer.topic()
+
+
+def _cyclone_representation(match: re.Match[str]) -> str:
+    """One OMG DDS-XML ``<representation>`` element in Cyclone's dialect (same line count)."""
+    if match.group(1) is None:  # a comment
+        return match.group(0)
+    body = match.group(1).replace("<value>", "<id>").replace("</value>", "</id>")
+    for omg, cyclone in _REPRESENTATION_IDS.items():
+        body = re.sub(rf">\s*{omg}\s*<", f">{cyclone}<", body)
+    return f"<data_representation>{body}</data_representation>"
 
 
 def _read_structure(
@@ -616,3 +673,186 @@ def _generic(policy: BasePolicy) -> str:
     if not dataclasses.is_dataclass(policy) or not dataclasses.fields(policy):
         return _kind(policy)
     return ", ".join(f"{f.name}={getattr(policy, f.name)}" for f in dataclasses.fields(policy))
+
+
+# -- export to other vendors (mcc qos export, docs/interop.md) --------------------------------
+
+VENDORS = ("fastdds", "rti")
+"""The vendors whose XML ``export_profiles`` writes."""
+
+_FASTDDS_NS = "http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles"
+
+
+def export_profiles(library: QosLibrary, vendor: str) -> str:
+    """The profiles of ``library`` as XML that ``vendor``'s QoS loader reads.
+
+    ``fastdds``: Fast DDS 2.x XML profiles, a ``data_writer`` and a ``data_reader`` profile
+    named ``mcc::PROFILE`` each (Fast DDS 2.x XML has no data representation: it writes XCDR1
+    anyway; durability_service and writer_data_lifecycle have no element either). ``rti``: RTI
+    Connext XML (OMG DDS-XML), library ``mcc``, each profile with its writer and reader QoS.
+    """
+    if vendor not in VENDORS:
+        raise QosError(f"unknown vendor {vendor!r} for a QoS export; choose one of {VENDORS}")
+    if vendor == "fastdds":
+        root = ET.Element("dds", xmlns=_FASTDDS_NS)
+        profiles = ET.SubElement(root, "profiles")
+        for name in library.names():
+            for kind, qos in (
+                ("data_writer", library.writer_qos(name)),
+                ("data_reader", library.reader_qos(name)),
+            ):
+                _fastdds_endpoint(ET.SubElement(profiles, kind, profile_name=f"mcc::{name}"), qos)
+    else:
+        root = ET.Element("dds")
+        lib = ET.SubElement(root, "qos_library", name=LIBRARY_NAME)
+        for name in library.names():
+            profile = ET.SubElement(lib, "qos_profile", name=name)
+            _omg_section(ET.SubElement(profile, "datawriter_qos"), library.writer_qos(name))
+            _omg_section(ET.SubElement(profile, "datareader_qos"), library.reader_qos(name))
+    root.insert(
+        0,
+        ET.Comment(
+            f" GENERATED by mcc qos export (vendor {vendor}) from {library.path.name}: "
+            "do not edit, export again "
+        ),
+    )
+    ET.indent(root, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _duration_xml(parent: ET.Element, tag: str, ns: int, *, infinite: str) -> None:
+    element = ET.SubElement(parent, tag)
+    if ns >= _INFINITE_NS:
+        ET.SubElement(element, "sec").text = infinite
+        ET.SubElement(element, "nanosec").text = (
+            "DURATION_INFINITY" if infinite == "DURATION_INFINITY" else "DURATION_INFINITE_NSEC"
+        )
+        return
+    ET.SubElement(element, "sec").text = str(ns // 1_000_000_000)
+    ET.SubElement(element, "nanosec").text = str(ns % 1_000_000_000)
+
+
+def _fastdds_endpoint(element: ET.Element, qos: Qos) -> None:
+    topic = ET.SubElement(element, "topic")
+    history = qos[Policy.History] if Policy.History in qos else Policy.History.KeepLast(1)
+    h = ET.SubElement(topic, "historyQos")
+    if isinstance(history, Policy.History.KeepLast):
+        ET.SubElement(h, "kind").text = "KEEP_LAST"
+        ET.SubElement(h, "depth").text = str(history.depth)
+    else:
+        ET.SubElement(h, "kind").text = "KEEP_ALL"
+    if Policy.ResourceLimits in qos:
+        limits = qos[Policy.ResourceLimits]
+        r = ET.SubElement(topic, "resourceLimitsQos")
+        # Fast DDS: 0 means unlimited
+        ET.SubElement(r, "max_samples").text = str(max(limits.max_samples, 0))
+        ET.SubElement(r, "max_instances").text = str(max(limits.max_instances, 0))
+        per = max(limits.max_samples_per_instance, 0)
+        ET.SubElement(r, "max_samples_per_instance").text = str(per)
+    q = ET.SubElement(element, "qos")
+    if Policy.Durability in qos:
+        kind = _kind(qos[Policy.Durability]).replace("-", "_").upper()
+        ET.SubElement(ET.SubElement(q, "durability"), "kind").text = kind
+    if Policy.Reliability in qos:
+        policy = qos[Policy.Reliability]
+        rel = ET.SubElement(q, "reliability")
+        if isinstance(policy, Policy.Reliability.Reliable):
+            ET.SubElement(rel, "kind").text = "RELIABLE"
+            _duration_xml(
+                rel, "max_blocking_time", policy.max_blocking_time, infinite="DURATION_INFINITY"
+            )
+        else:
+            ET.SubElement(rel, "kind").text = "BEST_EFFORT"
+    if Policy.Deadline in qos:
+        deadline = ET.SubElement(q, "deadline")
+        _duration_xml(
+            deadline, "period", qos[Policy.Deadline].deadline, infinite="DURATION_INFINITY"
+        )
+    if Policy.Liveliness in qos:
+        policy = qos[Policy.Liveliness]
+        live = ET.SubElement(q, "liveliness")
+        ET.SubElement(live, "kind").text = _kind(policy).replace("-", "_").upper()
+        _duration_xml(live, "lease_duration", policy.lease_duration, infinite="DURATION_INFINITY")
+        # Fast DDS refuses a lease that is not longer than the announcement period
+        announce = (
+            policy.lease_duration // 3 if policy.lease_duration < _INFINITE_NS else _INFINITE_NS
+        )
+        _duration_xml(live, "announcement_period", announce, infinite="DURATION_INFINITY")
+    ET.SubElement(element, "historyMemoryPolicy").text = "PREALLOCATED_WITH_REALLOC"
+
+
+def _omg_section(element: ET.Element, qos: Qos) -> None:
+    """``qos`` as OMG DDS-XML policies (the dialect RTI Connext reads)."""
+
+    def kind(parent: ET.Element, text: str) -> None:
+        ET.SubElement(parent, "kind").text = text
+
+    def inf(value: int) -> str:
+        return "LENGTH_UNLIMITED" if value < 0 else str(value)
+
+    if Policy.Reliability in qos:
+        policy = qos[Policy.Reliability]
+        rel = ET.SubElement(element, "reliability")
+        if isinstance(policy, Policy.Reliability.Reliable):
+            kind(rel, "RELIABLE_RELIABILITY_QOS")
+            _duration_xml(
+                rel, "max_blocking_time", policy.max_blocking_time, infinite="DURATION_INFINITE_SEC"
+            )
+        else:
+            kind(rel, "BEST_EFFORT_RELIABILITY_QOS")
+    if Policy.Durability in qos:
+        name = _kind(qos[Policy.Durability]).replace("-", "_").upper()
+        kind(ET.SubElement(element, "durability"), f"{name}_DURABILITY_QOS")
+    if Policy.DurabilityService in qos:
+        policy = qos[Policy.DurabilityService]
+        ds = ET.SubElement(element, "durability_service")
+        _duration_xml(
+            ds, "service_cleanup_delay", policy.cleanup_delay, infinite="DURATION_INFINITE_SEC"
+        )
+        if isinstance(policy.history, Policy.History.KeepLast):
+            ET.SubElement(ds, "history_kind").text = "KEEP_LAST_HISTORY_QOS"
+            ET.SubElement(ds, "history_depth").text = str(policy.history.depth)
+        else:
+            ET.SubElement(ds, "history_kind").text = "KEEP_ALL_HISTORY_QOS"
+        ET.SubElement(ds, "max_samples").text = inf(policy.max_samples)
+        ET.SubElement(ds, "max_instances").text = inf(policy.max_instances)
+        ET.SubElement(ds, "max_samples_per_instance").text = inf(policy.max_samples_per_instance)
+    if Policy.History in qos:
+        policy = qos[Policy.History]
+        h = ET.SubElement(element, "history")
+        if isinstance(policy, Policy.History.KeepLast):
+            kind(h, "KEEP_LAST_HISTORY_QOS")
+            ET.SubElement(h, "depth").text = str(policy.depth)
+        else:
+            kind(h, "KEEP_ALL_HISTORY_QOS")
+    if Policy.Deadline in qos:
+        _duration_xml(
+            ET.SubElement(element, "deadline"),
+            "period",
+            qos[Policy.Deadline].deadline,
+            infinite="DURATION_INFINITE_SEC",
+        )
+    if Policy.Liveliness in qos:
+        policy = qos[Policy.Liveliness]
+        live = ET.SubElement(element, "liveliness")
+        kind(live, _kind(policy).replace("-", "_").upper() + "_LIVELINESS_QOS")
+        _duration_xml(
+            live, "lease_duration", policy.lease_duration, infinite="DURATION_INFINITE_SEC"
+        )
+    if Policy.ResourceLimits in qos:
+        policy = qos[Policy.ResourceLimits]
+        r = ET.SubElement(element, "resource_limits")
+        ET.SubElement(r, "max_samples").text = inf(policy.max_samples)
+        ET.SubElement(r, "max_instances").text = inf(policy.max_instances)
+        ET.SubElement(r, "max_samples_per_instance").text = inf(policy.max_samples_per_instance)
+    if Policy.WriterDataLifecycle in qos:
+        lifecycle = ET.SubElement(element, "writer_data_lifecycle")
+        flag = "true" if qos[Policy.WriterDataLifecycle].autodispose else "false"
+        ET.SubElement(lifecycle, "autodispose_unregistered_instances").text = flag
+    if Policy.DataRepresentation in qos:
+        policy = qos[Policy.DataRepresentation]
+        value = ET.SubElement(ET.SubElement(element, "representation"), "value")
+        if policy.use_cdrv0_representation:
+            ET.SubElement(value, "element").text = "XCDR_DATA_REPRESENTATION"
+        if policy.use_xcdrv2_representation:
+            ET.SubElement(value, "element").text = "XCDR2_DATA_REPRESENTATION"

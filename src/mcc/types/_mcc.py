@@ -243,7 +243,7 @@ class CommandReply(idl.IdlStruct, typename="mcc.CommandReply"):
 
 
 @dataclass
-@annotate.appendable
+@annotate.final
 @annotate.autoid("sequential")
 class SystemEntry(idl.IdlStruct, typename="mcc.SystemEntry"):
     system_id: str = ''

@@ -1,0 +1,342 @@
+"""MCC and an eProsima Fast DDS 2.x peer (interop/fastdds) on one bus, both ways.
+
+The matrix (docs/interop.md): every topic a foreign member of a mission uses, MCC → Fast DDS and
+Fast DDS → MCC, in XCDR1 (what Fast DDS 2.x writes and reads), each sample compared field by
+field with the pattern of ``mcc.types.foreign`` (C++ fill and JSON generated from the same IDL);
+XCDR2 towards Fast DDS is refused at match time, and says so; malformed foreign samples are
+counted and dropped. The apps: a Fast DDS radar fused by the MCC tracker into confirmed tracks,
+a Fast DDS console answered by the supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cyclonedds.core import Policy, Qos
+from cyclonedds.pub import DataWriter
+
+from mcc import types
+from mcc.bus import Bus
+from mcc.bus.codec import flat_codec
+from mcc.bus.qos import default_library, policy_name
+from mcc.bus.topics import TOPICS
+from mcc.bus.transport import Transport
+from mcc.types import foreign
+from tests.conftest import REPO, mcc_up, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.tool]
+
+MODULE = foreign.load_module()
+
+
+def _fastdds_topics() -> list[str]:
+    """Topics whose writers write XCDR1 and whose durability Fast DDS has without a service."""
+    library = default_library()
+    out = []
+    for name, spec in sorted(TOPICS.items()):
+        writer = library.writer_qos(spec.profile)
+        durable = writer[Policy.Durability] in (
+            Policy.Durability.Transient,
+            Policy.Durability.Persistent,
+        )
+        if writer[Policy.DataRepresentation].use_cdrv0_representation and not durable:
+            out.append(name)
+    return out
+
+
+MATRIX_TOPICS = _fastdds_topics()
+
+
+def test_the_matrix_covers_the_topics_of_a_toc() -> None:
+    toc = {"DetectionBatch", "Truth", "AirPicture", "Track", "Threat", "EngagementOrder"}
+    toc |= {"EngagementOutcome", "WeaponStatus", "Heartbeat", "Command", "CommandReply"}
+    toc |= {"MissionStatus", "PerfSample"}
+    assert toc <= set(MATRIX_TOPICS), sorted(toc - set(MATRIX_TOPICS))
+
+
+def _peer(peer: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(peer), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    """The peer's output once it exits (killed after ``timeout_s``)."""
+    try:
+        return proc.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[0] + f"\n(killed after {timeout_s} s)"
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return _finish(proc, 10)
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("topic", MATRIX_TOPICS)
+def test_mcc_to_fastdds_xcdr1(topic: str, fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
+    spec = TOPICS[topic]
+    type_name = spec.type.__name__
+    expected = foreign.pattern_sample(MODULE, type_name, 3)
+    dump = _peer(
+        fastdds_peer,
+        *("dump", "--type", type_name, "--topic", topic, "--profile", spec.profile),
+        *("--count", "1", "--timeout-s", "30"),
+        env=foreign_env,
+    )
+    with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
+        writer = bus.writer(topic, validate=False)
+        sample = foreign.from_plain(spec.type, expected)
+        deadline = time.monotonic() + 35
+        while dump.poll() is None and time.monotonic() < deadline:
+            writer.write(sample)
+            time.sleep(0.1)
+    out = _finish(dump, 10)
+    assert dump.returncode == 0, out[-3000:]
+    (line,) = _json_lines(out)
+    assert line["topic"] == topic
+    assert line["sample"] == expected  # every field, nested ones included
+
+
+@pytest.mark.parametrize("topic", MATRIX_TOPICS)
+def test_fastdds_to_mcc_xcdr1(topic: str, fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
+    spec = TOPICS[topic]
+    type_name = spec.type.__name__
+    codec = flat_codec(spec.type)
+    decode = codec.decode if codec is not None else spec.type.deserialize
+    with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
+        reader = bus.reader(topic, history=False)
+        publisher = _peer(
+            fastdds_peer,
+            *("publish", "--type", type_name, "--topic", topic, "--profile", spec.profile),
+            *("--seed", "5", "--count", "300", "--period-s", "0.1"),
+            env=foreign_env,
+        )
+        try:
+            data: bytes | None = None
+            deadline = time.monotonic() + 30
+            while data is None and time.monotonic() < deadline and publisher.poll() is None:
+                valid = [d for d, info in reader.take_cdr(16) if info.valid_data]
+                data = valid[0] if valid else None
+                time.sleep(0.05)
+        finally:
+            out = _stop(publisher)
+    assert data is not None, f"nothing from the Fast DDS writer of {topic}\n{out[-3000:]}"
+    assert data[:2] == b"\x00\x01", f"{topic}: not XCDR1 little-endian: {data[:4].hex()}"
+    assert foreign.plain(decode(data)) == foreign.pattern_sample(MODULE, type_name, 5)
+
+
+def test_xcdr2_towards_fastdds_is_refused_at_match(
+    fastdds_peer: Path, foreign_env: dict[str, str]
+) -> None:
+    """Fast DDS 2.x readers announce no representation: Cyclone takes them as XCDR1 readers and
+    an XCDR2 writer never matches them (which is why MCC's writers write XCDR1)."""
+    dump = _peer(
+        fastdds_peer,
+        *("dump", "--type", "Track", "--profile", "state", "--count", "1", "--timeout-s", "8"),
+        env=foreign_env,
+    )
+    with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
+        xcdr2 = Policy.DataRepresentation(use_xcdrv2_representation=True)
+        qos = Qos(xcdr2, base=default_library().writer_qos("state"))
+        raw = DataWriter(bus._publisher, bus.topic("Track"), qos=qos)
+        event = wait_for(
+            lambda: raw.get_offered_incompatible_qos_status().total_count > 0,
+            15,
+            "the XCDR2 writer to be refused by the Fast DDS reader",
+        )
+        assert event
+        status = raw.get_offered_incompatible_qos_status()
+        assert policy_name(status.last_policy_id) == "data_representation"
+        assert raw.get_publication_matched_status().current_count == 0
+    out = _finish(dump, 15)
+    assert dump.returncode == 3 and not _json_lines(out), out[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["truncated", "utf8", "encoding"])
+def test_malformed_foreign_samples_are_counted_and_dropped(
+    kind: str, fastdds_peer: Path, foreign_env: dict[str, str]
+) -> None:
+    """Bad DetectionBatch samples between good ones from a Fast DDS writer: the good ones come
+    through, the bad ones are dropped (by Cyclone when they are not CDR of the type, by MCC's
+    decoder when they are but hold bad content, counted in bus.stats), and the reader's
+    handler thread lives on."""
+    seen: list[Any] = []
+    with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
+        bus.reader("DetectionBatch", on_data=lambda r: seen.extend(r.take()))
+        peer = _peer(
+            fastdds_peer,
+            *("malformed", "--kind", kind, "--count", "20", "--period-s", "0.05"),
+            env=foreign_env,
+        )
+        out = _finish(peer, 60)
+        assert peer.returncode == 0, out[-3000:]
+        wait_for(lambda: len(seen) >= 5, 10, f"good samples between the {kind} ones")
+        stats = bus.stats
+        good = foreign.pattern_sample(MODULE, "DetectionBatch", 1)
+        assert all(foreign.plain(s) == good for s in seen)
+        assert len(seen) <= 10  # only the good ones
+        if kind == "utf8":  # well-formed CDR, bad content: MCC's decoder drops and counts it
+            assert stats.dropped_by_topic.get("DetectionBatch", 0) == 10, stats
+        assert stats.handler_errors == 0
+        # The bus still reads after the bad samples (its dispatcher thread is alive).
+        before = len(seen)
+        again = _peer(
+            fastdds_peer,
+            *("publish", "--type", "DetectionBatch", "--profile", "sensor_stream"),
+            *("--seed", "1", "--count", "30", "--period-s", "0.05"),
+            env=foreign_env,
+        )
+        try:
+            wait_for(lambda: len(seen) > before, 20, "a good sample after the bad ones")
+        finally:
+            _stop(again)
+
+
+def fastdds_radar_args(model: Any) -> list[str]:
+    """The Fast DDS radar's options that make it the scenario radar ``model``
+    (a ``mcc.apps.scenario.RadarModel``)."""
+    coverage = (
+        model.min_range_m,
+        model.max_range_m,
+        model.min_elevation_rad,
+        model.max_elevation_rad,
+        model.sector_start_rad,
+        model.sector_width_rad,
+    )
+    sigmas = (
+        model.sigma_range_m,
+        model.sigma_azimuth_rad,
+        model.sigma_elevation_rad,
+        model.sigma_radial_velocity_mps,
+    )
+    return [
+        *("--sensor-id", model.id),
+        *("--position", ",".join(map(repr, model.position_m))),
+        *("--scan-period-s", repr(model.scan_period_s)),
+        *("--sigmas", ",".join(map(repr, sigmas))),
+        *("--pd", repr(model.pd), "--clutter-rate", repr(model.clutter_rate)),
+        *("--coverage", ",".join(map(repr, coverage))),
+        *("--snr-ref-db", repr(model.snr_ref_db)),
+    ]
+
+
+# -- the apps ----------------------------------------------------------------------------------
+
+_MISSION = """\
+# A Fast DDS radar in an MCC mission (written by tests/interop/test_fastdds.py).
+mission: {name}
+domain: {domain}
+security: none   # the Fast DDS peer joins unsecured (docs/interop.md: security)
+description: Fast DDS radar and console with the MCC tracker
+systems:
+  truth:
+    app: mcc.apps.radar:truth
+    args: [--scenario, scenarios/small.yaml]
+    resources: {{cpus: 0.1}}
+  radar-fastdds:
+    description: DetectionBatch from Fast DDS, fed by the bus's Truth
+    command: [{peer}, radar, {radar_args}]
+    publish: [DetectionBatch]
+    subscribe: [Truth]
+    env: {{MCC_FASTDDS_PEERS: 127.0.0.1, MCC_FASTDDS_QOS: {qos}}}
+    resources: {{cpus: 0.1}}
+    restart: always
+  tracker:
+    app: mcc.apps.tracker:tracker
+    args: [--scenario, scenarios/small.yaml]
+    resources: {{cpus: 0.3}}
+"""
+
+
+@pytest.fixture
+def fastdds_mission(
+    fastdds_peer: Path, fastdds_qos: Path, foreign_env: dict[str, str], tmp_path: Path
+) -> Iterator[tuple[str, dict[str, str], Path]]:
+    from mcc.apps.scenario import RadarModel, load_scenario
+
+    model = RadarModel.from_spec(
+        next(r for r in load_scenario("scenarios/small.yaml").spec.radars if r.id == "radar-1")
+    )
+    name = f"foreign-{foreign_env['MCC_DOMAIN']}"
+    manifest = tmp_path / f"{name}.yaml"
+    manifest.write_text(
+        _MISSION.format(
+            name=name,
+            domain=foreign_env["MCC_DOMAIN"],
+            peer=fastdds_peer,
+            qos=fastdds_qos,
+            radar_args=", ".join(json.dumps(a) for a in fastdds_radar_args(model)),
+        )
+    )
+    env = {**foreign_env, "MCC_HOME": str(tmp_path / "home")}
+    with mcc_up(manifest, env=env, log=tmp_path / "up.log"):
+        yield name, env, tmp_path / "up.log"
+
+
+def test_fastdds_radar_fused_and_fastdds_console_answered(
+    fastdds_peer: Path, fastdds_mission: tuple[str, dict[str, str], Path]
+) -> None:
+    name, env, log = fastdds_mission
+    console = _peer(fastdds_peer, "console", "--mission", name, "--timeout-s", "120", env=env)
+    out = _finish(console, 150)
+    tail = out[-4000:] + "\n--- mcc up ---\n" + log.read_text()[-3000:]
+    lines = {line.get("topic", "summary"): line for line in _json_lines(out)}
+    assert console.returncode == 0, tail
+    summary = lines["summary"]["summary"]
+    assert summary["confirmed"] >= 1 and summary["pictures"] >= 1, tail
+    # The tracker's products read in C++ are what MCC wrote: a confirmed Track of the Fast DDS
+    # radar's targets, an AirPicture of that tracker, the mission's status.
+    assert lines["Track"]["sample"]["tracker_id"].startswith(f"{name}/tracker/")
+    assert lines["AirPicture"]["sample"]["count"] >= 1
+    status = lines["MissionStatus"]["sample"]
+    assert status["mission"] == name
+    assert {"radar-fastdds", "tracker", "truth"} <= {
+        s["system_id"].split("/")[1] for s in status["systems"]
+    }
+    reply = lines["CommandReply"]["sample"]
+    assert reply["ok"] is True and reply["client_id"] == "fastdds-console", reply
+    assert json.loads(reply["result_json"])["mission"] == name
+
+
+def test_fastdds_echo_answers_perf_samples(fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
+    """The echo of `mcc bench latency --peer fastdds`: PerfPing in, the same sample out."""
+    echo = _peer(fastdds_peer, "echo", "--count", "5", "--timeout-s", "30", env=foreign_env)
+    try:
+        with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
+            pong = bus.reader("PerfPong", type=types.PerfSample, profile="perf_reliable")
+            ping = bus.writer("PerfPing", type=types.PerfSample, profile="perf_reliable")
+            ping.wait_for_readers(1, timeout_s=20)
+            got: list[types.PerfSample] = []
+            for seq in range(5):
+                ping.write(
+                    types.PerfSample(writer_id="t", seq=seq, send_ns=seq, payload=b"x" * seq)
+                )
+
+                def echoed(seq: int = seq) -> bool:
+                    got.extend(pong.take())
+                    return any(g.seq == seq for g in got)
+
+                wait_for(echoed, 10, f"the echo of sample {seq}")
+            assert [g.seq for g in got] == list(range(5))
+            assert [g.payload for g in got] == [b"x" * seq for seq in range(5)]
+    finally:
+        _finish(echo, 20)
