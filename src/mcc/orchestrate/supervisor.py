@@ -70,7 +70,7 @@ LIVE = (S.SYSTEM_STARTING, S.SYSTEM_RUNNING, S.SYSTEM_DEGRADED)
 SUPERVISOR_BEAT_S = 0.1
 LEASE_S = 1.5
 #: A new standby has not discovered everyone yet: no claim in its first seconds.
-STANDBY_GRACE_S = 5.0
+STANDBY_GRACE_S = 3.0
 
 
 @dataclass
@@ -179,6 +179,8 @@ class Supervisor:
         self._beat: HeartbeatPublisher | None = None
         self._peers: dict[str, tuple[float, Heartbeat]] = {}  # other supervisors' last beats
         self._mission_beat_mono = 0.0  # last beat of any instance of the mission
+        self._heard_mono = 0.0  # last beat of anyone of the mission but this supervisor
+        self._deaf = False
         self._standby_since = 0.0
         self._last_claim = 0.0
         self._saved_state: Any = None
@@ -756,6 +758,20 @@ class Supervisor:
         log.warning("%s %s; restarting in %.2f s", inst.id, how, delay)
 
     def _check_health(self, now: float) -> None:
+        if self._heard_mono and now - self._heard_mono > self.lease_s:
+            # Not one beat of anyone (instances, other supervisors) for a lease: this
+            # supervisor is more likely cut off than every instance hung at once. Killing
+            # them would only make the standby, which may hear them, adopt fresh restarts.
+            if not self._deaf:
+                self._deaf = True
+                log.warning(
+                    "mission %s: no heartbeat heard for %.1f s: this supervisor may be cut off "
+                    "the network; it kills nothing for silence until it hears again",
+                    self.mission.mission,
+                    now - self._heard_mono,
+                )
+            return
+        self._deaf = False
         for inst in self.instances.values():
             system = self.systems[inst.system]
             if inst.state not in LIVE or not inst.pid or inst.killing or not system.uses_heartbeat:
@@ -935,11 +951,12 @@ class Supervisor:
         while self._beats:
             now, now_ns, hb = self._beats.popleft()
             if hb.system_id.startswith(supervisors):
-                if hb.system_id != own and len(self._peers) < 64 or hb.system_id in self._peers:
+                if hb.system_id != own and (len(self._peers) < 64 or hb.system_id in self._peers):
                     self._peers[hb.system_id] = (now, hb)
+                    self._heard_mono = now
                 continue
             if hb.system_id.startswith(prefix):
-                self._mission_beat_mono = now
+                self._mission_beat_mono = self._heard_mono = now
             inst = self.instances.get(hb.system_id)
             if inst is None or inst.state not in LIVE or not _beat_of(hb, inst):
                 continue
