@@ -25,7 +25,6 @@ command -v nft >/dev/null || need+=(nftables)
 command -v chromium >/dev/null || need+=(chromium)
 have_header dds/dds.h || need+=(cyclonedds-dev)
 command -v systemd-analyze >/dev/null || need+=(systemd)  # tests: deploy/systemd units
-command -v systemd-analyze >/dev/null || need+=(systemd)  # tests: deploy/systemd units
 have_header fastdds/dds/domain/DomainParticipant.hpp || need+=(libfastrtps-dev)
 command -v fastddsgen >/dev/null || need+=(fastddsgen)
 if ((${#need[@]})); then
