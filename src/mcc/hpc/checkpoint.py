@@ -45,7 +45,10 @@ def restore_checkpoint(
     # The newest by the checkpoint's own clock, but none stamped in the future: a sample
     # stamped a year ahead would otherwise win over every real checkpoint to come.
     horizon_ns = time.time_ns() + MAX_CLOCK_SKEW_NS
-    mine = [cp for cp in reader.take(4096) if cp.job_id == job_id and cp.worker_id == worker_id]
+    # Every batch: the master's journal shares the topic, so the history may be long.
+    mine = []
+    while batch := reader.take(4096):
+        mine += [cp for cp in batch if cp.job_id == job_id and cp.worker_id == worker_id]
     future = [cp for cp in mine if cp.time_ns > horizon_ns]
     if future:
         log.warning(

@@ -312,12 +312,9 @@ class FarmMaster:
         self.first_item_ns = lease.first_item_ns
         self.adopted = 0
         for item_id, (count, largest) in self.journal.state.results.items():
-            if item_id in self.results:
-                continue
-            if not self._plausible(item_id, count, largest):
-                continue
-            self.results[item_id] = PrimeCount(count, largest)
-            self.adopted += 1
+            if self._plausible(item_id, count, largest):
+                self.results.setdefault(item_id, PrimeCount(count, largest))
+                self.adopted += 1
 
     def _take_lead(self, stop: threading.Event, start_timeout_s: float) -> None:
         """Claim the lease; take over the job in progress, or start it."""

@@ -1,0 +1,132 @@
+"""The master's lease on a real bus: workers obey the highest token, a master that reads a
+higher claim steps down and hands out nothing, and takes over again once that claim lapses."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from mcc.bus import Bus
+from mcc.hpc.base import CONTROL_ID, JobResult
+from mcc.hpc.farm import FarmMaster, FarmWorker
+from mcc.hpc.journal import Lease, MasterJournal, encode_token
+from mcc.persist import open_service
+from mcc.types import WorkItem, WorkResult
+from tests.conftest import wait_for
+
+from .test_farm_protocol import PlayedWorker
+from .test_primes import reference
+
+JOB = "proto"  # the played workers' job (test_farm_protocol)
+
+
+@pytest.fixture
+def buses(bus_env: dict[str, str], domain_id: int) -> Iterator[tuple[Bus, Bus]]:
+    with Bus(domain_id, name="master") as master_bus, Bus(domain_id, name="others") as bus:
+        yield master_bus, bus
+
+
+def item(item_id: int, token: tuple[int, str], lo: int = 1, hi: int = 1000) -> WorkItem:
+    return WorkItem(
+        job_id=JOB,
+        item_id=item_id,
+        worker_id="t/worker/0",
+        lo=lo,
+        hi=hi,
+        payload=encode_token(token),
+        issue_ns=0,
+    )
+
+
+def test_a_worker_obeys_the_highest_token_and_answers_a_re_issued_item_from_its_results(
+    buses: tuple[Bus, Bus],
+) -> None:
+    worker_bus, bus = buses
+    results: list[WorkResult] = []
+    got = threading.Event()
+
+    def on_results(reader: object) -> None:
+        results.extend(r for r in result_reader.take(64) if r.item_id != CONTROL_ID)
+        got.set()
+
+    result_reader = bus.reader("WorkResult", on_data=on_results)
+    items = bus.writer("WorkItem")
+    farm = FarmWorker(worker_bus, worker_id="t/worker/0", job_id=JOB)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    done: Future[int] = pool.submit(farm.run, stop, start_timeout_s=20)
+    pool.shutdown(wait=False)
+    try:
+        assert items.wait_for_readers(1, timeout_s=20)
+        items.write(item(0, (1, "t/master/0")))
+        wait_for(lambda: len(results) == 1, 20, "the first result")
+        items.write(item(1, (0, "")))  # a master without a lease: lower, dropped
+        items.write(item(2, (2, "t/master/1")))  # a new master: item 0 comes again
+        items.write(item(0, (2, "t/master/1")))
+        wait_for(lambda: len(results) == 3, 20, "items 2 and 0 under the new token")
+        items.write(item(3, (1, "t/master/0")))  # the deposed master, still talking
+        items.write(WorkItem(job_id=JOB, item_id=CONTROL_ID, worker_id="", payload=b"", issue_ns=0))
+        assert done.result(timeout=20) == 2  # items 0 and 2 computed; 0 again from its result
+    finally:
+        stop.set()
+    assert [r.item_id for r in results] == [0, 2, 0]
+    assert (results[2].count, results[2].elapsed_ns) == (results[0].count, results[0].elapsed_ns)
+    assert farm.dropped == {"an item from a master that lost its lease": 2}
+    assert farm.token == (2, "t/master/1")
+
+
+def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
+    buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path
+) -> None:
+    master_bus, bus = buses
+    with open_service(tmp_path / "p.sqlite", domain_id=domain_id, replica="p") as service:
+        service.wait_ready(timeout_s=20)
+        journal = MasterJournal(master_bus, job_id=JOB, master_id="t/master/0")
+        assert journal.available
+        farm = FarmMaster(
+            master_bus, job_id=JOB, n=10_000, workers=1, items=4, journal=journal, lease_s=1.0
+        )
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(1)
+        future: Future[JobResult] = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
+        pool.shutdown(wait=False)
+        try:
+            worker = PlayedWorker(bus, "t/worker/0")
+            worker.hello(pid=111)
+            first = worker.take_mine(4)
+            assert {i.payload for i in first} == {encode_token((1, "t/master/0"))}
+            worker.answer(first[0])
+            wait_for(lambda: 0 in farm.results, 20, "the first result counted")
+            # Another master claims epoch 5 (and never renews it), with the job's roster.
+            rival = Lease(
+                epoch=5,
+                master="t/master/9",
+                n=10_000,
+                items=4,
+                mode="strided",
+                roster=(("t/worker/0", 111),),
+            )
+            cps = bus.writer("Checkpoint")
+            assert cps.wait_for_readers(2, timeout_s=20)  # the service and the master
+            cps.write_stored(rival.encode(JOB), timeout_s=10)
+            wait_for(lambda: farm.token == (0, ""), 20, "the master standing by")
+            worker.hello(pid=222)  # a replacement: a leading master would re-issue to it
+            # Once the rival's claim lapses (1 s unrenewed), the master claims epoch 6 and
+            # re-issues what has no result, under its new token.
+            again = worker.take_mine(3, timeout_s=30)
+            assert sorted(i.item_id for i in again) == [1, 2, 3]
+            assert {i.payload for i in again} == {encode_token((6, "t/master/0"))}
+            for i in again:
+                worker.answer(i)
+            result = future.result(timeout=30)
+        finally:
+            stop.set()
+    assert (result.count, result.largest) == reference(10_000)
+    journal_report = result.extra["journal"]
+    assert journal_report["epoch"] == 6 and journal_report["records_per_item_max"] == 1
+    (takeover,) = journal_report["takeovers"]
+    assert (takeover["from"], takeover["adopted_results"]) == ("t/master/9", 1)
