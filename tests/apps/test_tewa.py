@@ -831,3 +831,107 @@ def test_a_restored_engine_holds_its_orders_and_ids_move_on() -> None:
     assert again.on_order(answer(order.order_id, OrderStatus.ORDER_MISS), T0 + S) is not None
     (new,) = again.step(picture(threat, time_ns=T0 + 2 * S), T0 + 2 * S).orders
     assert new.order_id == order.order_id + 1  # past the ids the first one used
+
+
+SLOW_WEAPON = WEAPONS.replace("interceptor_speed_mps: 3000", "interceptor_speed_mps: 1000")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_tewa_and_launcher_both_killed_mid_flight_one_launch_per_order(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    """The real TEWA and launcher, both killed (-9) with an interceptor in the air and
+    restarted under their identities while the test keeps the picture coming: the order is
+    launched once, its outcome still comes, and no second order goes to the track before it."""
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(SLOW_WEAPON)  # 4.2 km at 1000 m/s: 4 s of flight
+    target = TruthState(
+        time_s=0.0,
+        ids=np.array([3], dtype=np.uint32),
+        classes=np.array([int(MISSILE.value)], dtype=np.uint8),
+        positions_m=np.array([[11000.0, 11000.0, 50.0]]),
+        velocities_mps=np.array([[-50.0, -50.0, 0.0]]),
+        alive=np.ones(1, bool),
+    )
+    answers: list[EngagementOrder] = []
+    orders: list[EngagementOrder] = []
+
+    def logs() -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("*.log")))
+
+    @contextmanager
+    def launcher() -> Iterator[subprocess.Popen[bytes]]:
+        n = len(list(tmp_path.glob("sam.*.log")))
+        with (tmp_path / f"sam.{n}.log").open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.launcher:launcher"]
+                + ["--weapons", str(weapons)],
+                cwd=REPO,
+                env={**bus_env, "MCC_MISSION": "test", "MCC_SYSTEM": "sam", "MCC_INDEX": "0"}
+                | {"MCC_RUN_DIR": str(tmp_path)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                yield proc
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(10)
+
+    with Bus(domain_id) as bus:
+        answer_reader = bus.reader(  # noqa: F841 (kept open for the callback)
+            "EngagementOutcome", on_data=lambda r: answers.extend(r.take(64))
+        )
+        order_reader = bus.reader(  # noqa: F841
+            "EngagementOrder", on_data=lambda r: orders.extend(r.take(64))
+        )
+        writers = (bus.writer("Track"), bus.writer("AirPicture"))
+        cycle = 0
+
+        threats: list[int] = []
+        answered = threading.Event()
+
+        def on_threats(reader: Reader[Threat]) -> None:
+            threats.extend(t.track_id for t in reader.take(64))
+            answered.set()
+
+        threat_reader = bus.reader("Threat", on_data=on_threats)  # noqa: F841
+
+        def pump_until(done: Callable[[], object], timeout_s: float, what: str) -> None:
+            nonlocal cycle
+            deadline = time.monotonic() + timeout_s
+            while not done():
+                if time.monotonic() > deadline:
+                    pytest.fail(f"no {what} in {timeout_s} s\n{logs()}")
+                cycle += 1
+                now = time.time_ns()
+                mark = len(threats)
+                publish_picture(writers, target.to_msg(scenario_id="t", time_ns=now), cycle)
+                # The next picture once TEWA answered this one (or after 1 s).
+                answered.clear()
+                until = time.monotonic() + 1.0
+                while len(threats) == mark and time.monotonic() < until:
+                    answered.wait(0.05)
+
+        def launched() -> list[EngagementOrder]:
+            return [a for a in answers if a.status == OrderStatus.ORDER_IN_FLIGHT]
+
+        with tewa_process(weapons, bus_env, tmp_path) as tewa_1, launcher() as sam_1:
+            pump_until(launched, 60, "a launch")
+            (x,) = {a.order_id for a in launched()}
+            sam_1.kill()
+            tewa_1.kill()
+            sam_1.wait(10)
+            tewa_1.wait(10)
+        with tewa_process(weapons, bus_env, tmp_path), launcher():
+            done = (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS)
+            pump_until(lambda: any(a.status in done for a in answers), 60, "the outcome")
+            issued_before_outcome = {o.order_id for o in orders}
+            pump_until(lambda: len({o.order_id for o in orders}) > 1, 60, "a re-engagement")
+    launches = Counter(a.order_id for a in launched())
+    assert launches[x] == 1 and set(launches.values()) == {1}, (launches, logs())
+    assert issued_before_outcome == {x}, logs()
+    outcomes = Counter(a.order_id for a in answers if a.status in done)
+    assert outcomes[x] == 1
