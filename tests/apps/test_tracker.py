@@ -21,12 +21,12 @@ from mcc.apps.tracker import (
     Scan,
     TrackerConfig,
     TrackerConfigError,
-    _candidate_pairs,
-    _cv_predict,
-    _gnn_sparse,
-    _position_update,
     tracker,
 )
+from mcc.tracking.associators import gnn_sparse as _gnn_sparse
+from mcc.tracking.gaters import _candidate_pairs
+from mcc.tracking.predictors import _cv_predict
+from mcc.tracking.updaters import _position_update
 from mcc.bench.tracker import classic_config
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.compute import kalman
@@ -50,7 +50,12 @@ def test_one_track_matches_filterpy(ndim: int) -> None:
     rng = np.random.default_rng(ndim)
     n, dt, sigma_a, v0 = 2 * ndim, 0.5, 3.0, 50.0
     cfg = TrackerConfig(
-        ndim=ndim, sigma_a_mps2=sigma_a, init_velocity_std_mps=v0, confirm_m=1, confirm_n=1
+        ndim=ndim,
+        model="cv",
+        sigma_a_mps2=sigma_a,
+        init_velocity_std_mps=v0,
+        confirm_m=1,
+        confirm_n=1,
     )
     trk = MultiTargetTracker(cfg)
     kf = KalmanFilter(dim_x=n, dim_z=ndim)
@@ -99,7 +104,7 @@ def test_fast_kernels_match_mcc_compute(ndim: int) -> None:
     B = rng.normal(size=(N, ndim, ndim))
     R = B @ B.transpose(0, 2, 1) + np.eye(ndim)
     ref_u = kalman.update(x, P, z, kalman.cv_measurement_matrix(ndim=ndim), R)
-    x_post, P_post = _position_update(x, P, z, R, ndim)
+    x_post, P_post, _ = _position_update(x, P, z, R, ndim)
     np.testing.assert_allclose(x_post, ref_u.x, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(P_post, ref_u.P, rtol=1e-9, atol=1e-9)
 
@@ -256,7 +261,14 @@ def test_a_tentative_track_out_of_reach_of_confirmation_is_dropped() -> None:
 
 def test_two_point_initiation_starts_with_the_velocity_of_the_pair() -> None:
     trk = MultiTargetTracker(
-        TrackerConfig(ndim=2, initiation="two_point", max_speed_mps=50.0, confirm_m=3, confirm_n=3)
+        TrackerConfig(
+            ndim=2,
+            model="cv",
+            initiation="two_point",
+            max_speed_mps=50.0,
+            confirm_m=3,
+            confirm_n=3,
+        )
     )
     reports = [trk.step(s) for s in _one_target_scans([True, True, True])]
     assert [r.initiated for r in reports] == [0, 1, 0]
@@ -330,7 +342,9 @@ def test_imm_follows_a_turning_target() -> None:
     errors = {}
     for model in ("cv", "imm"):
         trk = MultiTargetTracker(
-            TrackerConfig(ndim=2, model=model, sigma_a_mps2=1.0, imm_turn_rate_dps=6.0)
+            TrackerConfig(
+                ndim=2, model=model, sigma_a_mps2=1.0, imm_turn_rates_dps=(0.0, 6.0, -6.0)
+            )
         )
         err = []
         for k in range(60):

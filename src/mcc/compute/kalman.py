@@ -34,6 +34,7 @@ __all__ = [
     "cv_measurement_matrix",
     "cv_process_noise",
     "cv_transition",
+    "ekf_update",
     "enu_to_rae",
     "gaussian_log_likelihood",
     "imm_combine",
@@ -41,11 +42,15 @@ __all__ = [
     "imm_mix",
     "imm_models",
     "imm_predict",
+    "imm_transition",
     "imm_update",
+    "polar_measurement",
+    "polar_to_cartesian",
     "predict",
     "rae_covariance",
     "rae_to_enu",
     "update",
+    "wrap_angle",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -321,6 +326,25 @@ def imm_models(
     return F, Q
 
 
+def imm_transition(
+    dt_s: Any, n_models: int, *, sojourn_s: float, xp: ModuleType | None = None
+) -> Any:
+    """Markov transition matrices ``(..., M, M)`` of M models over steps of ``dt_s`` seconds.
+
+    A model is kept with probability ``exp(-dt / sojourn_s)`` (a mean sojourn of ``sojourn_s``
+    seconds, whatever the scan period) and left evenly for the others; one model: ``[[1]]``.
+    """
+    xp = _xp(xp, dt_s)
+    dt = _dt_array(dt_s, xp)
+    if not sojourn_s > 0:
+        raise ComputeError(f"sojourn_s={sojourn_s!r} must be > 0 seconds")
+    if n_models == 1:
+        return xp.ones((*dt.shape, 1, 1))
+    stay = xp.exp(-dt / sojourn_s)[..., None, None]
+    eye = xp.eye(n_models)
+    return stay * eye + (1.0 - stay) * (1.0 - eye) / (n_models - 1)
+
+
 def imm_initiate(x: Any, P: Any, mu: Any, *, xp: ModuleType | None = None) -> IMMState:
     """IMM state with every model starting at ``x (N, n)``, ``P (N, n, n)``; ``mu (M,)`` or
     ``(N, M)`` are the initial model probabilities (each row sums to 1)."""
@@ -345,21 +369,26 @@ def _check_probabilities(name: str, p: Any, xp: ModuleType) -> None:
 def imm_mix(state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None) -> IMMState:
     """IMM mixing step: model-conditioned initial conditions and predicted model probabilities.
 
-    ``trans_prob[i, j]`` is P(model j now | model i before), ``(M, M)``, rows summing to 1.
+    ``trans_prob[i, j]`` is P(model j now | model i before), ``(M, M)`` for every track or
+    ``(N, M, M)`` per track (e.g. from each track's step, `imm_transition`), rows summing to 1.
     Returns mixed ``x0``, ``P0`` and ``mu`` = the predicted probabilities c̄.
     """
     xp = _xp(xp, state.x)
-    pi = as_float_array("trans_prob", trans_prob, xp=xp, ndim=2)
+    pi = as_float_array("trans_prob", trans_prob, xp=xp)
     n_models = state.mu.shape[-1]
-    if pi.shape != (n_models, n_models):
+    if pi.shape[-2:] != (n_models, n_models) or pi.ndim not in (2, 3):
         raise ComputeError(
-            f"trans_prob must be ({n_models}, {n_models}) for {n_models} models, "
-            f"got {tuple(pi.shape)}"
+            f"trans_prob must be ({n_models}, {n_models}) or (N, {n_models}, {n_models}) for "
+            f"{n_models} models, got {tuple(pi.shape)}"
         )
     _check_probabilities("trans_prob", pi, xp)
     x, P, mu = state
-    c_bar = mu @ pi  # (N, M)
-    w = mu[:, :, None] * pi[None, :, :]  # (N, i, j)
+    if pi.ndim == 2:
+        c_bar = mu @ pi  # (N, M)
+        w = mu[:, :, None] * pi[None, :, :]  # (N, i, j)
+    else:
+        c_bar = (mu[:, None, :] @ pi)[:, 0, :]
+        w = mu[:, :, None] * pi
     w = w / xp.maximum(c_bar[:, None, :], 1e-300)
     n_tracks, n_models, n = x.shape
     wT = _mT(w)  # (N, j, i)
@@ -499,3 +528,130 @@ def rae_covariance(
     J[..., 2, 2] = r * ce
     var = xp.stack([sr**2, sa**2, se**2], axis=-1)
     return _symmetrise((J * var[..., None, :]) @ _mT(J))
+
+
+# ---------------------------------------------------------------------------------------------
+# Polar measurements: debiased conversion and the extended Kalman filter
+
+
+def wrap_angle(a: Any, *, xp: ModuleType | None = None) -> Any:
+    """Angles wrapped to ``[-π, π)``."""
+    xp = _xp(xp, a)
+    return xp.mod(a + math.pi, 2.0 * math.pi) - math.pi
+
+
+def polar_to_cartesian(
+    range_m: Any,
+    azimuth_rad: Any,
+    elevation_rad: Any = None,
+    *,
+    sigma_range_m: Any,
+    sigma_azimuth_rad: Any,
+    sigma_elevation_rad: Any = 0.0,
+    sensor_pos: Any = (0.0, 0.0, 0.0),
+    debias: bool = True,
+    xp: ModuleType | None = None,
+) -> tuple[Any, Any]:
+    """Positions and covariances of polar detections: ``(N, 3)``/``(N, 3, 3)`` with elevation,
+    ``(N, 2)``/``(N, 2, 2)`` without (range is then the horizontal range).
+
+    With ``debias`` the unbiased conversion (Mo, Song, Bar-Shalom et al.): E[cos ε] = λ = exp(-σ²/2)
+    for a Gaussian angle error ε, so the converted position is divided by λ_az (and λ_el);
+    without it, the plain conversion. Covariance: linearised at the detection (`rae_covariance`).
+    """
+    xp = _xp(xp, range_m, azimuth_rad)
+    r = as_float_array("range_m", range_m, xp=xp).reshape(-1)
+    az = as_float_array("azimuth_rad", azimuth_rad, xp=xp).reshape(-1)
+    origin = as_float_array("sensor_pos", sensor_pos, xp=xp)
+    sa = as_float_array("sigma_azimuth_rad", sigma_azimuth_rad, xp=xp)
+    scale = xp.exp(0.5 * sa**2) if debias else xp.ones_like(sa)
+    if elevation_rad is None:
+        sr = as_float_array("sigma_range_m", sigma_range_m, xp=xp)
+        r, az, sr, sa, scale = xp.broadcast_arrays(r, az, sr, sa, scale)
+        pos = xp.stack([r * xp.sin(az), r * xp.cos(az)], axis=-1) * scale[..., None]
+        pos = pos + origin[:2]
+        J = xp.empty((*r.shape, 2, 2))
+        J[..., 0, 0], J[..., 0, 1] = xp.sin(az), r * xp.cos(az)
+        J[..., 1, 0], J[..., 1, 1] = xp.cos(az), -r * xp.sin(az)
+        var = xp.stack([sr**2, sa**2], axis=-1)
+        return pos, _symmetrise((J * var[..., None, :]) @ _mT(J))
+    el = as_float_array("elevation_rad", elevation_rad, xp=xp).reshape(-1)
+    se = as_float_array("sigma_elevation_rad", sigma_elevation_rad, xp=xp)
+    scale_el = xp.exp(0.5 * se**2) if debias else xp.ones_like(se)
+    pos = rae_to_enu(r, az, el, xp=xp)
+    pos = pos * xp.stack([scale * scale_el, scale * scale_el, scale_el + 0 * scale], axis=-1)
+    cov = rae_covariance(
+        r,
+        az,
+        el,
+        sigma_range_m=sigma_range_m,
+        sigma_azimuth_rad=sigma_azimuth_rad,
+        sigma_elevation_rad=sigma_elevation_rad,
+        xp=xp,
+    )
+    return pos + origin, cov
+
+
+def polar_measurement(
+    x: Any,
+    sensor_pos: Any,
+    *,
+    ndim: int,
+    elevation: bool = True,
+    range_rate: bool = False,
+    xp: ModuleType | None = None,
+) -> tuple[Any, Any]:
+    """The radar's measurement of CV states ``x (..., 2*ndim)`` and its Jacobian.
+
+    Components, in order: range (m), azimuth (rad, from north clockwise), elevation (rad, 3-D
+    with ``elevation``), range rate (m/s, with ``range_rate``). In 2-D the range is horizontal.
+    Returns ``h (..., m)`` and ``H (..., m, 2*ndim)`` (the EKF's linearisation at ``x``).
+    """
+    _check_ndim(ndim, low=2)
+    xp = _xp(xp, x)
+    d = x[..., :ndim] - as_float_array("sensor_pos", sensor_pos, xp=xp)[..., :ndim]
+    v = x[..., ndim:]
+    e, n = d[..., 0], d[..., 1]
+    rho2 = xp.maximum(e * e + n * n, 1e-12)
+    rho = xp.sqrt(rho2)
+    r2 = rho2 + (d[..., 2] ** 2 if ndim == 3 else 0.0)
+    r = xp.sqrt(r2)
+    rows: list[Any] = [r, xp.arctan2(e, n)]
+    m = 2 + int(elevation and ndim == 3) + int(range_rate)
+    H = xp.zeros((*x.shape[:-1], m, 2 * ndim))
+    H[..., 0, :ndim] = d / r[..., None]
+    H[..., 1, 0] = n / rho2
+    H[..., 1, 1] = -e / rho2
+    k = 2
+    if elevation and ndim == 3:
+        u = d[..., 2]
+        rows.append(xp.arctan2(u, rho))
+        H[..., k, 0] = -e * u / (r2 * rho)
+        H[..., k, 1] = -n * u / (r2 * rho)
+        H[..., k, 2] = rho / r2
+        k += 1
+    if range_rate:
+        rr = (d * v).sum(axis=-1) / r
+        rows.append(rr)
+        H[..., k, :ndim] = (v - rr[..., None] * d / r[..., None]) / r[..., None]
+        H[..., k, ndim:] = d / r[..., None]
+    return xp.stack(rows, axis=-1), H
+
+
+def ekf_update(
+    x: Any, P: Any, y: Any, H: Any, R: Any, *, xp: ModuleType | None = None
+) -> KalmanUpdate:
+    """Kalman update with a given innovation ``y (..., m)`` (e.g. ``z - h(x)`` with angles
+    wrapped) and linearisation ``H (..., m, n)``: the extended Kalman filter's update, Joseph
+    form. Shapes broadcast as in `update`."""
+    xp = _xp(xp, x, P, y)
+    HP = H @ P
+    S = _symmetrise(HP @ _mT(H) + R)
+    try:
+        K = _mT(xp.linalg.solve(S, HP))
+    except np.linalg.LinAlgError as exc:
+        raise ComputeError("innovation covariance S is singular; check R and P") from exc
+    x_post = x + (K @ y[..., None])[..., 0]
+    IKH = xp.eye(x.shape[-1]) - K @ H
+    P_post = _symmetrise(IKH @ P @ _mT(IKH) + K @ R @ _mT(K))
+    return KalmanUpdate(x_post, P_post, y, S)

@@ -1,0 +1,60 @@
+"""Multi-target tracking as a pipeline of steps over arrays (no DDS).
+
+`MultiTargetTracker` composes one implementation of each step declared in `mcc.tracking.base`:
+predictors (`CVPredictor`, `IMMPredictor`), updaters (`PositionUpdater`, `PolarEKFUpdater`),
+a gater (`Chi2Gater`), an associator (`GNNAssociator`), initiators (`OnePointInitiator`,
+`TwoPointInitiator`) and a deleter (`ScanPeriodDeleter`), all configured by one
+`TrackerConfig`. `mcc.tracking.replay` runs it offline on recorded detections
+(``mcc track replay``). The story and the defaults: docs/tracking.md.
+"""
+
+from mcc.tracking.associators import GNNAssociator
+from mcc.tracking.base import (
+    Associator,
+    Births,
+    Deleter,
+    Gated,
+    Gater,
+    Initiator,
+    Measurements,
+    Predictor,
+    TrackLife,
+    Updater,
+)
+from mcc.tracking.config import TrackerConfig, TrackerConfigError
+from mcc.tracking.deleters import ScanPeriodDeleter
+from mcc.tracking.gaters import Chi2Gater
+from mcc.tracking.initiators import OnePointInitiator, TwoPointInitiator
+from mcc.tracking.predictors import CVPredictor, IMMPredictor
+from mcc.tracking.scan import PolarDetections, Scan, StepReport, TrackTable
+from mcc.tracking.tracker import MultiTargetTracker
+from mcc.tracking.updaters import PolarEKFUpdater, PositionUpdater
+
+__all__ = [
+    "Associator",
+    "Births",
+    "CVPredictor",
+    "Chi2Gater",
+    "Deleter",
+    "GNNAssociator",
+    "Gated",
+    "Gater",
+    "IMMPredictor",
+    "Initiator",
+    "Measurements",
+    "MultiTargetTracker",
+    "OnePointInitiator",
+    "PolarDetections",
+    "PolarEKFUpdater",
+    "PositionUpdater",
+    "Predictor",
+    "Scan",
+    "ScanPeriodDeleter",
+    "StepReport",
+    "TrackLife",
+    "TrackTable",
+    "TrackerConfig",
+    "TrackerConfigError",
+    "TwoPointInitiator",
+    "Updater",
+]

@@ -1,0 +1,210 @@
+"""`TrackerConfig`: every parameter of the tracker, with its type, default and unit."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from mcc.compute.associate import chi2_gate_threshold
+from mcc.errors import MccError
+
+__all__ = ["TrackerConfig", "TrackerConfigError"]
+
+
+class TrackerConfigError(MccError, ValueError):
+    """A tracker parameter is unknown, of the wrong type or out of range (the message names it)."""
+
+
+@dataclass(frozen=True)
+class TrackerConfig:
+    """Every parameter of `MultiTargetTracker`, declared once with its type, default and unit.
+
+    The defaults are what a user gets with no configuration (``mcc track replay`` without
+    ``--config``, the ``tracker`` app): an IMM whose turn rates cover 0-20 deg/s, an EKF on
+    polar detections, track deletion that follows each radar's scan period. Round-trips
+    through `to_dict`/`from_dict` and `to_yaml`/`from_yaml`; a bad value raises
+    `TrackerConfigError` naming the field.
+    """
+
+    ndim: int = 3
+    """Position dimensions: 2 (state ``[x y vx vy]``) or 3 (``[x y z vx vy vz]``)."""
+    model: Literal["cv", "imm"] = "imm"
+    """Motion model: ``cv`` (constant velocity) or ``imm`` (CV + coordinated turns at
+    ``imm_turn_rates_dps``)."""
+    sigma_a_mps2: float = 10.0
+    """Process noise: standard deviation of the white acceleration, m/s²."""
+    noise_model: Literal["discrete", "continuous"] = "discrete"
+    """``discrete``: Q = σ² G Gᵀ, G = [dt²/2, dt] (piecewise-constant acceleration per step);
+    ``continuous``: σ² is the power spectral density (`kalman.cv_process_noise`)."""
+    imm_turn_rates_dps: tuple[float, ...] = (0.0, 6.0, -6.0, 12.0, -12.0, 18.0, -18.0)
+    """IMM: the turn rate of each model, degrees/s (0 = constant velocity, + = left turn).
+    The default covers 0-20 deg/s, i.e. 3-6 g at 200-300 m/s, within 3 deg/s of a model."""
+    imm_sojourn_s: float = 10.0
+    """IMM: mean time spent in one model, seconds. The probability of staying in a model over
+    a step of dt seconds is exp(-dt / imm_sojourn_s), so slow radars switch more per scan."""
+    measurement_update: Literal["ekf", "converted"] = "ekf"
+    """Polar detections (`Scan.from_polar`): ``ekf`` updates in range/azimuth(/elevation)
+    (/range-rate) with the Jacobian at the prediction; ``converted`` updates with the debiased
+    Cartesian conversion and its linearised covariance. Cartesian scans are linear either way."""
+    assignment_cost: Literal["likelihood", "distance"] = "likelihood"
+    """GNN cost of a pair: ``likelihood`` = d² + ln|S| (−2 log of the Gaussian likelihood, so an
+    uncertain track pays for its wide gate); ``distance`` = d² alone."""
+    gate_probability: float = 0.999
+    """Chi-square gate: a true detection falls inside with this probability."""
+    initiation: Literal["one_point", "two_point"] = "one_point"
+    """``one_point``: a tentative track per left-over detection; ``two_point``: per pair of
+    left-over detections of one sensor in consecutive scans (velocity from their difference;
+    both count as hits)."""
+    init_velocity_std_mps: float = 300.0
+    """One-point initiation: prior velocity standard deviation per axis, m/s."""
+    max_speed_mps: float = 1000.0
+    """Two-point initiation: fastest target; farther pairs are not started, m/s."""
+    confirm_m: int = 2
+    """M of M-of-N: a tentative track is confirmed after ``confirm_m`` hits in ..."""
+    confirm_n: int = 3
+    """... its last ``confirm_n`` scans that covered it (deleted once out of reach)."""
+    max_misses: int = 3
+    """A confirmed track is deleted after more consecutive misses than this (scans)."""
+    coast_after_misses: int = 1
+    """A confirmed track is shown coasting after this many consecutive misses (scans)."""
+    max_position_std_m: float = 5000.0
+    """A track is deleted when ``sqrt(trace(P_position))`` exceeds this, metres."""
+    max_coast_s: float = 3.0
+    """A track not updated for longer than ``max(max_coast_s, (max_misses + ½) × period)`` is
+    deleted, ``period`` being the scan period of the radar that last updated it, seconds: the
+    rule that ends a track that left every sensor's coverage (where it counts no misses),
+    never earlier than ``max_misses`` on a slow radar."""
+    max_tracks: int = 20_000
+    """No track is started while the tracker holds this many (tentative ones included): a
+    flood of detections costs a bounded amount of memory and time per scan."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.imm_turn_rates_dps, list):
+            object.__setattr__(self, "imm_turn_rates_dps", tuple(self.imm_turn_rates_dps))
+        for f in dataclasses.fields(self):
+            _check_type(f.name, getattr(self, f.name), f.type)
+        _choice("ndim", self.ndim, (2, 3))
+        _choice("model", self.model, ("cv", "imm"))
+        _choice("noise_model", self.noise_model, ("discrete", "continuous"))
+        _choice("measurement_update", self.measurement_update, ("ekf", "converted"))
+        _choice("assignment_cost", self.assignment_cost, ("likelihood", "distance"))
+        _choice("initiation", self.initiation, ("one_point", "two_point"))
+        _positive("sigma_a_mps2", self.sigma_a_mps2, strict=False)
+        _positive("imm_sojourn_s", self.imm_sojourn_s)
+        _positive("init_velocity_std_mps", self.init_velocity_std_mps)
+        _positive("max_speed_mps", self.max_speed_mps)
+        _positive("max_position_std_m", self.max_position_std_m)
+        _positive("max_coast_s", self.max_coast_s)
+        rates = self.imm_turn_rates_dps
+        if not 1 <= len(rates) <= 16 or not all(math.isfinite(r) and abs(r) <= 90 for r in rates):
+            _bad("imm_turn_rates_dps", rates, "allowed 1..16 finite rates within ±90 deg/s")
+        if not 0.0 < self.gate_probability < 1.0:
+            _bad("gate_probability", self.gate_probability, "allowed (0, 1), e.g. 0.999")
+        if not 1 <= self.confirm_n <= 32:
+            _bad("confirm_n", self.confirm_n, "allowed 1..32 scans")
+        if not 1 <= self.confirm_m <= self.confirm_n:
+            _bad("confirm_m", self.confirm_m, f"allowed 1..confirm_n ({self.confirm_n})")
+        if self.max_misses < 0:
+            _bad("max_misses", self.max_misses, "allowed >= 0 scans")
+        if self.coast_after_misses < 1:
+            _bad("coast_after_misses", self.coast_after_misses, "allowed >= 1 scan")
+        if self.max_tracks < 1:
+            _bad("max_tracks", self.max_tracks, "allowed >= 1 track")
+
+    @property
+    def gate(self) -> float:
+        """The squared-Mahalanobis gate on positions, ``chi2.ppf(gate_probability, ndim)``."""
+        return chi2_gate_threshold(self.gate_probability, self.ndim)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["imm_turn_rates_dps"] = list(self.imm_turn_rates_dps)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "TrackerConfig") -> TrackerConfig:
+        """A config from a mapping (e.g. YAML); unknown keys are errors, missing ones default."""
+        if not isinstance(data, Mapping):
+            raise TrackerConfigError(f"{source}: a tracker config is a mapping of field: value")
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in names:
+                close = [n for n in names if str(key) in n] or difflib.get_close_matches(
+                    str(key), names, n=1
+                )
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TrackerConfigError(
+                    f"{source}: unknown field {key!r}{hint}; fields: {', '.join(names)}"
+                )
+        try:
+            return cls(**data)
+        except TrackerConfigError as exc:
+            raise TrackerConfigError(f"{source}: {exc}") from None
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source: str = "<yaml>") -> TrackerConfig:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TrackerConfigError(f"{source}: not valid YAML ({exc})") from None
+        return cls.from_dict(data or {}, source=source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrackerConfig:
+        """Read a YAML file of tracker parameters."""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise TrackerConfigError(
+                f"{path}: cannot read the tracker config ({exc.strerror})"
+            ) from None
+        return cls.from_yaml(text, source=str(path))
+
+
+def _bad(name: str, value: Any, allowed: str) -> None:
+    raise TrackerConfigError(f"TrackerConfig.{name}={value!r} is out of range; {allowed}")
+
+
+def _choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
+    if value not in choices:
+        _bad(name, value, "allowed " + " | ".join(repr(c) for c in choices))
+
+
+def _positive(name: str, value: float, *, strict: bool = True) -> None:
+    if not (math.isfinite(value) and (value > 0 if strict else value >= 0)):
+        _bad(name, value, f"allowed a finite number {'>' if strict else '>='} 0")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
+
+
+def _check_type(name: str, value: Any, annotation: Any) -> None:
+    text = str(annotation)
+    if text == "int":
+        ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
+        kind = "an integer"
+    elif text == "float":
+        ok = _is_number(value)
+        kind = "a number"
+    elif text.startswith("tuple"):
+        ok = isinstance(value, tuple) and all(_is_number(v) for v in value)
+        kind = "a list of numbers"
+    else:  # Literal[...] of strings
+        ok = isinstance(value, str)
+        kind = "a string"
+    if not ok:
+        raise TrackerConfigError(
+            f"TrackerConfig.{name}={value!r} has the wrong type; expected {kind}"
+        )

@@ -1,0 +1,124 @@
+"""Gaters: the (track, detection) pairs inside a chi-square gate, found without an N × M array."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from mcc.compute.associate import chi2_gate_threshold
+from mcc.tracking.base import Gated, Measurements, Updater
+from mcc.tracking.updaters import mahalanobis
+
+__all__ = ["Chi2Gater"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+_EMPTY_I64 = np.zeros(0, np.int64)
+
+
+class Chi2Gater:
+    """Pairs whose squared Mahalanobis distance of the innovation (the updater's: positions,
+    or range/azimuth/... for the EKF) is within ``chi2.ppf(gate_probability, m)``.
+
+    Only the pairs that a spatial grid finds within the gate's bounding radius on positions
+    (``sqrt(gate · (λmax(P) + λmax(R)))``, widened by ``polar_margin`` for polar scans whose
+    converted covariance is an approximation) are computed, so the cost grows with the number
+    of close pairs, not with tracks × detections.
+    """
+
+    def __init__(self, gate_probability: float, ndim: int, *, polar_margin: float = 1.5) -> None:
+        self.probability = gate_probability
+        self.d = ndim
+        self.polar_margin = polar_margin
+
+    def threshold(self, dim: int) -> float:
+        return chi2_gate_threshold(self.probability, dim)
+
+    def gate(self, x: F64, P: F64, meas: Measurements, updater: Updater) -> Gated:
+        d = self.d
+        pos, P_pos = x[:, :d], P[:, :d, :d]
+        gate = self.threshold(updater.dim(meas))
+        R = meas.R
+        per_meas = R.ndim == 3
+        bound = _lambda_max_bound(P_pos if per_meas else P_pos + R)
+        if per_meas:
+            bound = bound + float(_lambda_max_bound(R).max())
+        if meas.polar is not None:
+            bound = bound * self.polar_margin**2
+        ti, mj = _candidate_pairs(pos, np.sqrt(gate * bound), meas.z)
+        if ti.size == 0:
+            return Gated(ti, mj, np.zeros(0), np.zeros(0))
+        y, S = updater.innovation(x[ti], P[ti], meas, mj)
+        d2, logdet = mahalanobis(y, S)
+        ok = d2 <= gate
+        return Gated(ti[ok], mj[ok], d2[ok], logdet[ok])
+
+
+def _candidate_pairs(track_pos: F64, radius: F64, meas_pos: F64) -> tuple[I64, I64]:
+    """All (track, measurement) pairs closer than the track's ``radius``, via a hashed grid.
+
+    Tracks are grouped by radius (within a factor 4); each group hashes the measurements into
+    square cells (x-y only) as wide as its largest radius and looks in the 3×3 cells around
+    each track. Cell ``(i, j)`` goes to slot ``(i·W + j) mod 2^k``, ``W`` the grid's height in
+    cells and ``2^k > 2W + 2``, so the 9 cells around a track fall in 9 different slots; other
+    collisions only add candidates, which the distance test removes. Cost: O(N + M +
+    candidates) per group, no N × M array.
+    """
+    n, m = track_pos.shape[0], meas_pos.shape[0]
+    if n == 0 or m == 0:
+        return _EMPTY_I64, _EMPTY_I64
+    tx, ty = np.ascontiguousarray(track_pos[:, 0]), np.ascontiguousarray(track_pos[:, 1])
+    mx, my = np.ascontiguousarray(meas_pos[:, 0]), np.ascontiguousarray(meas_pos[:, 1])
+    y_lo = min(float(ty.min()), float(my.min()))
+    y_span = max(float(ty.max()), float(my.max())) - y_lo
+    group = np.ceil(np.log2(np.maximum(radius, 1e-6)) * 0.5).astype(np.int64)
+    g_lo, g_hi = int(group.min()), int(group.max())
+    out_i, out_j = [], []
+    for g in range(g_lo, g_hi + 1):
+        sel = None if g_lo == g_hi else np.flatnonzero(group == g)
+        if sel is not None and sel.size == 0:
+            continue
+        scale = 1.0 / float(radius.max() if sel is None else radius[sel].max())
+        width = min(int(y_span * scale) + 3, 1 << 20)
+        slots = 1 << max(int(4 * m).bit_length(), int(2 * width + 2).bit_length())
+        mask = slots - 1
+        # Truncation, not floor: cell 0 is twice as wide, and points closer than a cell
+        # still fall in the same or adjacent cells.
+        mkey = (mx * scale).astype(np.int64) * width + ((my - y_lo) * scale).astype(np.int64)
+        mkey &= mask
+        sx, sy = (tx, ty) if sel is None else (tx[sel], ty[sel])
+        tkey = (sx * scale).astype(np.int64) * width + ((sy - y_lo) * scale).astype(np.int64)
+        order = np.argsort(mkey)
+        count = np.bincount(mkey, minlength=slots)
+        start = np.cumsum(count) - count
+        offsets = np.array([a * width + b for a in (-1, 0, 1) for b in (-1, 0, 1)])
+        nkey = (tkey[:, None] + offsets).ravel() & mask
+        counts = count[nkey]
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        rows = np.arange(tkey.size) if sel is None else sel
+        ti = np.repeat(np.repeat(rows, offsets.size), counts)
+        first = np.cumsum(counts) - counts
+        mj = order[np.repeat(start[nkey] - first, counts) + np.arange(total)]
+        d2 = (tx[ti] - mx[mj]) ** 2 + (ty[ti] - my[mj]) ** 2
+        if track_pos.shape[1] > 2:
+            d2 += ((track_pos[:, 2:][ti] - meas_pos[:, 2:][mj]) ** 2).sum(axis=1)
+        near = d2 <= radius[ti] ** 2
+        out_i.append(ti[near])
+        out_j.append(mj[near])
+    if not out_i:
+        return _EMPTY_I64, _EMPTY_I64
+    return np.concatenate(out_i), np.concatenate(out_j)
+
+
+def _lambda_max_bound(S: F64) -> F64:
+    """An upper bound of the largest eigenvalue of symmetric PSD matrices ``(..., d, d)``:
+    exact for 2×2, else the smaller of the trace and the Gershgorin bound."""
+    d = S.shape[-1]
+    if d == 2:
+        a, b, c = S[..., 0, 0], S[..., 0, 1], S[..., 1, 1]
+        return 0.5 * (a + c) + np.sqrt(0.25 * (a - c) ** 2 + b * b)
+    trace = np.trace(S, axis1=-2, axis2=-1)
+    gershgorin = np.abs(S).sum(axis=-1).max(axis=-1)
+    return np.minimum(trace, gershgorin)

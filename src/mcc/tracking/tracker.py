@@ -1,0 +1,289 @@
+"""`MultiTargetTracker`: one of each pipeline step (`mcc.tracking.base`), vectorised over tracks.
+
+Every track is a row of arrays; one `Scan` (the detections of one radar at one time) goes
+through `MultiTargetTracker.step`:
+
+1. **predict** every track to the scan time (per-track ``dt``): `CVPredictor` or
+   `IMMPredictor` (turn rates covering 0-20 deg/s, transitions from the step);
+2. **gate** (`Chi2Gater`): squared Mahalanobis distance of the updater's innovation against
+   the chi-square gate of ``gate_probability``, only for the pairs a spatial grid finds close;
+3. **associate** (`GNNAssociator`): global nearest neighbour with cost d² + ln|S|, confirmed
+   tracks first, then tentative tracks on the detections left;
+4. **update** the assigned tracks: `PositionUpdater` (Cartesian detections) or
+   `PolarEKFUpdater` (range/azimuth[/elevation][/range-rate] from `Scan.from_polar`);
+5. **track life** (`ScanPeriodDeleter`): M-of-N confirmation, consecutive misses counted only
+   where the sensor covers the track (``Scan.coverage``), coasting after
+   ``coast_after_misses``, deletion after ``max_misses``, on covariance growth, or when not
+   updated for ``max(max_coast_s, (max_misses + ½) × the radar's scan period)``;
+6. **initiate** tentative tracks from the detections left over (`OnePointInitiator`,
+   `TwoPointInitiator`).
+
+Tracks get their id (a counter from 1, never reused) when confirmed; tentative tracks are
+internal and have id 0. 2-D (``ndim=2``, state ``[x y vx vy]``) or 3-D (``[x y z vx vy vz]``,
+the bus order of ``Track``/``AirPicture``). Metres, seconds, m/s.
+
+>>> import numpy as np
+>>> trk = MultiTargetTracker(TrackerConfig(ndim=2, sigma_a_mps2=5.0))
+>>> for k in range(3):                # one target at 10 m/s, a radar with 10 m noise
+...     report = trk.step(Scan(float(k), np.array([[10.0 * k, 0.0]]), np.diag([100.0, 100.0])))
+>>> trk.tracks().ids                  # confirmed and coasting tracks, as arrays
+array([1], dtype=uint32)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from mcc.compute.associate import MofNInitiator, count_misses
+from mcc.errors import ComputeError
+from mcc.tracking.associators import GNNAssociator
+from mcc.tracking.base import Measurements, TrackLife
+from mcc.tracking.config import TrackerConfig
+from mcc.tracking.deleters import ScanPeriodDeleter
+from mcc.tracking.gaters import Chi2Gater
+from mcc.tracking.initiators import make_initiator
+from mcc.tracking.predictors import make_predictor
+from mcc.tracking.scan import Scan, StepReport, TrackTable
+from mcc.tracking.updaters import PolarEKFUpdater, PositionUpdater
+from mcc.types import TrackStatus
+
+__all__ = ["MultiTargetTracker"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+_TENTATIVE = int(TrackStatus.TRACK_TENTATIVE.value)
+_CONFIRMED = int(TrackStatus.TRACK_CONFIRMED.value)
+_COASTING = int(TrackStatus.TRACK_COASTING.value)
+_EMPTY_I64 = np.zeros(0, np.int64)
+_MAX_SENSORS = 256  # sensors whose scan period is remembered
+
+
+class MultiTargetTracker:
+    """A multi-radar, multi-target tracker vectorised over tracks (module docstring).
+
+    Feed scans in time order with `step`; read tracks with `tracks`. Not thread-safe.
+    """
+
+    def __init__(self, config: TrackerConfig | None = None) -> None:
+        self.config = config = config or TrackerConfig()
+        self.d = config.ndim
+        self.gate = config.gate
+        self.mofn = MofNInitiator(m=config.confirm_m, n=config.confirm_n)
+        self.predictor = make_predictor(config)
+        self.gater = Chi2Gater(config.gate_probability, config.ndim)
+        self.associator = GNNAssociator(self.gate, cost=config.assignment_cost)
+        self.linear = PositionUpdater(config.ndim)
+        self.ekf = PolarEKFUpdater(config.ndim)
+        self.initiator = make_initiator(config)
+        self.deleter = ScanPeriodDeleter(config)
+        self.time_s: float | None = None
+        self.next_id = 1
+        self.scans = 0
+        self._ids = np.zeros(0, np.uint32)
+        self._status = np.zeros(0, np.uint8)
+        self._history = np.zeros(0, np.uint32)
+        self._age = np.zeros(0, np.int64)
+        self._hits = np.zeros(0, np.int64)
+        self._misses = np.zeros(0, np.int64)
+        self._time = np.zeros(0, np.float64)
+        self._update = np.zeros(0, np.float64)
+        self._birth = np.zeros(0, np.float64)
+        self._period = np.zeros(0, np.float64)
+        self._sensor_time: dict[str, float] = {}
+        self._sensor_period: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        """Every track, tentative ones included."""
+        return int(self._ids.shape[0])
+
+    # -- public -------------------------------------------------------------------------------
+    def tracks(self, *, include_tentative: bool = False) -> TrackTable:
+        """Confirmed and coasting tracks (and tentative ones when asked), as arrays."""
+        rows = (
+            np.arange(len(self))
+            if include_tentative
+            else np.flatnonzero(self._status != _TENTATIVE)
+        )
+        x, P = self.predictor.estimate()
+        quality = self.mofn.hit_count(self._history[rows]) / float(self.config.confirm_n)
+        return TrackTable(
+            ids=self._ids[rows].copy(),
+            status=self._status[rows].copy(),
+            x=x[rows].copy(),
+            P=P[rows].copy(),
+            quality=np.asarray(quality, dtype=np.float64),
+            hits=self._hits[rows].copy(),
+            misses=self._misses[rows].copy(),
+            update_s=self._update[rows].copy(),
+            birth_s=self._birth[rows].copy(),
+        )
+
+    def step(self, scan: Scan) -> StepReport:
+        """Predict every track to ``scan.time_s``, associate, update, confirm, delete, initiate."""
+        t = float(scan.time_s)
+        if not math.isfinite(t):
+            raise ComputeError(f"scan time_s={scan.time_s!r} must be finite seconds")
+        if self.time_s is not None and t < self.time_s:
+            raise ComputeError(
+                f"scan of {scan.sensor_id or 'a sensor'} at t={t:.6f} s is older than the "
+                f"tracker's time {self.time_s:.6f} s; feed scans in time order"
+            )
+        meas = self._measurements(scan)
+        period = self._scan_period(scan.sensor_id, t)
+        updater = (
+            self.ekf
+            if meas.polar is not None and self.config.measurement_update == "ekf"
+            else self.linear
+        )
+        n = len(self)
+        ti = mj = _EMPTY_I64
+        confirmed = deleted = changed = np.zeros(0, np.uint32)
+        if n:
+            self.predictor.predict(np.maximum(t - self._time, 0.0))
+            self._time[:] = t
+            x, P = self.predictor.estimate()
+            if meas.count:
+                gated = self.gater.gate(x, P, meas, updater)
+                first = self._status[gated.ti] != _TENTATIVE
+                ti, mj = self.associator.associate(gated, first, meas.count)
+                if ti.size:
+                    self.predictor.update(ti, updater, meas, mj)
+                    self._period[ti] = period
+            covered = (
+                np.ones(n, bool)
+                if scan.coverage is None
+                else np.asarray(scan.coverage(x[:, : self.d]), dtype=bool).reshape(n)
+            )
+            confirmed, deleted, changed = self._track_life(ti, covered, t)
+        free = np.ones(meas.count, bool)
+        free[mj] = False
+        initiated, refused = self._initiate(meas.subset(np.flatnonzero(free)), period)
+        self.time_s = t
+        self.scans += 1
+        n_confirmed = int(np.count_nonzero(self._status != _TENTATIVE))
+        return StepReport(
+            time_s=t,
+            detections=meas.count,
+            assigned=int(mj.size),
+            initiated=initiated,
+            confirmed=confirmed,
+            deleted=deleted,
+            status_changed=changed,
+            tracks=n_confirmed,
+            tentative=len(self) - n_confirmed,
+            not_initiated=refused,
+        )
+
+    # -- steps --------------------------------------------------------------------------------
+    def _measurements(self, scan: Scan) -> Measurements:
+        d = self.d
+        z = np.asarray(scan.positions_m, dtype=np.float64)
+        if z.size == 0:
+            z = z.reshape(0, d)
+        R = np.asarray(scan.covariance_m2, dtype=np.float64)
+        if z.ndim != 2 or z.shape[1] != d:
+            raise ComputeError(
+                f"scan positions_m must be (M, {d}) for a {d}-D tracker, got {z.shape}"
+            )
+        if R.shape not in ((d, d), (z.shape[0], d, d)):
+            raise ComputeError(
+                f"scan covariance_m2 must be ({d}, {d}) or ({z.shape[0]}, {d}, {d}), got {R.shape}"
+            )
+        if not (np.isfinite(z).all() and np.isfinite(R).all()):
+            raise ComputeError("scan positions_m/covariance_m2 have NaN/inf values")
+        polar = scan.polar
+        if polar is not None and not np.isfinite(polar.z()).all():
+            raise ComputeError("scan polar measurements have NaN/inf values")
+        return Measurements(scan.sensor_id, float(scan.time_s), z, R, polar)
+
+    def _scan_period(self, sensor_id: str, t: float) -> float:
+        """The latest scan period of ``sensor_id`` (0 until its second scan)."""
+        last = self._sensor_time.get(sensor_id)
+        if last is not None and t > last:
+            self._sensor_period[sensor_id] = t - last
+        if sensor_id not in self._sensor_time and len(self._sensor_time) >= _MAX_SENSORS:
+            gone = next(iter(self._sensor_time))
+            del self._sensor_time[gone]
+            self._sensor_period.pop(gone, None)
+        self._sensor_time[sensor_id] = t
+        return self._sensor_period.get(sensor_id, 0.0)
+
+    def _track_life(
+        self, ti: I64, covered: npt.NDArray[np.bool_], t: float
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+        cfg = self.config
+        n = len(self)
+        hit = np.zeros(n, bool)
+        hit[ti] = True
+        seen = np.flatnonzero(covered | hit)
+        self._history[seen] = self.mofn.update(self._history[seen], hit[seen])
+        self._age[seen] += 1
+        self._misses[seen] = count_misses(self._misses[seen], hit[seen])
+        self._hits += hit
+        self._update[hit] = t
+
+        status = self._status
+        tentative = status == _TENTATIVE
+        promote = tentative & self.mofn.confirmed(self._history)
+        active = ~tentative  # confirmed or coasting before this step
+        new_status = np.where(self._misses >= cfg.coast_after_misses, _COASTING, _CONFIRMED)
+        changed_rows = active & (new_status != status)
+        status[active] = new_status[active]
+        n_new = int(promote.sum())
+        if n_new:
+            status[promote] = _CONFIRMED
+            self._ids[promote] = np.arange(self.next_id, self.next_id + n_new, dtype=np.uint32)
+            self.next_id += n_new
+
+        _, P = self.predictor.estimate()
+        life = TrackLife(
+            tentative, promote, self._history, self._age, self._misses, self._update, self._period
+        )
+        delete = self.deleter.delete(life, P, t)
+        deleted = self._ids[delete & (status != _TENTATIVE)]
+        confirmed = self._ids[promote & ~delete]
+        changed = self._ids[changed_rows & ~delete]
+        if delete.any():
+            self._keep(~delete)
+        return confirmed, deleted, changed
+
+    def _keep(self, mask: npt.NDArray[np.bool_]) -> None:
+        for name in (
+            "_ids",
+            "_status",
+            "_history",
+            "_age",
+            "_hits",
+            "_misses",
+            "_time",
+            "_update",
+            "_birth",
+            "_period",
+        ):
+            setattr(self, name, getattr(self, name)[mask])
+        self.predictor.keep(mask)
+
+    def _initiate(self, meas: Measurements, period: float) -> tuple[int, int]:
+        """Start tentative tracks: (started, not started for want of room: ``max_tracks``)."""
+        room = max(self.config.max_tracks - len(self), 0)
+        births, refused = self.initiator.initiate(meas, room)
+        if births is None or births.x.shape[0] == 0:
+            return 0, refused
+        k = births.x.shape[0]
+        t = meas.time_s
+        self._ids = np.concatenate([self._ids, np.zeros(k, np.uint32)])
+        self._status = np.concatenate([self._status, np.full(k, _TENTATIVE, np.uint8)])
+        self._history = np.concatenate([self._history, np.full(k, births.history, np.uint32)])
+        self._age = np.concatenate([self._age, np.full(k, births.age, np.int64)])
+        self._hits = np.concatenate([self._hits, np.full(k, births.hits, np.int64)])
+        self._misses = np.concatenate([self._misses, np.zeros(k, np.int64)])
+        self._time = np.concatenate([self._time, np.full(k, t)])
+        self._update = np.concatenate([self._update, np.full(k, t)])
+        self._birth = np.concatenate([self._birth, np.full(k, t)])
+        self._period = np.concatenate([self._period, np.full(k, period)])
+        self.predictor.append(births.x, births.P)
+        return k, refused

@@ -1,0 +1,174 @@
+"""Updaters: the Kalman update on Cartesian positions, and the extended Kalman filter on
+polar detections (range, azimuth[, elevation][, range rate])."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from mcc.compute import kalman
+from mcc.errors import ComputeError
+from mcc.tracking.base import Measurements
+from mcc.tracking.scan import PolarDetections
+
+__all__ = ["PolarEKFUpdater", "PositionUpdater", "mahalanobis"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class PositionUpdater:
+    """Linear Kalman update with ``H = [I 0]``: the detection is a position (Cartesian scans,
+    or polar ones converted by `kalman.polar_to_cartesian`)."""
+
+    def __init__(self, ndim: int) -> None:
+        self.d = ndim
+
+    def dim(self, meas: Measurements) -> int:
+        return self.d
+
+    def innovation(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64]:
+        z, R = meas.z[cols], meas.R_rows(cols)
+        if x.ndim == 3:
+            z, R = z[:, None], R[:, None]
+        d = self.d
+        return z - x[..., :d], P[..., :d, :d] + R
+
+    def update(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64, F64]:
+        z, R = meas.z[cols], meas.R_rows(cols)
+        if x.ndim == 3:
+            z, R = z[:, None], R[:, None]
+        return _position_update(x, P, z, R, self.d)
+
+
+class PolarEKFUpdater:
+    """Extended Kalman filter update in the radar's own coordinates: ``h(x)`` and its Jacobian
+    from `kalman.polar_measurement` at the prediction, the azimuth innovation wrapped to
+    ±π. Used for scans with ``polar`` set; others go to the `PositionUpdater`."""
+
+    def __init__(self, ndim: int) -> None:
+        self.d = ndim
+        self.linear = PositionUpdater(ndim)
+
+    def dim(self, meas: Measurements) -> int:
+        if meas.polar is None:
+            return self.d
+        return _polar_dim(meas.polar, self.d)
+
+    def innovation(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64]:
+        if meas.polar is None:
+            return self.linear.innovation(x, P, meas, cols)
+        y, H, R = self._linearise(x, meas.polar, cols)
+        return y, kalman._symmetrise(H @ P @ H.swapaxes(-1, -2) + R)
+
+    def update(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64, F64]:
+        if meas.polar is None:
+            return self.linear.update(x, P, meas, cols)
+        y, H, R = self._linearise(x, meas.polar, cols)
+        post = kalman.ekf_update(x, P, y, H, R, xp=np)
+        d2, logdet = mahalanobis(post.innovation, post.S)
+        return post.x, post.P, -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI)
+
+    def _linearise(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
+        h, H = kalman.polar_measurement(
+            x,
+            polar.sensor_position_m,
+            ndim=self.d,
+            elevation=polar.elevation_rad is not None,
+            range_rate=polar.range_rate_mps is not None,
+            xp=np,
+        )
+        z = polar.z()[cols]
+        if self.d == 2 and polar.elevation_rad is not None:
+            z = np.delete(z, 2, axis=1)  # a 2-D tracker ignores elevation
+        if x.ndim == 3:
+            z = z[:, None]
+        y = z - h
+        y[..., 1] = kalman.wrap_angle(y[..., 1], xp=np)
+        R = _polar_R(polar, self.d)
+        return y, H, R
+
+
+def _polar_dim(polar: PolarDetections, d: int) -> int:
+    return (
+        2 + int(polar.elevation_rad is not None and d == 3) + int(polar.range_rate_mps is not None)
+    )
+
+
+def _polar_R(polar: PolarDetections, d: int) -> F64:
+    sig = [polar.sigma_range_m, polar.sigma_azimuth_rad]
+    if polar.elevation_rad is not None and d == 3:
+        sig.append(polar.sigma_elevation_rad)
+    if polar.range_rate_mps is not None:
+        sig.append(polar.sigma_range_rate_mps)
+    return np.diag(np.square(sig))
+
+
+def mahalanobis(y: F64, S: F64) -> tuple[F64, F64]:
+    """``yᵀ S⁻¹ y`` and ``ln|S|`` over a batch: ``y (..., m)``, ``S (..., m, m)``."""
+    if S.shape[-1] <= 3:
+        S_inv, det = _inv_small(S, with_det=True)
+        return np.einsum("...i,...ij,...j->...", y, S_inv, y), np.log(det)
+    sol = np.linalg.solve(S, y[..., None])[..., 0]
+    sign, logdet = np.linalg.slogdet(S)
+    if not bool((sign > 0).all()):
+        raise ComputeError("an innovation covariance is not positive definite; check R and P")
+    return (y * sol).sum(axis=-1), logdet
+
+
+def _position_update(x: F64, P: F64, z: F64, R: F64, d: int) -> tuple[F64, F64, F64]:
+    """Kalman update with ``H = [I 0]`` (the measurement is the position), batched over the
+    leading axes, and the log-likelihood of each measurement.
+
+    The same estimate as `kalman.update` (checked by the tests) written for this H: ``P Hᵀ`` and
+    ``H P`` are slices, ``S⁻¹`` is closed form, ``P⁺ = P − K H P`` (symmetrised).
+    """
+    if x.shape[0] == 0:
+        return x, P, np.zeros(x.shape[:-1])
+    PHt = P[..., :, :d]  # (K, n, d)
+    S = P[..., :d, :d] + R
+    S_inv, det = _inv_small(S, with_det=True)
+    K = PHt @ S_inv  # (K, n, d)
+    y = z - x[..., :d]
+    x_post = x + np.einsum("...ij,...j->...i", K, y)
+    P_post = P - K @ np.ascontiguousarray(P[..., :d, :])
+    P_post = 0.5 * (P_post + P_post.swapaxes(-1, -2))
+    d2 = np.einsum("...i,...ij,...j->...", y, S_inv, y)
+    return x_post, P_post, -0.5 * (d2 + np.log(det) + d * _LOG_2PI)
+
+
+@overload
+def _inv_small(S: F64) -> F64: ...
+@overload
+def _inv_small(S: F64, *, with_det: Literal[True]) -> tuple[F64, F64]: ...
+def _inv_small(S: F64, *, with_det: bool = False) -> F64 | tuple[F64, F64]:
+    """Inverses of a stack of symmetric positive-definite 1×1, 2×2 or 3×3 matrices, closed form
+    (LAPACK's batched inverse costs ~0.6 µs per 2×2 matrix, this ~0.03 µs)."""
+    d = S.shape[-1]
+    if d == 1:
+        det = S[..., 0, 0]
+        out = 1.0 / S
+    elif d == 2:
+        a, b, c = S[..., 0, 0], S[..., 0, 1], S[..., 1, 1]
+        det = a * c - b * b
+        out = np.empty_like(S)
+        out[..., 0, 0] = c
+        out[..., 1, 1] = a
+        out[..., 0, 1] = out[..., 1, 0] = -b
+        out /= det[..., None, None]
+    elif d == 3:
+        # The adjugate's columns are cross products of the columns.
+        c0, c1, c2 = S[..., :, 0], S[..., :, 1], S[..., :, 2]
+        adj = np.stack([np.cross(c1, c2), np.cross(c2, c0), np.cross(c0, c1)], axis=-2)
+        det = np.einsum("...i,...i->...", c0, adj[..., 0, :])
+        out = adj / det[..., None, None]
+    else:
+        inv = np.asarray(np.linalg.inv(S), dtype=np.float64)
+        return (inv, np.linalg.det(S)) if with_det else inv
+    if not bool((det > 0).all()):
+        raise ComputeError("an innovation covariance is not positive definite; check R and P")
+    return (out, det) if with_det else out
