@@ -1,7 +1,7 @@
 """Benchmark results in one shape for every bench: JSON, a terminal table, a Markdown table.
 
 ``{"bench": NAME, "created": ISO-8601, "host": {...}, "command": "...", "rows": [...]}``
-with units in the key names (DESIGN.md, Benchmarks).
+with units in the key names (`p50_us`, `msgs_per_s`, `ms_per_scan`; docs/benchmarks.md).
 """
 
 from __future__ import annotations
