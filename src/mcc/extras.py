@@ -40,8 +40,15 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mcc`` console script: `mcc.cli.main`, with a missing extra named instead of a
-    traceback (exit 2, as for any usage error)."""
+    traceback (exit 2, as for any usage error), and JSON logs when ``MCC_LOG_FORMAT=json``."""
+    import os
+
     from mcc.cli import main as cli_main
+
+    if os.environ.get("MCC_LOG_FORMAT") == "json":
+        from mcc.observe.logs import configure_logging
+
+        configure_logging("json")
 
     try:
         return cli_main(argv)
