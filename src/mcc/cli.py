@@ -275,13 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_perftest_parsers(bsub)  # latency, throughput, scale, blocked, load, all
 
     from mcc.bench.c2loop import add_parser as add_c2loop_parser
+    from mcc.bench.chaos import add_parser as add_chaos_bench_parser
     from mcc.bench.deploy import add_parser as add_deploy_parser
     from mcc.bench.tracker import add_parser as add_tracker_parser
 
     add_deploy_parser(bsub)
     add_tracker_parser(bsub)
     add_c2loop_parser(bsub)
+    add_chaos_bench_parser(bsub)
 
+    from mcc.tracking.replay import add_parser as add_track_parser
+
+    add_track_parser(sub)  # mcc track replay
     from mcc.console.commands import add_parsers as add_console_parsers
 
     add_console_parsers(sub)

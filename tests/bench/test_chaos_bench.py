@@ -1,0 +1,67 @@
+"""`mcc bench chaos`: its measures on made-up histories, and one real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcc.bench.chaos import Watch, _missing_ids, _picture_gap, _switches, run_chaos
+
+
+def test_order_ids_lost_are_counted_within_a_numbering() -> None:
+    assert _missing_ids([]) == 0
+    assert _missing_ids([5, 6, 7]) == 0
+    assert _missing_ids([5, 6, 9]) == 2  # 7 and 8 never heard
+    assert _missing_ids([5, 6, 90_000, 90_001]) == 0  # a TEWA that started from a new base
+
+
+def test_picture_gap_is_the_longest_silence_in_the_window() -> None:
+    watch = Watch("m")
+    watch.pictures = [(t, frozenset()) for t in (10.0, 10.5, 11.0, 13.2, 13.7)]
+    assert _picture_gap(watch, 10.0, 14.0) == 2.2
+    assert _picture_gap(watch, 14.0, 20.0) == 6.0  # nothing at all in the window
+    assert _picture_gap(Watch("m"), 0.0, 5.0) is None  # a mission without a picture
+
+
+def test_track_id_switches_need_a_lost_id_and_a_new_one() -> None:
+    watch = Watch("m")
+    watch.pictures = [(1.0, frozenset({1, 2, 3})), (2.0, frozenset({1, 2, 7})), (3.0, frozenset())]
+    assert _switches(watch, 1, recovered=1.5) == 1  # 3 became 7
+    resumed = Watch("m")
+    resumed.pictures = [(1.0, frozenset({1, 2, 3})), (2.0, frozenset({1, 2, 3}))]
+    assert _switches(resumed, 1, recovered=1.5) == 0
+    died = Watch("m")  # a target shot down: its track ends, no new id takes its place
+    died.pictures = [(1.0, frozenset({1, 2, 3})), (2.0, frozenset({1, 2}))]
+    assert _switches(died, 1, recovered=1.5) == 0
+
+
+MANIFEST = """\
+mission: chaosb
+domain: 0
+systems:
+  radar: {app: "mcc.orchestrate.probe:idle", resources: {cpus: 0.1}}
+  peer: {command: [sleep, "300"], resources: {cpus: 0.1}}
+clusters:
+  w: {app: "mcc.orchestrate.probe:idle", size: 2, max: 4, resources: {cpus: 0.1}}
+"""
+
+
+@pytest.mark.slow
+def test_a_run_kills_the_supervisor_the_agent_and_an_instance_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    manifest = tmp_path / "chaosb.yaml"
+    manifest.write_text(MANIFEST)
+    result = run_chaos(manifest, every_s=0.5, kinds=["radar", "supervisor", "agent"])
+    rows = {r["kill"]: r for r in result["kills"]}
+    assert set(rows) == {"radar", "supervisor", "agent"}
+    assert not any(r.get("error") for r in rows.values()), rows
+    supervisor = rows["supervisor"]
+    assert supervisor["restarted"] == 0  # the standby adopted every instance
+    assert supervisor["recover_s"] is not None and supervisor["recover_s"] > 0
+    radar = rows["radar"]
+    assert 0 < radar["detect_s"] <= radar["recover_s"] and radar["restarted"] == 0
+    # the foreign command dies with its node agent and is restarted; the apps are adopted
+    assert rows["agent"]["restarted"] == 1
+    assert result["run"]["ok"] and result["run"]["orders_issued"] is None
