@@ -52,9 +52,14 @@ def parses(argv: list[str]) -> None:
         pytest.fail(f"mcc {shlex.join(argv)}: not a valid command line (exit {exc.code})")
 
 
-def test_there_is_a_unit_for_the_agent_the_supervisor_and_the_console() -> None:
+def test_there_is_a_unit_for_the_agent_the_supervisor_the_console_and_the_observer() -> None:
     names = {u.name for u in UNITS}
-    assert names == {"mcc-agent.service", "mcc-supervisor@.service", "mcc-console@.service"}
+    assert names == {
+        "mcc-agent.service",
+        "mcc-supervisor@.service",
+        "mcc-console@.service",
+        "mcc-observe@.service",
+    }
 
 
 def test_units_verify(tmp_path: Path) -> None:
@@ -82,6 +87,10 @@ def test_units_notify_and_have_a_watchdog(unit: Path) -> None:
     exec_start = shlex.split(settings["ExecStart"].replace("%i", "sam-toc").replace("%H", "h"))
     if exec_start[0].endswith("/mcc"):
         parses(exec_start[1:])
+    elif exec_start[1:3] == ["-m", "mcc.observe"]:
+        from mcc.observe.observer import _parser
+
+        _parser().parse_args(exec_start[3:])
     else:
         assert exec_start[1:3] == ["-m", "mcc.orchestrate.agent"], exec_start
 

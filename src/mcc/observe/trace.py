@@ -79,9 +79,10 @@ class _Bounded(OrderedDict[Any, _Seen]):
 
 
 class ChainTracer:
-    """Joins the chain's samples into one trace per answered order (see the module's doc)."""
+    """Joins the chain's samples into one trace per answered order (see the module's doc);
+    with ``tracer`` None it only counts the samples per topic (``samples``)."""
 
-    def __init__(self, tracer: Any, *, limit: int = 4096) -> None:
+    def __init__(self, tracer: Any | None, *, limit: int = 4096) -> None:
         self._tracer = tracer
         self._lock = threading.Lock()
         self._detections = _Bounded(limit)  # origin_ns
@@ -131,7 +132,7 @@ class ChainTracer:
             self.samples["EngagementOutcome"] += 1
             status = getattr(outcome.status, "name", str(outcome.status))
             order_id = int(outcome.order_id)
-            if status not in _ANSWERED or order_id in self._traced:
+            if self._tracer is None or status not in _ANSWERED or order_id in self._traced:
                 return False
             self._traced[order_id] = None
             while len(self._traced) > self._limit:
@@ -160,6 +161,8 @@ class ChainTracer:
 
     def _emit(self, origin_ns: int, hops: list[tuple[str, int, dict[str, Any]]]) -> None:
         from opentelemetry import trace
+
+        assert self._tracer is not None
 
         end_ns = max([origin_ns, *(end for _, end, _ in hops)])
         root = self._tracer.start_span(
