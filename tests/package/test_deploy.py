@@ -22,6 +22,8 @@ from mcc.bus.core import BusStatistics
 from mcc.cli import build_parser
 from mcc.console import metrics as console_metrics
 from mcc.observe.metrics import BusStatsCollector, HeartbeatCollector, StatusCollector
+from mcc.observe.observer import TopicCounter
+from mcc.observe.trace import ChainTracer
 from mcc.resources import data_root
 from tests.conftest import REPO, require_tool
 
@@ -164,11 +166,16 @@ def exported_metric_names() -> set[str]:
         snapshot, {"Track": 1}, console_metrics.ServerFigures(), dropped={("Track", "x"): 1}
     )
     registry = CollectorRegistry()
-    registry.register(StatusCollector(lambda: {"instances": [], "clusters": {}}))
+    registry.register(
+        StatusCollector(
+            lambda: {"instances": [], "clusters": {"c": {"size": 1, "min": 0, "max": 2}}}
+        )
+    )
     stats = BusStatistics()
     stats.dropped_by_topic["Track"] = 1
     registry.register(BusStatsCollector(lambda: stats))
     registry.register(HeartbeatCollector())
+    registry.register(TopicCounter(ChainTracer(None)))
     text += generate_latest(registry).decode()
     return {f.name for f in text_string_to_metric_families(text)}
 
