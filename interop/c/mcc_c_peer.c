@@ -3,6 +3,8 @@
  *
  *   mcc-c-peer radar    [--sensor-id ID] [--position X,Y,Z] [--period-s S] [--targets N]
  *                       [--seed N] [--duration-s S]
+ *   mcc-c-peer echo     (PerfSample from PerfPing back on PerfPong until seq 0: the latency
+ *                       bench's peer, `mcc bench latency --peer cyclone-c`)
  *   mcc-c-peer launcher [--weapon-id ID] [--position X,Y,Z] [--rounds N] [--min-range-m M]
  *                       [--max-range-m M] [--flight-s S] [--status-period-s S] [--duration-s S]
  *
@@ -451,6 +453,52 @@ static int run_launcher(int argc, char **argv)
   return 0;
 }
 
+/* -- echo (mcc bench latency --peer cyclone-c) --------------------------------------------- */
+
+static int run_echo(int argc, char **argv)
+{
+  for (int i = 0; i < argc; i++)
+    usage_error("unknown echo option", argv[i]);
+  struct bus bus = open_bus();
+  dds_qos_t *qos = dds_create_qos();
+  dds_qset_reliability(qos, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+  dds_qset_durability(qos, DDS_DURABILITY_VOLATILE);
+  dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, 50); /* profile perf_reliable */
+  dds_entity_t ping_topic = make_topic(&bus, &mcc_PerfSample_desc, "PerfPing", qos);
+  dds_entity_t pong_topic = make_topic(&bus, &mcc_PerfSample_desc, "PerfPong", qos);
+  dds_entity_t reader = dds_create_reader(bus.subscriber, ping_topic, qos, NULL);
+  dds_entity_t writer = dds_create_writer(bus.publisher, pong_topic, qos, NULL);
+  dds_delete_qos(qos);
+  if (reader < 0 || writer < 0)
+    die("creating the echo's reader and writer", reader < 0 ? reader : writer);
+  dds_entity_t waitset = dds_create_waitset(bus.participant);
+  dds_entity_t cond = dds_create_readcondition(reader, DDS_ANY_STATE);
+  dds_waitset_attach(waitset, cond, 0);
+  printf("mcc-c-peer echo: ready, Cyclone DDS C %s\n", DDS_VERSION);
+  long echoed = 0;
+  while (!stop_requested) {
+    if (dds_waitset_wait(waitset, NULL, 0, DDS_MSECS(100)) <= 0)
+      continue;
+    void *samples[16] = {NULL};
+    dds_sample_info_t infos[16];
+    dds_return_t n = dds_take(reader, samples, infos, 16, 16);
+    for (dds_return_t k = 0; k < n; k++) {
+      const mcc_PerfSample *s = samples[k];
+      if (!infos[k].valid_data)
+        continue;
+      if (s->seq == 0) /* the end of a run (mcc.bench.latency) */
+        stop_requested = 1;
+      else if (dds_write(writer, s) == 0)
+        echoed++;
+    }
+    if (n > 0)
+      dds_return_loan(reader, samples, n);
+  }
+  dds_delete(bus.participant);
+  printf("mcc-c-peer echo: %ld samples\n", echoed);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   signal(SIGTERM, on_signal);
@@ -460,6 +508,8 @@ int main(int argc, char **argv)
     return run_radar(argc - 2, argv + 2);
   if (argc >= 2 && !strcmp(argv[1], "launcher"))
     return run_launcher(argc - 2, argv + 2);
-  usage_error("first argument must be 'radar' or 'launcher'", argc >= 2 ? argv[1] : NULL);
+  if (argc >= 2 && !strcmp(argv[1], "echo"))
+    return run_echo(argc - 2, argv + 2);
+  usage_error("first argument must be 'radar', 'launcher' or 'echo'", argc >= 2 ? argv[1] : NULL);
   return 2;
 }

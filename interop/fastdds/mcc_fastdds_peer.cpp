@@ -6,19 +6,22 @@
  *   mcc-fastdds-peer dump      --type T [--topic N] --profile P [--count K] [--timeout-s S]
  *                              each sample received, one JSON line on stdout
  *   mcc-fastdds-peer malformed --kind truncated|utf8|encoding [--count K] [--period-s S]
- *                              bad DetectionBatch samples between good ones (pattern seed 1)
+ *                              bad DetectionBatch samples between valid ones (sensor
+ *                              "fastdds-malformed", one detection)
  *   mcc-fastdds-peer radar     --sensor-id ID --position X,Y,Z --scan-period-s S --sigmas R,AZ,EL,VR
  *                              --pd P --clutter-rate C --coverage RMIN,RMAX,ELMIN,ELMAX[,AZ0,WIDTH]
  *                              [--seed N] [--duration-s S]   DetectionBatch from the bus's Truth
- *   mcc-fastdds-peer console   --mission M [--timeout-s S]  reads Track, AirPicture and
- *                              MissionStatus, sends `Command status`, prints the reply
- *   mcc-fastdds-peer echo      [--count K] [--timeout-s S]  PerfSample from PerfPing back on PerfPong
+ *   mcc-fastdds-peer console   --mission M [--timeout-s S] [--principal P]  reads Track,
+ *                              AirPicture and MissionStatus, sends `Command status` (in
+ *                              partition cmd/P, default cmd/fastdds-console), prints the reply
+ *   mcc-fastdds-peer echo      [--count K] [--timeout-s S] [--profile P]  PerfSample from
+ *                              PerfPing back on PerfPong, until one with seq 0
  *
  * Types come from idl/mcc.idl through fastddsgen at build time (never checked in), pattern fill
  * and JSON output from mcc_glue.hpp, generated from the same IDL by `python -m
  * mcc.types.foreign`. QoS comes from the Fast DDS XML profiles that `mcc qos export --vendor
- * fastdds` writes (--qos FILE, default env MCC_FASTDDS_QOS): data_writer/data_reader profile
- * "mcc::PROFILE". Fast DDS 2.x writes and reads XCDR1 only, which is why MCC's writers write
+ * fastdds` writes (--qos FILE, else env MCC_FASTDDS_QOS, else mcc-fastdds.xml beside the
+ * executable, which `make interop` exports): data_writer/data_reader profile "mcc::PROFILE". Fast DDS 2.x writes and reads XCDR1 only, which is why MCC's writers write
  * XCDR1 (docs/interop.md).
  *
  * Environment: MCC_DOMAIN (default 0), MCC_PARTITIONS (comma-separated), MCC_FASTDDS_PEERS
@@ -43,6 +46,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <fastcdr/Cdr.h>
 #include <fastcdr/FastBuffer.h>
@@ -278,10 +283,23 @@ std::unique_ptr<Bus> open_bus(const std::string& qos_file)
   return bus;
 }
 
+// --qos, else $MCC_FASTDDS_QOS, else mcc-fastdds.xml beside this executable (make interop).
 std::string qos_file(const std::map<std::string, std::string>& o)
 {
   const char* env = std::getenv("MCC_FASTDDS_QOS");
-  return opt(o, "--qos", env != nullptr ? env : "");
+  if (env != nullptr && *env != '\0')
+    return opt(o, "--qos", env);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string beside;
+  if (n > 0)
+  {
+    std::string path(self, static_cast<size_t>(n));
+    beside = path.substr(0, path.rfind('/') + 1) + "mcc-fastdds.xml";
+    if (access(beside.c_str(), R_OK) != 0)
+      beside.clear();
+  }
+  return opt(o, "--qos", beside);
 }
 
 // Wait until `writer` matches a reader (so nothing written is lost to discovery), or time out.
@@ -384,6 +402,8 @@ int run_dump(int argc, char** argv)
   return got >= count ? 0 : 3;
 }
 
+void pack(std::vector<uint8_t>& out, const std::vector<double>& values);
+
 // -- malformed samples ----------------------------------------------------------------------
 
 // A type support that writes whatever bytes it is given under an MCC type name: how a buggy or
@@ -439,8 +459,17 @@ int run_malformed(int argc, char** argv)
   long count = static_cast<long>(to_double("--count", opt(o, "--count", "20")));
   double period_s = to_double("--period-s", opt(o, "--period-s", "0.1"));
   double match_s = to_double("--match-timeout-s", opt(o, "--match-timeout-s", "30"));
+  // A valid batch (one detection 10 km north), which MCC readers take, and its bad versions.
   mcc::DetectionBatch good;
-  mcc_glue::fill(good, 1);
+  good.sensor_id("fastdds-malformed");
+  good.count(1);
+  for (auto* seq : {&good.range_m(), &good.azimuth_rad(), &good.elevation_rad(),
+                    &good.radial_velocity_mps(), &good.snr_db(), &good.x_m(), &good.y_m(),
+                    &good.z_m()})
+    pack(*seq, {0.0});
+  pack(good.range_m(), {10000.0});
+  pack(good.y_m(), {10000.0});
+  pack(good.snr_db(), {20.0});
   std::vector<uint8_t> bad;
   if (kind == "truncated")  // a sequence length that runs past the end of the sample
   {
@@ -469,10 +498,19 @@ int run_malformed(int argc, char** argv)
     return 3;
   }
   std::cout << "malformed " << kind << ": matched" << std::endl;
-  RawBytes good_bytes{serialized(good)}, bad_bytes{bad};
+  RawBytes bad_bytes{bad};
   for (long k = 0; k < count && !stop_requested; k++)
   {
-    w->write(k % 2 == 0 ? &bad_bytes : &good_bytes);
+    if (k % 2 == 0)
+      w->write(&bad_bytes);
+    else
+    {
+      good.scan_id(static_cast<uint64_t>(k));
+      good.origin_ns(now_ns());
+      good.publish_ns(now_ns());
+      RawBytes good_bytes{serialized(good)};
+      w->write(&good_bytes);
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(period_s));
   }
   return 0;
@@ -652,7 +690,7 @@ int run_radar(int argc, char** argv)
 
 int run_console(int argc, char** argv)
 {
-  auto o = options(argc, argv, {"--mission", "--timeout-s", "--qos", "--client-id"});
+  auto o = options(argc, argv, {"--mission", "--timeout-s", "--qos", "--client-id", "--principal"});
   const std::string mission = opt(o, "--mission", "");
   if (mission.empty())
     usage("console needs --mission");
@@ -666,12 +704,24 @@ int run_console(int argc, char** argv)
       bus->reader("MissionStatus", TypeSupport(new mcc::MissionStatusPubSubType()), "state");
   DataReader* replies =
       bus->reader("CommandReply", TypeSupport(new mcc::CommandReplyPubSubType()), "command");
-  DataWriter* commands = bus->writer("Command", TypeSupport(new mcc::CommandPubSubType()), "request");
+  // Requests go out in the partition of who asks on the supervisor's channel, cmd/PRINCIPAL
+  // (mcc.bus.rpc): the supervisor learns the sender from it, never from a field.
+  PublisherQos cmd_pub = PUBLISHER_QOS_DEFAULT;
+  const std::string partition = "cmd/" + opt(o, "--principal", "fastdds-console");
+  cmd_pub.partition().push_back(partition.c_str());
+  Publisher* cmd_publisher = bus->participant->create_publisher(cmd_pub);
+  if (cmd_publisher == nullptr)
+    die("cannot create the publisher of partition " + partition);
+  DataWriter* commands = cmd_publisher->create_datawriter(
+      bus->topic("Command", TypeSupport(new mcc::CommandPubSubType())), bus->writer_qos("request"));
+  if (commands == nullptr)
+    die("cannot create the Command writer");
   std::cout << "console: ready" << std::endl;
 
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   long n_tracks = 0, n_pictures = 0, n_statuses = 0, confirmed = 0;
   bool sent = false, replied = false;
+  auto matched_at = std::chrono::steady_clock::now(), sent_at = matched_at;
   const std::string command_id = client_id + "/1";
   while (!stop_requested && std::chrono::steady_clock::now() < end)
   {
@@ -692,7 +742,7 @@ int run_console(int argc, char** argv)
       }
     mcc::AirPicture picture;
     while (pictures->take_next_sample(&picture, &info) == ReturnCode_t::RETCODE_OK)
-      if (info.valid_data && ++n_pictures == 1)
+      if (info.valid_data && picture.count() > 0 && ++n_pictures == 1)
       {
         std::cout << "{\"topic\":\"AirPicture\",\"sample\":";
         mcc_glue::to_json(std::cout, picture);
@@ -706,12 +756,18 @@ int run_console(int argc, char** argv)
         mcc_glue::to_json(std::cout, status);
         std::cout << "}" << std::endl;
       }
-    if (!sent)
+    // Sent a second after the supervisor's reader matched (its side may not have matched this
+    // writer yet, and a volatile reader skips what came before), again every 3 s until answered.
+    auto now = std::chrono::steady_clock::now();
+    PublicationMatchedStatus matched;
+    commands->get_publication_matched_status(matched);
+    if (matched.current_count == 0)
+      matched_at = now;
+    if (!replied && matched.current_count > 0 && now - matched_at > std::chrono::seconds(1) &&
+        (!sent || now - sent_at > std::chrono::seconds(3)))
     {
-      PublicationMatchedStatus matched;
-      commands->get_publication_matched_status(matched);
-      if (matched.current_count > 0)
       {
+        sent_at = now;
         mcc::Command command;
         command.command_id(command_id);
         command.client_id(client_id);
@@ -719,7 +775,7 @@ int run_console(int argc, char** argv)
         command.verb("status");
         command.args_json("{}");
         command.issue_ns(now_ns());
-        sent = commands->write(&command);
+        sent = commands->write(&command) || sent;
       }
     }
     mcc::CommandReply reply;
@@ -764,7 +820,9 @@ int run_echo(int argc, char** argv)
     if (!ping->wait_for_unread_message(eprosima::fastrtps::Duration_t(0, 100000000)))
       continue;
     while (ping->take_next_sample(&sample, &info) == ReturnCode_t::RETCODE_OK)
-      if (info.valid_data)
+      if (info.valid_data && sample.seq() == 0)  // the end of a run (mcc.bench.latency)
+        stop_requested = true;
+      else if (info.valid_data)
       {
         pong->write(&sample);
         echoed++;

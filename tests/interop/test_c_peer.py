@@ -40,7 +40,7 @@ def c_peer() -> Path:
 
 def test_peer_refuses_bad_arguments(c_peer: Path) -> None:
     for argv, text in (
-        ([], "first argument must be 'radar' or 'launcher'"),
+        ([], "first argument must be 'radar', 'launcher' or 'echo'"),
         (["radar", "--period-s", "fast"], "--period-s"),
         (["launcher", "--bogus"], "unknown launcher option"),
     ):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,9 +192,9 @@ def test_malformed_foreign_samples_are_counted_and_dropped(
         assert peer.returncode == 0, out[-3000:]
         wait_for(lambda: len(seen) >= 5, 10, f"good samples between the {kind} ones")
         stats = bus.stats
-        good = foreign.pattern_sample(MODULE, "DetectionBatch", 1)
-        assert all(foreign.plain(s) == good for s in seen)
-        assert len(seen) <= 10  # only the good ones
+        assert {(s.sensor_id, s.count) for s in seen} == {("fastdds-malformed", 1)}
+        assert sorted(s.scan_id for s in seen) == sorted({s.scan_id for s in seen})
+        assert all(s.scan_id % 2 == 1 for s in seen)  # only the good ones (odd writes)
         if kind == "utf8":  # well-formed CDR, bad content: MCC's decoder drops and counts it
             assert stats.dropped_by_topic.get("DetectionBatch", 0) == 10, stats
         assert stats.handler_errors == 0
@@ -201,8 +202,7 @@ def test_malformed_foreign_samples_are_counted_and_dropped(
         before = len(seen)
         again = _peer(
             fastdds_peer,
-            *("publish", "--type", "DetectionBatch", "--profile", "sensor_stream"),
-            *("--seed", "1", "--count", "30", "--period-s", "0.05"),
+            *("malformed", "--kind", kind, "--count", "40", "--period-s", "0.05"),
             env=foreign_env,
         )
         try:
@@ -326,7 +326,7 @@ def test_fastdds_echo_answers_perf_samples(fastdds_peer: Path, foreign_env: dict
             ping = bus.writer("PerfPing", type=types.PerfSample, profile="perf_reliable")
             ping.wait_for_readers(1, timeout_s=20)
             got: list[types.PerfSample] = []
-            for seq in range(5):
+            for seq in range(1, 6):
                 ping.write(
                     types.PerfSample(writer_id="t", seq=seq, send_ns=seq, payload=b"x" * seq)
                 )
@@ -336,7 +336,32 @@ def test_fastdds_echo_answers_perf_samples(fastdds_peer: Path, foreign_env: dict
                     return any(g.seq == seq for g in got)
 
                 wait_for(echoed, 10, f"the echo of sample {seq}")
-            assert [g.seq for g in got] == list(range(5))
-            assert [g.payload for g in got] == [b"x" * seq for seq in range(5)]
+            assert [g.seq for g in got] == list(range(1, 6))
+            assert [g.payload for g in got] == [b"x" * seq for seq in range(1, 6)]
     finally:
         _finish(echo, 20)
+
+
+def test_bench_latency_rows_beside_ddsperf(
+    fastdds_peer: Path, foreign_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`mcc bench latency --peer fastdds --peer cyclone-c`: mcc pinging each foreign echo, in
+    the same run as ddsperf."""
+    out = tmp_path / "latency.json"
+    cmd = [
+        *(sys.executable, "-m", "mcc.cli", "bench", "latency", "--quick", "--net", "host"),
+        *("--impl", "mcc,ddsperf", "--peer", "fastdds", "--peer", "cyclone-c"),
+        *("--sizes", "64", "--intervals", "0", "--json", str(out)),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=foreign_env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {row["impl"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"mcc", "ddsperf", "fastdds", "cyclone-c"}
+    for impl in ("fastdds", "cyclone-c"):
+        row = rows[impl]
+        assert "error" not in row, row
+        assert row["count"] >= 100 and row["lost"] == 0, row
+        assert 0 < row["p50_us"] <= row["p99_us"], row
+        assert row["ratio_p50_vs_ddsperf"] > 0, row

@@ -10,7 +10,8 @@ the next multiple of the interval (or right after the echo when that is later); 
 after the echo.
 
 Anchors in the same run, per size and interval: Cyclone's C ``ddsperf`` ping/pong, ``sockperf``
-UDP (or TCP) ping-pong and an MPI ping-pong (``mpi4py``, host network, flat out only).
+UDP (or TCP) ping-pong and an MPI ping-pong (``mpi4py``, host network, flat out only). With
+``--peer fastdds|cyclone-c`` a row of mcc pinging the echo of a foreign peer (``make interop``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,15 @@ IMPLS = (
     "mcc-secure",  # mcc with DDS Security, signed and encrypted
     "ddsperf-11",  # ddsperf of MCC's own Cyclone build (11.0.1), the secured anchor's baseline
     "ddsperf-secure",  # that ddsperf with the same governance as mcc-secure
+    "fastdds",  # mcc pinging the Fast DDS peer's echo (interop/fastdds, make interop)
+    "cyclone-c",  # mcc pinging the Cyclone C peer's echo (interop/c, make interop)
 )
+#: ``--peer NAME``: the foreign echoes mcc pings (docs/interop.md), and their executables
+#: under the build folder of `make interop` (``$MCC_INTEROP_BUILD``, default ./build).
+PEERS = {
+    "fastdds": ("interop-fastdds/mcc-fastdds-peer", "echo"),
+    "cyclone-c": ("interop/mcc-c-peer", "echo"),
+}
 SECURITY_IMPLS = ("mcc-secure", "ddsperf-11", "ddsperf-secure")
 DEFAULT_IMPLS = ("mcc", "ddsperf", "sockperf", "mpi")
 DEFAULT_COUNT = 100_000
@@ -590,6 +599,12 @@ def _latency_row(
                 options = dataclasses.replace(options, security=impl == "ddsperf-secure")
             own = impl != "ddsperf"  # MCC's Cyclone build: the same library as mcc's rows
             row.update(_ddsperf_row(options, nodes, size, interval_ms, duration_s, domain, own))
+        elif impl in PEERS:
+            result = _peer_pingpong(
+                impl, options, nodes, size, interval_ms, duration_s, domain, plan.count
+            )
+            row.update({"multicast": False, **result.stats().as_row()})
+            row["cdf_us"] = result.recorder.cdf()
         elif impl == "sockperf":
             row.update({"reliable": None, "keyed": None, "multicast": None, "send_queue": None})
             row.update(_sockperf_row(options, nodes, size, interval_ms, duration_s))
@@ -599,6 +614,74 @@ def _latency_row(
     except MccError as exc:
         row["error"] = str(exc).splitlines()[0][:300]
     return row
+
+
+def _peer_pingpong(
+    peer: str,
+    options: PerfOptions,
+    nodes: Sequence[Node],
+    size: int,
+    interval_ms: float,
+    duration_s: float,
+    domain: int,
+    count: int,
+) -> PingPong:
+    """mcc (this process) pinging a foreign echo: loopback unicast without a discovery tag
+    (other vendors never see Cyclone's), XCDR1 as the profile says, QoS from the same
+    profiles (the Fast DDS echo loads `mcc qos export --vendor fastdds`)."""
+    import tempfile
+
+    from mcc.bus.qos import default_library, export_profiles
+
+    if any(node.netns is not None for node in nodes):
+        raise MccError(f"--peer {peer}: host network only (the peer knows no namespaces)")
+    if options.keyed or (peer == "cyclone-c" and not options.reliable):
+        raise MccError(f"--peer {peer}: reliable, keyless PerfSample only")
+    if options.security:
+        raise MccError(f"--peer {peer}: not over DDS Security (docs/interop.md)")
+    path, role = PEERS[peer]
+    exe = Path(os.environ.get("MCC_INTEROP_BUILD", "build")) / path
+    if not os.access(exe, os.X_OK):
+        raise MccError(f"--peer {peer}: {exe} not built; run `make interop` in the repository")
+    transport = Transport.loopback(None)
+    env = transport.apply_to_env({k: v for k, v in os.environ.items() if k != "MCC_DISCOVERY_TAG"})
+    with tempfile.TemporaryDirectory(prefix="mcc-peer-") as tmp:
+        qos = Path(tmp) / "fastdds.xml"
+        qos.write_text(export_profiles(default_library(), "fastdds"))
+        env.update(MCC_DOMAIN=str(domain), MCC_FASTDDS_PEERS="127.0.0.1", MCC_FASTDDS_QOS=str(qos))
+        argv = [str(exe), role]
+        if peer == "fastdds":
+            argv += ["--profile", _profile(options.reliable)]
+        echo = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        spec = _PingSpec(
+            domain_id=domain,
+            size_bytes=size,
+            duration_s=duration_s,
+            reliable=options.reliable,
+            keyed=False,
+            warmup=200,
+            max_samples=count,
+            mode="listener",
+            interval_ms=interval_ms,
+        )
+        saved = os.environ.pop("MCC_DISCOVERY_TAG", None)  # _ping's bus would take it
+        try:
+            perftest.claim_in_process(domain)
+            return _ping(spec, transport, perftest.perf_qos_file(options.send_queue))
+        except MccError as exc:
+            echo.kill()
+            said = echo.communicate(timeout=10)[0][-2000:]
+            raise MccError(f"{exc}\n--- the {peer} echo said:\n{said}") from None
+        finally:
+            if saved is not None:
+                os.environ["MCC_DISCOVERY_TAG"] = saved
+            try:
+                echo.communicate(timeout=10)  # it ends on the seq-0 sample
+            except subprocess.TimeoutExpired:
+                echo.kill()
+                echo.communicate()
 
 
 def _ddsperf_row(
@@ -821,6 +904,14 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         help="add rows over DDS Security (signed and encrypted): mcc-secure beside mcc, "
         "and ddsperf-secure beside ddsperf-11 (MCC's own Cyclone build), same governance",
     )
+    p.add_argument(
+        "--peer",
+        action="append",
+        choices=sorted(PEERS),
+        default=[],
+        help="add a row of mcc pinging a foreign echo: the Fast DDS or Cyclone C peer of "
+        "`make interop` (host network, loopback; docs/interop.md)",
+    )
     perftest.add_common_options(p)
     p.set_defaults(func=cmd_latency)
     return p
@@ -834,7 +925,8 @@ def plan_from_args(args: argparse.Namespace) -> LatencyPlan:
         intervals_ms=parse_floats("--intervals", args.intervals)
         or (QUICK_INTERVALS_MS if args.quick else DEFAULT_INTERVALS_MS),
         impls=tuple(i.strip() for i in args.impl.split(",") if i.strip())
-        + (SECURITY_IMPLS if args.security else ()),
+        + (SECURITY_IMPLS if args.security else ())
+        + tuple(getattr(args, "peer", None) or ()),
         count=args.count or (QUICK_COUNT if args.quick else DEFAULT_COUNT),
         max_duration_s=args.duration
         or (QUICK_MAX_DURATION_S if args.quick else DEFAULT_MAX_DURATION_S),
