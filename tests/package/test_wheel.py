@@ -190,6 +190,13 @@ def test_a_command_names_the_extra_it_needs(installed: Installed) -> None:
         cwd=installed.cwd,
         timeout_s=60,
     ).stdout.strip()
+    # The observer and its metrics are core: prometheus-client is a core dependency.
+    run(
+        [installed.python, "-m", "mcc.observe", "--help"],
+        env=installed.env,
+        cwd=installed.cwd,
+        timeout_s=60,
+    )
     # The mission's own arguments (--scenario scenarios/sam-toc.yaml) name shipped files too.
     run([installed.mcc, "validate", shipped], env=installed.env, cwd=installed.cwd, timeout_s=60)
 
