@@ -935,3 +935,48 @@ def test_tewa_and_launcher_both_killed_mid_flight_one_launch_per_order(
     assert issued_before_outcome == {x}, logs()
     outcomes = Counter(a.order_id for a in answers if a.status in done)
     assert outcomes[x] == 1
+
+
+@pytest.mark.slow
+def test_a_tewa_record_that_does_not_fit_is_set_aside_and_tewa_starts_clean(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(WEAPONS)
+    record = tmp_path / "state" / "tewa-0.json"
+    record.parent.mkdir()
+    record.write_text('{"kind": "tewa", "version": 1, "next_order_id": 7, "orders": "x"}')
+    target = TruthState(
+        time_s=0.0,
+        ids=np.array([3], dtype=np.uint32),
+        classes=np.array([int(MISSILE.value)], dtype=np.uint8),
+        positions_m=np.array([[11000.0, 11000.0, 50.0]]),
+        velocities_mps=np.array([[-50.0, -50.0, 0.0]]),
+        alive=np.ones(1, bool),
+    )
+    sam = weapon("sam-s", (8000.0, 8000.0, 0.0), max_range_m=12000.0)
+    orders: list[EngagementOrder] = []
+    got = threading.Event()
+
+    def on_orders(reader: Reader[EngagementOrder]) -> None:
+        orders.extend(reader.take(64))
+        got.set()
+
+    with Bus(domain_id) as bus, tewa_process(weapons, bus_env, tmp_path):
+        order_reader = bus.reader("EngagementOrder", on_data=on_orders)  # noqa: F841
+        status_writer = bus.writer("WeaponStatus")
+        writers = (bus.writer("Track"), bus.writer("AirPicture"))
+        deadline = time.monotonic() + 60
+        cycle = 0
+        while not orders:
+            assert time.monotonic() < deadline, (tmp_path / "tewa.0.log").read_text()
+            cycle += 1
+            now = time.time_ns()
+            sam.update_ns = now
+            status_writer.write(sam)
+            publish_picture(writers, target.to_msg(scenario_id="t", time_ns=now), cycle)
+            got.wait(0.2)  # an order, or the next picture (the tracker's cadence)
+    log = (tmp_path / "tewa.0.log").read_text()
+    assert "tewa state" in log and "starting clean" in log and "not a list" in log
+    assert (tmp_path / "state" / "tewa-0.json.corrupt").exists()
+    assert json.loads(record.read_text())["orders"][0]["order_id"] == orders[0].order_id

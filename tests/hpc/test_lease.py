@@ -65,6 +65,9 @@ def test_a_worker_obeys_the_highest_token_and_answers_a_re_issued_item_from_its_
         items.write(item(0, (1, "t/master/0")))
         wait_for(lambda: len(results) == 1, 20, "the first result")
         items.write(item(1, (0, "")))  # a master without a lease: lower, dropped
+        garbage = item(4, (9, "x"))
+        garbage.payload = b"\x01\x02"  # not a token: dropped, counted
+        items.write(garbage)
         items.write(item(2, (2, "t/master/1")))  # a new master: item 0 comes again
         items.write(item(0, (2, "t/master/1")))
         wait_for(lambda: len(results) == 3, 20, "items 2 and 0 under the new token")
@@ -75,7 +78,10 @@ def test_a_worker_obeys_the_highest_token_and_answers_a_re_issued_item_from_its_
         stop.set()
     assert [r.item_id for r in results] == [0, 2, 0]
     assert (results[2].count, results[2].elapsed_ns) == (results[0].count, results[0].elapsed_ns)
-    assert farm.dropped == {"an item from a master that lost its lease": 2}
+    assert farm.dropped == {
+        "an item from a master that lost its lease": 2,
+        "a master token that does not decode": 1,
+    }
     assert farm.token == (2, "t/master/1")
 
 
