@@ -68,3 +68,18 @@ def foreign_env(
         if key in env:
             monkeypatch.setenv(key, env[key])
     yield env
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """RTI tests are opt-in (RTI's licence): deselected, and said so, unless ``-m`` names rti."""
+    if "rti" in (config.getoption("markexpr", "") or ""):
+        return
+    rti = [item for item in items if item.get_closest_marker("rti")]
+    if rti:
+        config.hook.pytest_deselected(items=rti)
+        items[:] = [item for item in items if not item.get_closest_marker("rti")]
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"tests/interop: {len(rti)} RTI Connext tests deselected (opt-in: make interop-rti)"
+            )
