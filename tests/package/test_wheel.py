@@ -94,7 +94,6 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
             "pip",
             "wheel",
             "--no-deps",
-            "--no-build-isolation",
             "--wheel-dir",
             wheels,
             REPO,
