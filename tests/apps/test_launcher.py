@@ -25,7 +25,7 @@ from mcc.apps.launcher import (
     load_weapons,
     parse_weapons,
 )
-from mcc.apps.statefile import StateFile
+from mcc.apps.statefile import StateFile, open_state
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext, Identity
@@ -594,3 +594,14 @@ def test_the_state_file_is_atomic_and_refuses_what_is_not_its_own(tmp_path: Path
         other = StateFile(path, kind="launcher")
         assert other.load() is None and other.corrupt == 1
         assert not path.exists() and path.with_name("x-0.json.corrupt").exists()
+
+
+def test_outside_a_mission_there_is_no_record_unless_one_is_named(tmp_path: Path) -> None:
+    common = {"run_dir": tmp_path, "system": "launcher", "index": 0, "kind": "launcher"}
+    none = open_state(None, env={}, **common)  # type: ignore[arg-type]
+    assert none.path is None and none.save({"a": 1}) and none.load() is None
+    assert not (tmp_path / "state").exists()
+    mission = open_state(None, env={"MCC_RUN_DIR": str(tmp_path)}, **common)  # type: ignore[arg-type]
+    assert mission.path == tmp_path / "state" / "launcher-0.json"
+    named = open_state(str(tmp_path / "mine.json"), env={}, **common)  # type: ignore[arg-type]
+    assert named.path == tmp_path / "mine.json"

@@ -69,7 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcc.apps.args import positive_float, shipped_path
 from mcc.apps.scenario import TARGET_CLASSES
-from mcc.apps.statefile import StateFile, state_path
+from mcc.apps.statefile import open_state
 from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
@@ -706,8 +706,9 @@ class _LauncherApp:
         self.answered: dict[int, int] = {}
         self.replayed = 0  # orders refused because the record says they were answered
         ident = ctx.identity
-        path = opts.state or state_path(ctx.run_dir, ident.system, ident.index)
-        self.record = StateFile(Path(path), kind="launcher")
+        self.record = open_state(
+            opts.state, run_dir=ctx.run_dir, system=ident.system, index=ident.index, kind="launcher"
+        )
         self._restore()
 
     def _restore(self) -> None:

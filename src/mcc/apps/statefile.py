@@ -20,13 +20,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_STATE_BYTES", "StateFile", "state_path"]
+__all__ = ["MAX_STATE_BYTES", "StateFile", "open_state", "state_path"]
 
 log = logging.getLogger("mcc.apps.statefile")
 
+ENV_RUN_DIR = "MCC_RUN_DIR"  # the runtime's (mcc.orchestrate.runtime), set by the supervisor
 #: The largest state file read back (a TEWA with thousands of orders in flight is ~1 MB).
 MAX_STATE_BYTES = 16 * 1024 * 1024
 
@@ -36,18 +38,39 @@ def state_path(run_dir: Path, system: str, index: int) -> Path:
     return Path(run_dir) / "state" / f"{system}-{index}.json"
 
 
+def open_state(
+    given: str | None,
+    *,
+    run_dir: Path,
+    system: str,
+    index: int,
+    kind: str,
+    env: Mapping[str, str] = os.environ,
+) -> StateFile:
+    """The state file of an instance: ``given`` (an app's ``--state FILE``), else
+    `state_path` in the mission's run folder; outside a mission (no ``MCC_RUN_DIR``) none: a
+    record in the working folder would be read back by an unrelated later run."""
+    if given:
+        return StateFile(Path(given), kind=kind)
+    if env.get(ENV_RUN_DIR):
+        return StateFile(state_path(run_dir, system, index), kind=kind)
+    log.info("%s: no run folder (MCC_RUN_DIR) and no --state: no durable record", kind)
+    return StateFile(None, kind=kind)
+
+
 class StateFile:
     """The state file of one app instance.
 
     Args:
-        path: the file (its folder is created, 0700, on the first save).
+        path: the file (its folder is created, 0700, on the first save); None: no record
+            (``load`` finds nothing, ``save`` keeps nothing).
         kind: what the document is (``"tewa"``, ``"launcher"``): a file of another kind or
             version is not taken.
         version: the document's format version.
     """
 
-    def __init__(self, path: Path, *, kind: str, version: int = 1) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | None, *, kind: str, version: int = 1) -> None:
+        self.path = None if path is None else Path(path)
         self.kind = kind
         self.version = version
         self.corrupt = 0  # files found unreadable and set aside
@@ -57,6 +80,8 @@ class StateFile:
     def load(self) -> dict[str, Any] | None:
         """The saved document (without its ``kind``/``version``), or None: no file yet, or
         one that could not be taken (counted in ``corrupt``, logged, set aside)."""
+        if self.path is None:
+            return None
         try:
             with self.path.open("rb") as f:
                 raw = f.read(MAX_STATE_BYTES + 1)
@@ -89,6 +114,8 @@ class StateFile:
 
     def _reject(self, why: str) -> None:
         self.corrupt += 1
+        if self.path is None:
+            return
         aside = self.path.with_name(self.path.name + ".corrupt")
         try:
             os.replace(self.path, aside)
@@ -108,7 +135,7 @@ class StateFile:
         text = json.dumps(
             {"kind": self.kind, "version": self.version, **doc}, separators=(",", ":")
         )
-        if text == self._last:
+        if text == self._last or self.path is None:
             return True
         folder = self.path.parent
         tmp = folder / f".{self.path.name}.{os.getpid()}.tmp"

@@ -72,7 +72,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -83,7 +82,7 @@ from cyclonedds.util import duration
 from mcc.apps.args import positive_float
 from mcc.apps.launcher import DEFAULT_WEAPONS, PkModel, WeaponSpec, intercept_time_s, load_weapons
 from mcc.apps.scenario import Scenario, load_scenario
-from mcc.apps.statefile import StateFile, state_path
+from mcc.apps.statefile import StateFile, open_state
 from mcc.bus import Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.compute.montecarlo import EngagementPlan, MonteCarloResult, compare_plans, simulate_raid
@@ -958,8 +957,10 @@ def tewa(ctx: AppContext) -> int:
         f", orders await approval (partition {APPROVAL_PARTITION!r})" if opts.approval else "",
     )
     ident = ctx.identity
-    path = opts.state or state_path(ctx.run_dir, ident.system, ident.index)
-    _TewaApp(ctx, engine, StateFile(Path(path), kind="tewa")).run()
+    record = open_state(
+        opts.state, run_dir=ctx.run_dir, system=ident.system, index=ident.index, kind="tewa"
+    )
+    _TewaApp(ctx, engine, record).run()
     return 0
 
 
