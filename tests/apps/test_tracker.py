@@ -23,16 +23,16 @@ from mcc.apps.tracker import (
     TrackerConfigError,
     tracker,
 )
-from mcc.tracking.associators import gnn_sparse as _gnn_sparse
-from mcc.tracking.gaters import _candidate_pairs
-from mcc.tracking.predictors import _cv_predict
-from mcc.tracking.updaters import _position_update
 from mcc.bench.tracker import classic_config
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.compute import kalman
 from mcc.compute.associate import gnn_assign
 from mcc.errors import ComputeError
 from mcc.orchestrate.runtime import AppContext, Identity
+from mcc.tracking.associators import gnn_sparse as _gnn_sparse
+from mcc.tracking.gaters import _candidate_pairs
+from mcc.tracking.predictors import _cv_predict
+from mcc.tracking.updaters import _position_update
 from mcc.types import TrackStatus
 from mcc.types.arrays import packed_field
 from tests.conftest import app_instance, wait_for
@@ -224,7 +224,14 @@ def _one_target_scans(hits: list[bool], *, dt: float = 1.0) -> list[Scan]:
 
 def test_m_of_n_confirms_after_m_hits_then_coasts_and_is_deleted_after_misses() -> None:
     trk = MultiTargetTracker(
-        TrackerConfig(ndim=2, init_velocity_std_mps=20.0, confirm_m=3, confirm_n=4, max_misses=2)
+        TrackerConfig(
+            ndim=2,
+            track_logic="mofn",
+            init_velocity_std_mps=20.0,
+            confirm_m=3,
+            confirm_n=4,
+            max_misses=2,
+        )
     )
     reports = [trk.step(s) for s in _one_target_scans([True, False, True, True] + [False] * 4)]
     # Birth, a miss, then the third hit confirms: 3 of the last 4 scans.
@@ -239,7 +246,7 @@ def test_m_of_n_confirms_after_m_hits_then_coasts_and_is_deleted_after_misses() 
 
 
 def test_coasting_status_and_a_hit_brings_it_back() -> None:
-    trk = MultiTargetTracker(TrackerConfig(ndim=2, confirm_m=2, confirm_n=2))
+    trk = MultiTargetTracker(TrackerConfig(ndim=2, track_logic="mofn", confirm_m=2, confirm_n=2))
     for s in _one_target_scans([True, True, False]):
         trk.step(s)
     assert trk.tracks().status.tolist() == [COASTING]
@@ -250,7 +257,7 @@ def test_coasting_status_and_a_hit_brings_it_back() -> None:
 
 
 def test_a_tentative_track_out_of_reach_of_confirmation_is_dropped() -> None:
-    trk = MultiTargetTracker(TrackerConfig(ndim=2, confirm_m=3, confirm_n=4))
+    trk = MultiTargetTracker(TrackerConfig(ndim=2, track_logic="mofn", confirm_m=3, confirm_n=4))
     sizes = []
     for scan in _one_target_scans([True, False, False]):
         trk.step(scan)
@@ -279,7 +286,9 @@ def test_two_point_initiation_starts_with_the_velocity_of_the_pair() -> None:
 
 def test_deleted_when_not_updated_for_max_coast_s() -> None:
     """A track out of the sensor's coverage counts no misses, but ages out."""
-    trk = MultiTargetTracker(TrackerConfig(ndim=2, confirm_m=2, confirm_n=2, max_coast_s=3.0))
+    trk = MultiTargetTracker(
+        TrackerConfig(ndim=2, track_logic="mofn", confirm_m=2, confirm_n=2, max_coast_s=3.0)
+    )
     R = np.diag([4.0, 4.0])
     for k in range(2):
         trk.step(Scan(float(k), np.array([[0.0, 0.0]]), R))
@@ -503,7 +512,9 @@ def test_app_publishes_pictures_and_track_life_in_process(domain_id: int, tmp_pa
     assert [p.cycle for p in seen] == list(range(1, 11))
     assert [p.origin_ns - base_ns for p in seen] == [int(0.5e9 * k) for k in range(10)]
     counts = [p.count for p in seen]
-    assert counts[0] == 0 and counts[1:5] == [1, 1, 1, 1] and counts[-1] == 0
+    # The track score confirms at the third detection (the second still has the wide gate of
+    # a velocity unknown to ±300 m/s), coasts at the first miss, ends after max_misses.
+    assert counts[:2] == [0, 0] and counts[2:5] == [1, 1, 1] and counts[-1] == 0
     statuses = [int(p) for p in packed_field(seen[4], "status")]
     assert statuses == [COASTING]
     assert [s for i, s in states if i == 1][:1] == [TrackStatus.TRACK_CONFIRMED]

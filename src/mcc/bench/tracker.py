@@ -10,7 +10,7 @@ implementations get the same scans, detection for detection, in the same order.
 
 **Trackers, configured alike.**
 
-* ``mcc``: `mcc.apps.tracker.MultiTargetTracker`, 2-D CV Kalman filters with the data's exact
+* ``mcc``: `mcc.tracking.MultiTargetTracker`, 2-D CV Kalman filters with the data's exact
   F, Q (``noise_model="discrete"``, σ_a = σ_v) and R, chi-square gate of probability
   `GATE_PROBABILITY`, GNN, one-point initiation (velocity 0 ± `INIT_VELOCITY_STD_MPS` per
   axis), confirmation after `CONFIRM` consecutive hits (M-of-N with M = N), deletion after more
@@ -73,9 +73,9 @@ import numpy.typing as npt
 
 from mcc.apps.metrics import gospa
 from mcc.apps.scenario import Classic2D, Scenario, classic_2d, load_scenario
-from mcc.apps.tracker import MultiTargetTracker, Scan, TrackerConfig
 from mcc.bench import report
 from mcc.errors import MccError
+from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
 
 __all__ = [
     "COLUMNS",
@@ -171,6 +171,7 @@ def classic_config(data: Classic2D) -> TrackerConfig:
         gate_probability=GATE_PROBABILITY,
         initiation="one_point",
         init_velocity_std_mps=INIT_VELOCITY_STD_MPS,
+        track_logic="mofn",
         confirm_m=CONFIRM,
         confirm_n=CONFIRM,
         max_misses=MAX_MISSES,

@@ -107,6 +107,7 @@ class TrackLife(NamedTuple):
     misses: I64  # consecutive misses
     update_s: F64  # time of the last update
     period_s: F64  # scan period of the radar that last updated it (0: unknown)
+    score: F64  # log-likelihood-ratio track score
 
 
 class Updater(Protocol):

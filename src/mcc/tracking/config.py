@@ -67,6 +67,20 @@ class TrackerConfig:
     """One-point initiation: prior velocity standard deviation per axis, m/s."""
     max_speed_mps: float = 1000.0
     """Two-point initiation: fastest target; farther pairs are not started, m/s."""
+    track_logic: Literal["llr", "mofn"] = "llr"
+    """Confirmation of tentative tracks: ``llr`` = a log-likelihood-ratio track score (each
+    hit adds ln(p_d · N(y; 0, S) / λ), each covered miss ln(1 − p_d), λ the clutter density the
+    tracker measures per radar), confirmed at ``confirm_score``, dropped below ``drop_score``
+    or after ``max_tentative_scans``; ``mofn`` = ``confirm_m`` hits in ``confirm_n`` scans."""
+    pd: float = 0.9
+    """Track score: probability that a radar covering a target detects it."""
+    confirm_score: float = 6.9
+    """Track score: a tentative track is confirmed at this log-likelihood ratio (ln(1/α)
+    with α ≈ 1e-3 false confirmations per track started)."""
+    drop_score: float = -2.3
+    """Track score: a tentative track is dropped below this log-likelihood ratio (ln 0.1)."""
+    max_tentative_scans: int = 5
+    """Track score: a tentative track not confirmed after this many covered scans is dropped."""
     confirm_m: int = 2
     """M of M-of-N: a tentative track is confirmed after ``confirm_m`` hits in ..."""
     confirm_n: int = 3
@@ -97,6 +111,15 @@ class TrackerConfig:
         _choice("measurement_update", self.measurement_update, ("ekf", "converted"))
         _choice("assignment_cost", self.assignment_cost, ("likelihood", "distance"))
         _choice("initiation", self.initiation, ("one_point", "two_point"))
+        _choice("track_logic", self.track_logic, ("llr", "mofn"))
+        if not 0.0 < self.pd < 1.0:
+            _bad("pd", self.pd, "allowed (0, 1)")
+        if not (math.isfinite(self.confirm_score) and self.confirm_score > 0):
+            _bad("confirm_score", self.confirm_score, "allowed a finite number > 0")
+        if not (math.isfinite(self.drop_score) and self.drop_score < 0):
+            _bad("drop_score", self.drop_score, "allowed a finite number < 0")
+        if not 1 <= self.max_tentative_scans <= 64:
+            _bad("max_tentative_scans", self.max_tentative_scans, "allowed 1..64 scans")
         _positive("sigma_a_mps2", self.sigma_a_mps2, strict=False)
         _positive("imm_sojourn_s", self.imm_sojourn_s)
         _positive("init_velocity_std_mps", self.init_velocity_std_mps)

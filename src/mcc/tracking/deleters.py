@@ -17,7 +17,9 @@ F64 = npt.NDArray[np.float64]
 class ScanPeriodDeleter:
     """Ends a track when:
 
-    * it is tentative and M-of-N confirmation is out of reach;
+    * it is tentative and, with ``track_logic="mofn"``, M-of-N confirmation is out of reach,
+      or, with ``track_logic="llr"``, its score fell below ``drop_score`` or it was not
+      confirmed in ``max_tentative_scans``;
     * it is confirmed and missed more than ``max_misses`` consecutive scans that covered it;
     * its position covariance grows past ``max_position_std_m``;
     * it was not updated for longer than ``max(max_coast_s, (max_misses + ½) × period)``,
@@ -33,7 +35,11 @@ class ScanPeriodDeleter:
     def delete(self, life: TrackLife, P: F64, time_s: float) -> npt.NDArray[np.bool_]:
         cfg = self.config
         tentative = life.tentative
-        fails = tentative & ~life.promoted & self.mofn.failed(life.history, life.age)
+        if cfg.track_logic == "llr":
+            out = (life.score < cfg.drop_score) | (life.age >= cfg.max_tentative_scans)
+        else:
+            out = self.mofn.failed(life.history, life.age)
+        fails = tentative & ~life.promoted & out
         lost = deletion_mask(
             misses=np.where(tentative, 0, life.misses),
             max_misses=cfg.max_misses,

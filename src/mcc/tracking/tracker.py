@@ -47,6 +47,7 @@ from mcc.tracking.gaters import Chi2Gater
 from mcc.tracking.initiators import make_initiator
 from mcc.tracking.predictors import make_predictor
 from mcc.tracking.scan import Scan, StepReport, TrackTable
+from mcc.tracking.score import ClutterDensity, LLRScore
 from mcc.tracking.updaters import PolarEKFUpdater, PositionUpdater
 from mcc.types import TrackStatus
 
@@ -80,6 +81,8 @@ class MultiTargetTracker:
         self.ekf = PolarEKFUpdater(config.ndim)
         self.initiator = make_initiator(config)
         self.deleter = ScanPeriodDeleter(config)
+        self.clutter = ClutterDensity()
+        self.score = LLRScore(config.pd)
         self.time_s: float | None = None
         self.next_id = 1
         self.scans = 0
@@ -93,6 +96,7 @@ class MultiTargetTracker:
         self._update = np.zeros(0, np.float64)
         self._birth = np.zeros(0, np.float64)
         self._period = np.zeros(0, np.float64)
+        self._score = np.zeros(0, np.float64)
         self._sensor_time: dict[str, float] = {}
         self._sensor_period: dict[str, float] = {}
 
@@ -142,6 +146,7 @@ class MultiTargetTracker:
         n = len(self)
         ti = mj = _EMPTY_I64
         confirmed = deleted = changed = np.zeros(0, np.uint32)
+        gain = np.zeros(0)
         if n:
             self.predictor.predict(np.maximum(t - self._time, 0.0))
             self._time[:] = t
@@ -153,12 +158,23 @@ class MultiTargetTracker:
                 if ti.size:
                     self.predictor.update(ti, updater, meas, mj)
                     self._period[ti] = period
+                    # The score of each assigned pair, from its gating distance.
+                    keys = gated.ti * meas.count + gated.mj
+                    order = np.argsort(keys)
+                    at = order[np.searchsorted(keys[order], ti * meas.count + mj)]
+                    taken = int(np.count_nonzero(self._status[ti] != _TENTATIVE))
+                    density = self.clutter.observe(meas, updater is self.ekf, meas.count - taken)
+                    gain = self.score.hit(
+                        gated.d2[at], gated.logdet[at], updater.dim(meas), density
+                    )
             covered = (
                 np.ones(n, bool)
                 if scan.coverage is None
                 else np.asarray(scan.coverage(x[:, : self.d]), dtype=bool).reshape(n)
             )
-            confirmed, deleted, changed = self._track_life(ti, covered, t)
+            confirmed, deleted, changed = self._track_life(ti, gain, covered, t)
+        if gain.size == 0:
+            self.clutter.observe(meas, updater is self.ekf, meas.count)
         free = np.ones(meas.count, bool)
         free[mj] = False
         initiated, refused = self._initiate(meas.subset(np.flatnonzero(free)), period)
@@ -213,7 +229,7 @@ class MultiTargetTracker:
         return self._sensor_period.get(sensor_id, 0.0)
 
     def _track_life(
-        self, ti: I64, covered: npt.NDArray[np.bool_], t: float
+        self, ti: I64, gain: F64, covered: npt.NDArray[np.bool_], t: float
     ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
         cfg = self.config
         n = len(self)
@@ -225,10 +241,15 @@ class MultiTargetTracker:
         self._misses[seen] = count_misses(self._misses[seen], hit[seen])
         self._hits += hit
         self._update[hit] = t
+        self._score[ti] += gain
+        self._score[covered & ~hit] += self.score.log_miss
 
         status = self._status
         tentative = status == _TENTATIVE
-        promote = tentative & self.mofn.confirmed(self._history)
+        if cfg.track_logic == "llr":
+            promote = tentative & (self._score >= cfg.confirm_score)
+        else:
+            promote = tentative & self.mofn.confirmed(self._history)
         active = ~tentative  # confirmed or coasting before this step
         new_status = np.where(self._misses >= cfg.coast_after_misses, _COASTING, _CONFIRMED)
         changed_rows = active & (new_status != status)
@@ -241,7 +262,14 @@ class MultiTargetTracker:
 
         _, P = self.predictor.estimate()
         life = TrackLife(
-            tentative, promote, self._history, self._age, self._misses, self._update, self._period
+            tentative,
+            promote,
+            self._history,
+            self._age,
+            self._misses,
+            self._update,
+            self._period,
+            self._score,
         )
         delete = self.deleter.delete(life, P, t)
         deleted = self._ids[delete & (status != _TENTATIVE)]
@@ -263,6 +291,7 @@ class MultiTargetTracker:
             "_update",
             "_birth",
             "_period",
+            "_score",
         ):
             setattr(self, name, getattr(self, name)[mask])
         self.predictor.keep(mask)
@@ -285,5 +314,6 @@ class MultiTargetTracker:
         self._update = np.concatenate([self._update, np.full(k, t)])
         self._birth = np.concatenate([self._birth, np.full(k, t)])
         self._period = np.concatenate([self._period, np.full(k, period)])
+        self._score = np.concatenate([self._score, np.zeros(k)])
         self.predictor.append(births.x, births.P)
         return k, refused

@@ -1,0 +1,83 @@
+"""The log-likelihood-ratio track score (Sittler; Blackman & Popoli §6.2) and the clutter
+density it needs, measured per radar."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from mcc.tracking.base import Measurements
+
+__all__ = ["ClutterDensity", "LLRScore"]
+
+F64 = npt.NDArray[np.float64]
+_LOG_2PI = math.log(2.0 * math.pi)
+_MAX_SENSORS = 256
+
+
+@dataclass
+class _Extent:
+    lo: F64
+    hi: F64
+    false_per_scan: float
+
+
+class ClutterDensity:
+    """λ per radar: detections no confirmed track took per scan (a running mean) over the
+    measurement volume the radar has shown so far (range × 2π [× elevation span] for polar
+    detections, the bounding box of its detections for Cartesian ones, at least 1 km per
+    axis). Units follow the update: per m·rad for polar, per m^d for Cartesian."""
+
+    def __init__(self, *, smoothing: float = 0.1) -> None:
+        self.smoothing = smoothing
+        self._by_sensor: dict[str, _Extent] = {}
+
+    def observe(self, meas: Measurements, polar: bool, left_over: int) -> float:
+        """Record one scan with ``left_over`` detections not taken by confirmed tracks; the
+        radar's density λ (> 0)."""
+        if polar and meas.polar is not None:
+            p = meas.polar
+            cols = [p.range_m] + ([p.elevation_rad] if p.elevation_rad is not None else [])
+            if p.range_rate_mps is not None:
+                cols.append(p.range_rate_mps)
+            z = np.stack(cols, axis=1) if meas.count else np.zeros((0, len(cols)))
+        else:
+            z = meas.z
+        key = f"{meas.sensor_id}/{'p' if polar else 'c'}{z.shape[1]}"
+        ext = self._by_sensor.get(key)
+        if z.shape[0]:
+            lo, hi = z.min(axis=0), z.max(axis=0)
+            if polar:
+                lo[0] = 0.0  # range from the radar out
+        else:
+            lo = hi = np.zeros(z.shape[1])
+        if ext is None:
+            if len(self._by_sensor) >= _MAX_SENSORS:
+                del self._by_sensor[next(iter(self._by_sensor))]
+            ext = self._by_sensor[key] = _Extent(lo, hi, float(left_over))
+        else:
+            ext.lo, ext.hi = np.minimum(ext.lo, lo), np.maximum(ext.hi, hi)
+            a = self.smoothing
+            ext.false_per_scan = (1 - a) * ext.false_per_scan + a * left_over
+        span = np.maximum(ext.hi - ext.lo, 1000.0)
+        if polar:
+            span[1:] = np.maximum(ext.hi[1:] - ext.lo[1:], 0.01)
+            volume = float(np.prod(span)) * 2.0 * math.pi
+        else:
+            volume = float(np.prod(span))
+        return max(ext.false_per_scan, 0.5) / volume
+
+
+class LLRScore:
+    """Score increments: a hit adds ``ln p_d − ½(d² + ln|S| + m ln 2π) − ln λ``, a covered
+    miss ``ln(1 − p_d)``."""
+
+    def __init__(self, pd: float) -> None:
+        self.log_pd = math.log(pd)
+        self.log_miss = math.log(1.0 - pd)
+
+    def hit(self, d2: F64, logdet: F64, dim: int, density: float) -> F64:
+        return self.log_pd - 0.5 * (d2 + logdet + dim * _LOG_2PI) - math.log(density)
