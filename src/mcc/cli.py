@@ -287,9 +287,6 @@ def build_parser() -> argparse.ArgumentParser:
     from mcc.tracking.replay import add_parser as add_track_parser
 
     add_track_parser(sub)  # mcc track replay
-    from mcc.tracking.replay import add_parser as add_track_parser
-
-    add_track_parser(sub)  # mcc track replay
     from mcc.console.commands import add_parsers as add_console_parsers
 
     add_console_parsers(sub)
