@@ -23,7 +23,8 @@ the same as MCC's default) or constant turn (``ConstantTurn`` with ``ExtendedKal
 state [x vx y vy ω]); ``CartesianToBearingRange`` measurements with the ``ExtendedKalmanUpdater``
 (``ekf``) or ``UnscentedKalmanUpdater`` (``ukf``); ``DistanceHypothesiser`` (Mahalanobis,
 missed distance = the 0.999 chi-square gate) and ``GNNWith2DAssignment``, or ``JPDA`` with the
-``PDAHypothesiser`` (the family's p_d and clutter density); ``MultiMeasurementInitiator``
+``PDAHypothesiser`` (the family's p_d and clutter density; run on the crossing and manoeuvre
+families, where targets come close); ``ekf-ct`` on the same two; ``MultiMeasurementInitiator``
 (2 points, prior velocity σ 300 m/s per axis as MCC's) and ``UpdateTimeStepsDeleter(4)``
 (MCC's ``max_misses`` 3), or a covariance deleter for JPDA whose tracks are always updated.
 
@@ -474,6 +475,8 @@ def run_families(
         for variant in variants:
             if variant == "ekf-ct" and family.kind not in ("manoeuvre", "crossing"):
                 continue  # a constant-turn model buys nothing on straight or gentle flights
+            if variant.startswith("jpda") and family.kind not in ("manoeuvre", "crossing"):
+                continue  # JPDA is for dense or crossing targets (and slow on 100 + clutter)
             if progress:
                 progress(f"stonesoup {variant}, family {name}")
             theirs.append(run_stonesoup(data, variant))
