@@ -76,3 +76,50 @@ def test_decode_of_reference_serialisation_with_enum() -> None:
 @pytest.mark.parametrize("cls", [types.Track, types.MissionStatus, types.ComputeRequest])
 def test_nested_or_sequence_types_use_the_generic_serialiser(cls: type) -> None:
     assert flat_codec(cls) is None
+
+
+# -- both data representations, every flat type (docs/interop.md) ----------------------------
+
+
+def _flat_types() -> list[type]:
+    from mcc.types import foreign
+
+    module = foreign.load_module()
+    return [
+        getattr(types, name)
+        for name in module.order
+        if name in module.structs and flat_codec(getattr(types, name)) is not None
+    ]
+
+
+@pytest.mark.parametrize("cls", _flat_types(), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("version_2", [False, True], ids=["xcdr1", "xcdr2"])
+def test_both_representations_match_the_reference_and_decode_by_header(
+    cls: type, version_2: bool
+) -> None:
+    from mcc.types import foreign
+
+    module = foreign.load_module()
+    sample = foreign.from_plain(cls, foreign.pattern_sample(module, cls.__name__, 4))
+    codec = flat_codec(cls)
+    assert codec is not None
+    reference = _padded(sample.serialize(use_version_2=version_2))  # type: ignore[attr-defined]
+    assert codec.encoder(version_2)(sample) == reference
+    assert reference[1] in ((0x07, 0x09) if version_2 else (0x01,))
+    # one decoder for both: the encapsulation header of each sample says which
+    assert codec.decode(reference) == sample
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (b"\x00\x01", ValueError),  # shorter than a header
+        (b"\x00\x01\x00\x00\xff\xff\xff\x7f", ValueError),  # a length past the end (XCDR1)
+        (b"\x00\x09\x00\x00\x08\x00\x00\x00\xff\xff\xff\x7f", ValueError),  # the same, XCDR2
+    ],
+)
+def test_a_malformed_sample_raises_an_exception_never_more(data: bytes, error: type) -> None:
+    codec = flat_codec(types.DetectionBatch)
+    assert codec is not None
+    with pytest.raises(error):
+        codec.decode(data)
