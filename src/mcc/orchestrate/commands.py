@@ -44,6 +44,11 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--duration", type=float, help="stop after this many seconds")
     up.add_argument("--run-dir", help="run folder (default $MCC_HOME/runs/<mission>-<time>)")
     up.add_argument("--quiet", action="store_true", help="no live table, state changes only")
+    up.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve this supervisor's Prometheus /metrics on 127.0.0.1:PORT (0: any free port)",
+    )
     up.set_defaults(func=cmd_up)
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -168,8 +173,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         target=_print_progress, args=(supervisor, stop, args.quiet), daemon=True
     )
     printer.start()
+    from mcc.observe.service import supervisor_service  # READY=1 and watchdog under systemd
+
     try:
-        supervisor.run(duration_s=args.duration, stop=stop)
+        with supervisor_service(supervisor, metrics_port=args.metrics_port):
+            supervisor.run(duration_s=args.duration, stop=stop)
     finally:
         stop.set()
         printer.join(2.0)
