@@ -13,7 +13,7 @@ drawn once per family from ``seed``; both trackers get the same detections in th
 * ``crossing``: 25 pairs at 250 m/s crossing at **2-15°** at mid-run, pairs 10-40 km out;
   σ_range 10 m, σ_azimuth 0.1°; p_d 0.95, 20 false alarms; 1 s scans, 60 scans.
 * ``slow1``/``slow5``/``slow12``: a surveillance radar at **1, 5 and 12 s** per scan over the
-  same 40 targets (150-250 m/s, gentle 0.5-1 g turns), 20-120 km out, 600 s; σ_range 50 m,
+  same 40 targets (150-250 m/s, gentle 0.5-1 g turns), 20-120 km out, 360 s; σ_range 50 m,
   σ_azimuth 0.25°; p_d 0.9, 30 false alarms per scan.
 
 **Trackers.** ``mcc``: `mcc.tracking.MultiTargetTracker` with its defaults (`TrackerConfig`,
@@ -69,7 +69,7 @@ __all__ = [
 F64 = npt.NDArray[np.float64]
 G_MPS2 = 9.80665
 GOSPA_C_M = 500.0
-SIGMA_A_MPS2 = 10.0  # MCC's default process noise, given to Stone Soup's CV too
+SIGMA_A_MPS2 = TrackerConfig().sigma_a_mps2  # MCC's default, given to Stone Soup too
 INIT_VELOCITY_STD_MPS = 300.0
 GATE_PROBABILITY = 0.999
 _SIM_DT_S = 0.1
@@ -96,7 +96,7 @@ _1DEG, _01DEG, _025DEG = math.radians(1.0), math.radians(0.1), math.radians(0.25
 _SLOW = dict(
     kind="surveillance",
     targets=40,
-    duration_s=600.0,
+    duration_s=360.0,
     range_m=(20e3, 120e3),
     speed_mps=(150.0, 250.0),
     sigma_range_m=50.0,

@@ -39,8 +39,9 @@ class TrackerConfig:
     model: Literal["cv", "imm"] = "imm"
     """Motion model: ``cv`` (constant velocity) or ``imm`` (CV + coordinated turns at
     ``imm_turn_rates_dps``)."""
-    sigma_a_mps2: float = 10.0
-    """Process noise: standard deviation of the white acceleration, m/s²."""
+    sigma_a_mps2: float = 5.0
+    """Process noise: standard deviation of the white acceleration, m/s² (each IMM model's;
+    the turns are the models' business, so this stays small)."""
     noise_model: Literal["discrete", "continuous"] = "discrete"
     """``discrete``: Q = σ² G Gᵀ, G = [dt²/2, dt] (piecewise-constant acceleration per step);
     ``continuous``: σ² is the power spectral density (`kalman.cv_process_noise`)."""
