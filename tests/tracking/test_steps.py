@@ -316,3 +316,26 @@ def test_deletion_follows_the_scan_period(period_s: float) -> None:
     limit = max(3.0, 3.5 * period_s)
     assert not deleter.delete(life(0), P, limit - 1e-6)[0]
     assert deleter.delete(life(0), P, limit + 1e-6)[0]
+
+
+@pytest.mark.parametrize("same_dt", [True, False])
+def test_the_imm_predictor_matches_kalman_imm_predict(same_dt: bool) -> None:
+    """The predictor's fast path (one dt for all tracks) and its general path give
+    `kalman.imm_predict` with `kalman.imm_models` and `kalman.imm_transition`."""
+    rng = np.random.default_rng(7)
+    cfg = TrackerConfig(ndim=2)
+    bank = IMMPredictor(cfg)
+    x, P = _states(rng, 25, 2)
+    bank.append(x, P)
+    bank.state.mu[:] = rng.dirichlet(np.ones(7), 25)
+    ref = kalman.IMMState(*(a.copy() for a in bank.state))
+    dt = np.full(25, 1.3) if same_dt else rng.uniform(0.1, 2.0, 25)
+    bank.predict(dt)
+    F, Q = kalman.imm_models(
+        dt, turn_rates_rps=np.radians(cfg.imm_turn_rates_dps), sigma_a=cfg.sigma_a_mps2,
+        ndim=2, noise_model="discrete",
+    )  # fmt: skip
+    pi = kalman.imm_transition(dt, 7, sojourn_s=cfg.imm_sojourn_s)
+    want = kalman.imm_predict(ref, F=F, Q=Q, trans_prob=pi)
+    for got, exp in zip(bank.state, want, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-9, atol=1e-8)

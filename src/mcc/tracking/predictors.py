@@ -81,9 +81,30 @@ class IMMPredictor:
     def predict(self, dt_s: F64) -> None:
         if len(self) == 0 or not dt_s.max() > 0:
             return
-        F, Q = _imm_models(dt_s, self.turn_rates, self.sigma_a, self.d, self.noise_model)
-        pi = kalman.imm_transition(dt_s, self.turn_rates.size, sojourn_s=self.sojourn_s, xp=np)
-        self.state = kalman.imm_predict(self.state, F=F, Q=Q, trans_prob=pi, xp=np)
+        lo, hi = float(dt_s.min()), float(dt_s.max())
+        if lo != hi:
+            F, Q = _imm_models(dt_s, self.turn_rates, self.sigma_a, self.d, self.noise_model)
+            pi = kalman.imm_transition(dt_s, self.turn_rates.size, sojourn_s=self.sojourn_s)
+            self.state = kalman.imm_predict(self.state, F=F, Q=Q, trans_prob=pi, xp=np)
+        else:
+            # Every track one step of the same dt (the usual case): one transition matrix,
+            # and each model's F P Fᵀ as one product over all tracks, vec(P) (F ⊗ F)ᵀ.
+            rates = tuple(self.turn_rates.tolist())
+            FT, FFT, Q, pi = _imm_step(
+                lo, rates, self.sigma_a, self.d, self.noise_model, self.sojourn_s
+            )
+            mixed = kalman.imm_mix(self.state, pi, xp=np)
+            n_tracks, n_models, n = mixed.x.shape
+            x = np.empty_like(mixed.x)
+            P = np.empty_like(mixed.P)
+            Pv = mixed.P.reshape(n_tracks, n_models, n * n)
+            for m in range(n_models):
+                x[:, m] = _tall_matmul(np.ascontiguousarray(mixed.x[:, m]), FT[m])
+                P[:, m] = _tall_matmul(np.ascontiguousarray(Pv[:, m]), FFT[m]).reshape(
+                    n_tracks, n, n
+                )
+            P += Q
+            self.state = kalman.IMMState(x, P, mixed.mu)
         self._combined = None
 
     def estimate(self) -> tuple[F64, F64]:
@@ -122,6 +143,24 @@ def _imm_models(dt_s: F64, rates: F64, sigma_a: float, d: int, noise_model: str)
     return kalman.imm_models(
         dt_s, turn_rates_rps=rates, sigma_a=sigma_a, ndim=d, noise_model=model, xp=np
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _imm_step(
+    dt_s: float,
+    rates: tuple[float, ...],
+    sigma_a: float,
+    d: int,
+    noise_model: str,
+    sojourn_s: float,
+) -> tuple[F64, F64, F64, F64]:
+    """Per model ``Fᵀ`` and ``(F ⊗ F)ᵀ``, the process noise ``Q`` (M, n, n) and the
+    transition matrix of one step (radars repeat their few periods)."""
+    F, Q = _imm_models_one(dt_s, rates, sigma_a, d, noise_model)
+    FT = np.ascontiguousarray(F.swapaxes(-1, -2))
+    FFT = np.ascontiguousarray(np.stack([np.kron(f, f).T for f in F]))
+    pi = kalman.imm_transition(dt_s, len(rates), sojourn_s=sojourn_s, xp=np)
+    return FT, FFT, Q, pi
 
 
 @functools.lru_cache(maxsize=64)

@@ -63,15 +63,33 @@ class PolarEKFUpdater:
         if meas.polar is None:
             return self.linear.innovation(x, P, meas, cols)
         y, H, R = self._linearise(x, meas.polar, cols)
-        return y, kalman._symmetrise(H @ P @ H.swapaxes(-1, -2) + R)
+        if meas.polar.range_rate_mps is None:  # H has no velocity columns
+            d = self.d
+            Hp = H[..., :d]
+            return y, _sym(Hp @ P[..., :d, :d] @ Hp.swapaxes(-1, -2) + R)
+        return y, _sym(H @ P @ H.swapaxes(-1, -2) + R)
 
     def update(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64, F64]:
         if meas.polar is None:
             return self.linear.update(x, P, meas, cols)
         y, H, R = self._linearise(x, meas.polar, cols)
-        post = kalman.ekf_update(x, P, y, H, R, xp=np)
-        d2, logdet = mahalanobis(post.innovation, post.S)
-        return post.x, post.P, -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI)
+        if meas.polar.range_rate_mps is not None:
+            post = kalman.ekf_update(x, P, y, H, R, xp=np)
+            d2, logdet = mahalanobis(post.innovation, post.S)
+            return post.x, post.P, -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI)
+        # Without Doppler H = [Hp 0]: P Hᵀ is P's position columns times Hpᵀ, S is m × m
+        # (m <= 3, closed-form inverse), and P⁺ = P − K S Kᵀ: the same estimate as
+        # `kalman.ekf_update` (the tests compare both with filterpy) at a fraction of the cost.
+        d = self.d
+        HpT = H[..., :d].swapaxes(-1, -2)
+        PHt = P[..., :, :d] @ HpT  # (..., n, m)
+        S = _sym(H[..., :d] @ PHt[..., :d, :] + R)
+        S_inv, det = _inv_small(S, with_det=True)
+        K = PHt @ S_inv
+        x_post = x + np.einsum("...ij,...j->...i", K, y)
+        P_post = _sym(P - K @ PHt.swapaxes(-1, -2))
+        d2 = np.einsum("...i,...ij,...j->...", y, S_inv, y)
+        return x_post, P_post, -0.5 * (d2 + np.log(det) + y.shape[-1] * _LOG_2PI)
 
     def _linearise(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
         h, H = kalman.polar_measurement(
@@ -91,6 +109,10 @@ class PolarEKFUpdater:
         y[..., 1] = kalman.wrap_angle(y[..., 1], xp=np)
         R = _polar_R(polar, self.d)
         return y, H, R
+
+
+def _sym(a: F64) -> F64:
+    return 0.5 * (a + a.swapaxes(-1, -2))
 
 
 def _polar_dim(polar: PolarDetections, d: int) -> int:
