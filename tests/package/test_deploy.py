@@ -57,7 +57,7 @@ def parses(argv: list[str]) -> None:
 def test_there_is_a_unit_for_the_agent_the_supervisor_the_console_and_the_observer() -> None:
     names = {u.name for u in UNITS}
     assert names == {
-        "mcc-agent.service",
+        "mcc-agent@.service",
         "mcc-supervisor@.service",
         "mcc-console@.service",
         "mcc-observe@.service",
@@ -86,7 +86,8 @@ def test_units_notify_and_have_a_watchdog(unit: Path) -> None:
     assert settings["Type"] == "notify" and settings["NotifyAccess"] == "main"
     assert int(settings["WatchdogSec"]) > 0
     assert settings["User"] == "mcc" and settings["NoNewPrivileges"] == "yes"
-    exec_start = shlex.split(settings["ExecStart"].replace("%i", "sam-toc").replace("%H", "h"))
+    instance = "sam-toc-d10" if unit.name.startswith("mcc-agent@") else "sam-toc"
+    exec_start = shlex.split(settings["ExecStart"].replace("%i", instance))
     if exec_start[0].endswith("/mcc"):
         parses(exec_start[1:])
     elif exec_start[1:3] == ["-m", "mcc.observe"]:
@@ -94,7 +95,18 @@ def test_units_notify_and_have_a_watchdog(unit: Path) -> None:
 
         _parser().parse_args(exec_start[3:])
     else:
+        from mcc.orchestrate.agent import AgentPaths
+
         assert exec_start[1:3] == ["-m", "mcc.orchestrate.agent"], exec_start
+        # where a supervisor of sam-toc on domain 10 looks for its agent (MCC_HOME=/var/lib/mcc)
+        paths = AgentPaths.for_mission(Path("/var/lib/mcc"), "sam-toc", 10)
+        options = dict(zip(exec_start[3::2], exec_start[4::2], strict=True))
+        assert options == {
+            "--key": paths.key,
+            "--socket": str(paths.socket),
+            "--state": str(paths.state),
+            "--lock": str(paths.lock),
+        }
 
 
 @pytest.mark.parametrize("containerfile", CONTAINERFILES, ids=lambda c: c.name)
