@@ -307,6 +307,12 @@ class Agent:
     # -- processes -------------------------------------------------------------------
 
     def spawn(self, request: dict[str, Any]) -> None:
+        running = self.procs.get(str(request["id"]))
+        if running is not None:  # one process per instance: never lose track of the first
+            self._to_active(
+                {"error": running.id, "message": f"already running as pid {running.pid}"}
+            )
+            return
         inherited = [self._listen.fileno(), self._wake_r, self._wake_w, self._report_r]
         inherited += [self.selector.fileno(), *self.keep_fds]
         inherited += [c.sock.fileno() for c in self.conns.values()]

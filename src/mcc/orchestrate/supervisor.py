@@ -175,6 +175,7 @@ class Supervisor:
         self.epoch = 0  # the node agent's fencing epoch of this supervisor's leadership
         self.lease_s = LEASE_S
         self.fenced = threading.Event()
+        self._started = threading.Event()
         self._replier: Replier[Command, CommandReply] | None = None
         self._beat: HeartbeatPublisher | None = None
         self._peers: dict[str, tuple[float, Heartbeat]] = {}  # other supervisors' last beats
@@ -247,6 +248,7 @@ class Supervisor:
         self._beat.start()
         self._thread = threading.Thread(target=self._loop, name="mcc-supervisor", daemon=True)
         self._thread.start()
+        self._started.set()
         return self
 
     # -- leadership (replicated supervisors) --------------------------------------------
@@ -387,6 +389,7 @@ class Supervisor:
 
     def _on_promoted(self, leadership: Leadership) -> None:
         """The backend's thread: the active supervisor is gone, this one takes over."""
+        self._started.wait(30.0)  # promoted while still starting: once the planner exists
         with self._lock:
             if self.role == "active" or self._done.is_set():
                 return

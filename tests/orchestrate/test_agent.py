@@ -1,0 +1,197 @@
+"""The node agent's protocol, driven over its socket as a supervisor would: one active
+controller, fencing by epoch, promotion, adoption by a new agent, hostile input."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from mcc.orchestrate.agent import AgentPaths, proc_start_time
+from tests.conftest import wait_for
+
+
+class Controller:
+    """A raw connection to the agent, as `LocalBackend` makes one."""
+
+    def __init__(self, path: Path, pid: int) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10.0)
+        self.sock.connect(str(path))
+        self.reader = self.sock.makefile("rb")
+        self.pid = pid
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sock.sendall((json.dumps(message) + "\n").encode())
+
+    def read(self) -> dict[str, Any]:
+        line = self.reader.readline()
+        assert line, "the agent closed the connection"
+        return dict(json.loads(line))
+
+    def hello(self, **extra: Any) -> dict[str, Any]:
+        self.send({"op": "hello", "pid": self.pid, "host": "test", "claim": True, **extra})
+        return dict(self.read()["hello"])
+
+    def spawn(self, instance_id: str, tmp: Path) -> None:
+        self.send({
+            "op": "spawn", "id": instance_id, "env": dict(os.environ),
+            "log": str(tmp / f"{instance_id.replace('/', '-')}.log"), "argv": ["sleep", "300"],
+        })  # fmt: skip
+
+    def closed(self) -> bool:
+        try:
+            return self.reader.readline() == b""
+        except OSError:
+            return True
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[AgentPaths]:
+    home = tmp_path / "home"
+    (home / "agents").mkdir(parents=True, mode=0o700)
+    paths = AgentPaths.for_mission(home, "ag", 7)
+    yield start_agent(paths, tmp_path)
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        record = json.loads(paths.state.read_text())
+        for pid in [record["agent_pid"], *(i["pid"] for i in record["instances"])]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def start_agent(paths: AgentPaths, tmp: Path) -> AgentPaths:
+    argv = [
+        sys.executable, "-m", "mcc.orchestrate.agent", "--detach", "--key", paths.key,
+        "--socket", str(paths.socket), "--state", str(paths.state), "--lock", str(paths.lock),
+        "--orphan-s", "20",
+    ]  # fmt: skip
+    env = {**os.environ, "MCC_AGENT_SOCKET": str(paths.socket)}
+    with (tmp / "agent.log").open("a") as log:
+        subprocess.run(argv, env=env, stdout=log, stderr=log, check=True, timeout=60)
+
+    def answers() -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(paths.socket))
+            except OSError:
+                return False
+            return True
+
+    wait_for(answers, 30, "the agent's socket")
+    return paths
+
+
+def test_one_active_controller_and_the_others_are_fenced(agent: AgentPaths, tmp_path: Path) -> None:
+    first, second = Controller(agent.socket, 101), Controller(agent.socket, 102)
+    try:
+        assert first.hello()["active"] is True
+        standby = second.hello()
+        assert standby["active"] is False and standby["active_pid"] == 101
+        epoch = standby["epoch"]
+        second.spawn("ag/x/0", tmp_path)  # a standby cannot start anything
+        assert second.read()["fenced"] == epoch
+        first.spawn("ag/x/0", tmp_path)
+        spawned = first.read()
+        assert spawned["spawned"] == "ag/x/0"
+        first.spawn("ag/x/0", tmp_path)  # one process per instance
+        assert "already running" in first.read()["message"]
+        second.send({"op": "claim", "expect_epoch": epoch - 1})  # stale: refused
+        assert second.read() == {"claimed": False, "epoch": epoch}
+        second.send({"op": "claim", "expect_epoch": epoch})  # the active is cut off: take over
+        promoted = second.read()["promoted"]
+        assert promoted["active"] and promoted["epoch"] == epoch + 1
+        assert [i["id"] for i in promoted["instances"]] == ["ag/x/0"]
+        assert first.read() == {"fenced": epoch + 1}
+        assert first.closed()
+        assert psutil.pid_exists(spawned["pid"])  # nothing stopped by the change
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_active_dying_promotes_the_standby_with_the_desired_state(
+    agent: AgentPaths, tmp_path: Path
+) -> None:
+    first, second = Controller(agent.socket, 201), Controller(agent.socket, 202)
+    try:
+        first.hello()
+        first.spawn("ag/y/0", tmp_path)
+        pid = first.read()["pid"]
+        first.send({"op": "state", "state": {"phase": "engagement"}})
+        second.hello()
+        first.close()  # the supervisor's process died: the kernel closed its socket
+        promoted = second.read()["promoted"]
+        assert promoted["state"] == {"phase": "engagement"}
+        assert promoted["instances"][0]["pid"] == pid
+        os.kill(pid, signal.SIGKILL)
+        exit_event = second.read()
+        assert exit_event == {"exit": "ag/y/0", "pid": pid, "returncode": -9}
+    finally:
+        second.close()
+
+
+def test_a_new_agent_adopts_the_apps_of_a_killed_one(
+    agent: AgentPaths, tmp_path: Path, bus_env: dict[str, str], domain_id: int
+) -> None:
+    first = Controller(agent.socket, 301)
+    first.hello()
+    env = {**bus_env, "MCC_MISSION": "ag", "MCC_SYSTEM": "app", "MCC_DOMAIN": str(domain_id)}
+    first.send({
+        "op": "spawn", "id": "ag/app/0", "env": env, "log": str(tmp_path / "app.log"),
+        "app": "mcc.orchestrate.probe:idle", "args": [],
+    })  # fmt: skip
+    app = first.read()["pid"]
+    first.spawn("ag/cmd/0", tmp_path)  # a foreign binary: it dies with its agent
+    command = first.read()["pid"]
+    record = json.loads(agent.state.read_text())
+    assert {i["pid"]: i["start_time"] for i in record["instances"]} == {
+        app: proc_start_time(app),
+        command: proc_start_time(command),
+    }
+    os.kill(record["agent_pid"], signal.SIGKILL)
+    assert first.closed()
+    first.close()
+    start_agent(agent, tmp_path)
+    again = Controller(agent.socket, 301)
+    try:
+        hello = again.hello(expect_epoch=record["epoch"])
+        assert hello["active"] and hello["epoch"] == record["epoch"] + 1
+        assert [(i["id"], i["pid"]) for i in hello["instances"]] == [("ag/app/0", app)]
+        assert hello["exits"] == [{"exit": "ag/cmd/0", "pid": command, "returncode": None}]
+        again.send({"op": "signal", "id": "ag/app/0", "pid": app, "sig": signal.SIGKILL})
+        # not its child: the exit comes through a pidfd, its status unknown
+        assert again.read() == {"exit": "ag/app/0", "pid": app, "returncode": None}
+    finally:
+        again.close()
+
+
+def test_garbage_on_the_socket_drops_that_connection_only(
+    agent: AgentPaths, tmp_path: Path
+) -> None:
+    active = Controller(agent.socket, 401)
+    try:
+        active.hello()
+        for junk in (b"\xff\xfe not json\n", b"[1, 2]\n", b"x" * (5 * 2**20)):
+            rogue = Controller(agent.socket, 402)
+            with contextlib.suppress(OSError):
+                rogue.sock.sendall(junk)
+            assert rogue.closed()
+            rogue.close()
+        active.send({"op": "ping", "seq": 7})
+        assert active.read()["pong"] == 7  # the agent and its active controller unharmed
+    finally:
+        active.close()
