@@ -339,3 +339,27 @@ def test_the_imm_predictor_matches_kalman_imm_predict(same_dt: bool) -> None:
     want = kalman.imm_predict(ref, F=F, Q=Q, trans_prob=pi)
     for got, exp in zip(bank.state, want, strict=True):
         np.testing.assert_allclose(got, exp, rtol=1e-9, atol=1e-8)
+
+
+def test_classification_from_kinematics() -> None:
+    """A fast high flyer is an aircraft, a sea-skimmer a cruise missile, a slow low flyer a
+    helicopter, a steep fast diver ballistic; a slow track between helicopter and UAV stays
+    UNKNOWN."""
+    from mcc.tracking.classify import classify
+    from mcc.types import TargetClass as C
+
+    x = np.array(
+        [
+            [0, 0, 8000, 250, 0, 0],
+            [0, 0, 50, 240, 10, 0],
+            [0, 0, 300, 50, 0, 0],
+            [0, 0, 30000, 1500, 0, -700],
+            [0, 0, 900, 45, 0, 0],
+        ],
+        dtype=float,
+    )
+    classes, p = classify(x, ndim=3)
+    want = [C.CLASS_AIRCRAFT, C.CLASS_CRUISE_MISSILE, C.CLASS_HELICOPTER, C.CLASS_BALLISTIC]
+    assert classes[:4].tolist() == [int(c.value) for c in want]
+    assert classes[4] == int(C.CLASS_UNKNOWN.value) and p[4].max() < 0.6
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)

@@ -34,6 +34,7 @@ from mcc.tracking import (
     TrackerConfigError,
     TrackTable,
 )
+from mcc.tracking.classify import classify
 from mcc.tracking.scan import Coverage
 from mcc.types import AirPicture, DetectionBatch, TargetClass, Track, TrackStatus
 from mcc.types.arrays import pack, packed_field
@@ -230,6 +231,7 @@ class _TrackerApp:
     step_ms: list[float] = field(default_factory=list)
     dropped: Counter[str] = field(default_factory=Counter)  # batches refused on arrival
     heard: set[str] = field(default_factory=set)  # radars whose batches were held
+    classes: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, np.uint8))
 
     def __post_init__(self) -> None:
         self.tracker = MultiTargetTracker(self.config)
@@ -388,6 +390,7 @@ class _TrackerApp:
     def _publish_picture(self, table: TrackTable, origin_ns: int) -> int:
         self.cycle += 1
         n = table.count
+        self.classes = classify(table.x, ndim=table.ndim)[0]
         publish_ns = time.time_ns()
         self.pictures.write(
             AirPicture(
@@ -399,7 +402,7 @@ class _TrackerApp:
                 count=n,
                 track_id=pack(table.ids, "<u4"),
                 status=pack(table.status, "u1"),
-                classification=pack(np.zeros(n), "u1"),
+                classification=pack(self.classes, "u1"),
                 quality=pack(table.quality, "<f8"),
                 state=pack(table.x, "<f8"),
                 covariance=pack(table.P, "<f8"),
@@ -428,7 +431,7 @@ class _TrackerApp:
                 track_id=track_id,
                 tracker_id=self.tracker_id,
                 status=TrackStatus(int(table.status[row])),
-                classification=TargetClass.CLASS_UNKNOWN,
+                classification=TargetClass(int(self.classes[row])),
                 x_m=float(x[0]),
                 y_m=float(x[1]),
                 z_m=float(x[2]),
