@@ -33,7 +33,7 @@ from mcc.tracking.associators import gnn_sparse as _gnn_sparse
 from mcc.tracking.gaters import _candidate_pairs
 from mcc.tracking.predictors import _cv_predict
 from mcc.tracking.updaters import _position_update
-from mcc.types import TrackStatus
+from mcc.types import TargetClass, TrackStatus
 from mcc.types.arrays import packed_field
 from tests.conftest import app_instance, wait_for
 
@@ -771,3 +771,80 @@ def test_the_reorder_heap_is_bounded(domain_id: int, tmp_path: Path) -> None:
             app._hold(_batch(now_ns + k, detections=10, scan=k), now_ns)  # type: ignore[arg-type]
     assert len(app.pending) == 4 and app.pending_detections == 40
     assert app.dropped == {"held": 6}
+
+
+def _run_app(
+    bus: Bus, run_dir: Path, state: Path, base_ns: int, steps: range, positions: list[np.ndarray]
+) -> list[tuple[list[int], list[int]]]:
+    """One tracker instance fed ``steps`` (one detection per target at 1 s), then stopped:
+    each picture's (ids, TargetClass values)."""
+    batches = bus.writer("DetectionBatch")
+    pictures = bus.reader("AirPicture")
+    ctx = _context(bus, run_dir, "--reorder-ms", "0", "--state", str(state), "--checkpoint-s", "0")
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(tracker(ctx)))
+    thread.start()
+    out = []
+    try:
+        assert batches.wait_for_readers(1, timeout_s=10)
+        assert pictures.wait_for_writers(1, timeout_s=10)
+        for k in steps:
+            pos = np.array([p + np.array([150.0 * k, 0.0, 0.0]) for p in positions])
+            r, az, el = kalman.enu_to_rae(pos)
+            zeros = np.zeros(len(pos))
+            dets = Detections(0.0, r, az, el, zeros, zeros, *pos.T)
+            batches.write(
+                dets.to_msg(
+                    sensor_id="r1",
+                    scan_id=k,
+                    origin_ns=base_ns + k * 1_000_000_000,
+                    publish_ns=time.time_ns(),
+                    sensor_position_m=(0.0, 0.0, 0.0),
+                )
+            )
+            [picture] = pictures.take_until(1, timeout_s=5)
+            out.append(
+                (
+                    [int(i) for i in packed_field(picture, "track_id")],
+                    [int(c) for c in packed_field(picture, "classification")],
+                )
+            )
+    finally:
+        ctx.stop.set()
+        thread.join(5)
+    assert codes == [0]
+    return out
+
+
+def test_a_restarted_tracker_resumes_its_picture_with_the_same_ids(
+    domain_id: int, tmp_path: Path
+) -> None:
+    """Two aircraft tracked, the tracker stopped, a new instance on the same state file: its
+    first picture already holds both tracks under their ids, and a new target gets a new id."""
+    state = tmp_path / "state" / "tracker-0.json"
+    base_ns = time.time_ns() - 60_000_000_000
+    jets = [np.array([20e3, 15e3, 6000.0]), np.array([-18e3, 25e3, 8000.0])]
+    with Bus(domain_id) as bus:
+        first = _run_app(bus, tmp_path, state, base_ns, range(5), jets)
+    assert sorted(first[-1][0]) == [1, 2]
+    aircraft = int(TargetClass.CLASS_AIRCRAFT.value)
+    assert first[-1][1] == [aircraft, aircraft]  # 150 m/s at 6-8 km
+    assert state.exists() and state.stat().st_mode & 0o777 == 0o600
+    with Bus(domain_id) as bus:
+        later = _run_app(
+            bus, tmp_path, state, base_ns, range(5, 10), [*jets, np.array([5e3, -30e3, 7000.0])]
+        )
+    assert sorted(later[0][0]) == [1, 2]  # resumed: no gap, no new ids
+    assert sorted(later[-1][0]) == [1, 2, 3]
+
+
+def test_a_corrupt_state_file_is_set_aside_and_the_tracker_starts_clean(
+    domain_id: int, tmp_path: Path
+) -> None:
+    state = tmp_path / "tracker-0.json"
+    state.write_text('{"kind": "tracker", "version": 1, "epoch_ns": 5, "cycle": 1, "tracker": 7}')
+    base_ns = time.time_ns() - 60_000_000_000
+    with Bus(domain_id) as bus:
+        pictures = _run_app(bus, tmp_path, state, base_ns, range(4), [np.array([9e3, 9e3, 5e3])])
+    assert pictures[-1][0] == [1]
+    assert (tmp_path / "tracker-0.json.corrupt").exists()

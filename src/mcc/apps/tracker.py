@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mcc.errors import MccError
+from mcc.apps.statefile import StateFile, open_state
+from mcc.errors import ComputeError, MccError
 from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
 from mcc.security.mission import Topics
 from mcc.tracking import (
@@ -144,6 +145,14 @@ def _app_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reorder-ms", type=float, default=20.0, help="hold after origin, ms")
     parser.add_argument("--track-period-s", type=float, default=1.0, help="Track sample period")
     parser.add_argument("--epoch-ns", type=int, help="time base, Unix ns")
+    parser.add_argument(
+        "--state",
+        metavar="FILE",
+        help="the picture kept across restarts (default RUN_DIR/state/SYSTEM-INDEX.json)",
+    )
+    parser.add_argument(
+        "--checkpoint-s", type=float, default=1.0, help="picture saved this often (%(default)s s)"
+    )
     bound = parser.add_argument_group("bounds (hostile input is normal input)")
     bound.add_argument(
         "--max-future-ms",
@@ -236,6 +245,15 @@ class _TrackerApp:
     def __post_init__(self) -> None:
         self.tracker = MultiTargetTracker(self.config)
         self.tracker_id = self.ctx.identity.id
+        ident = self.ctx.identity
+        self.record: StateFile = open_state(
+            self.opts.state,
+            run_dir=self.ctx.run_dir,
+            system=ident.system,
+            index=ident.index,
+            kind="tracker",
+        )
+        self.saved_at = 0.0
         if self.opts.epoch_ns is not None:
             self.epoch_ns = self.opts.epoch_ns
         elif os.environ.get(ENV_EPOCH):
@@ -243,6 +261,7 @@ class _TrackerApp:
         self.default_sensor = _Sensor(
             self.opts.sigma_range_m, self.opts.sigma_azimuth_rad, self.opts.sigma_elevation_rad
         )
+        self._resume()
         self.reorder_ns = int(max(self.opts.reorder_ms, 0.0) * 1e6)
         self.max_future_ns = int(self.opts.max_future_ms * 1e6)
         self.max_age_ns = int(self.opts.max_age_s * 1e9)
@@ -285,6 +304,37 @@ class _TrackerApp:
             if time.monotonic() >= next_log:
                 next_log += 10.0
                 self._log_status()
+
+    def _resume(self) -> None:
+        """Take back the picture a previous instance of this identity saved: same tracks,
+        same ids, the same time base (published again at the first cycle)."""
+        doc = self.record.load()
+        if doc is None:
+            return
+        try:
+            epoch_ns, cycle = int(doc["epoch_ns"]), int(doc["cycle"])
+            self.tracker.restore(doc["tracker"])
+        except (KeyError, TypeError, ValueError, ComputeError) as exc:
+            self.tracker = MultiTargetTracker(self.config)
+            self.record.reject(f"not a picture of this tracker ({str(exc)[:160]})")
+            return
+        self.epoch_ns, self.cycle = epoch_ns, cycle
+        self.ctx.log.info(
+            "tracker %s: resumed %d tracks (next id %d) from %s",
+            self.tracker_id,
+            len(self.tracker),
+            self.tracker.next_id,
+            self.record.path,
+        )
+
+    def _checkpoint(self) -> None:
+        now = time.monotonic()
+        if self.record.path is None or now - self.saved_at < self.opts.checkpoint_s:
+            return
+        self.saved_at = now
+        self.record.save(
+            {"epoch_ns": self.epoch_ns, "cycle": self.cycle, "tracker": self.tracker.snapshot()}
+        )
 
     def _refusal(self, batch: DetectionBatch, receive_ns: int) -> tuple[str, str]:
         """Why ``batch`` is not held, as (kind, message); ("", "") when it is held. Times are
@@ -360,6 +410,7 @@ class _TrackerApp:
         self._publish_tracks(
             table, np.concatenate(confirmed + changed), np.concatenate(deleted), publish_ns
         )
+        self._checkpoint()
 
     def _scan(self, batch: DetectionBatch, t_s: float) -> Scan:
         sensor = self.sensors.get(batch.sensor_id)

@@ -33,6 +33,8 @@ array([1], dtype=uint32)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +47,7 @@ from mcc.tracking.config import TrackerConfig
 from mcc.tracking.deleters import ScanPeriodDeleter
 from mcc.tracking.gaters import Chi2Gater
 from mcc.tracking.initiators import make_initiator
-from mcc.tracking.predictors import make_predictor
+from mcc.tracking.predictors import IMMPredictor, make_predictor
 from mcc.tracking.scan import Scan, StepReport, TrackTable
 from mcc.tracking.score import ClutterDensity, LLRScore
 from mcc.tracking.updaters import PolarEKFUpdater, PositionUpdater
@@ -194,6 +196,70 @@ class MultiTargetTracker:
             not_initiated=refused,
         )
 
+    _LIFE = ("_ids", "_status", "_history", "_age", "_hits", "_misses", "_time", "_update",
+             "_birth", "_period", "_score")  # fmt: skip
+
+    def snapshot(self) -> dict[str, Any]:
+        """The picture as a JSON-able document: every track's combined estimate, IMM model
+        probabilities and life counters, the next id, the time and the radars' scan periods.
+        `restore` takes it back (a restarted tracker keeps its track ids)."""
+        x, P = self.predictor.estimate()
+        doc: dict[str, Any] = {
+            "time_s": self.time_s,
+            "next_id": self.next_id,
+            "scans": self.scans,
+            "ndim": self.d,
+            "x": x.tolist(),
+            "P": P.tolist(),
+            "sensor_time": dict(self._sensor_time),
+            "sensor_period": dict(self._sensor_period),
+        }
+        if isinstance(self.predictor, IMMPredictor):
+            doc["mu"] = self.predictor.state.mu.tolist()
+        for name in self._LIFE:
+            doc[name[1:]] = getattr(self, name).tolist()
+        return doc
+
+    def restore(self, doc: Mapping[str, Any]) -> None:
+        """Take back a `snapshot` (into a tracker with no track yet). `ComputeError` naming
+        the field when the document does not fit this tracker's configuration."""
+        if len(self):
+            raise ComputeError("restore: the tracker already has tracks")
+        try:
+            n = len(doc["ids"])
+            d, m = self.d, 2 * self.d
+            if doc["ndim"] != d:
+                raise ComputeError(f"restore: ndim {doc['ndim']!r}, this tracker is {d}-D")
+            x = np.array(doc["x"], dtype=np.float64).reshape(n, m)
+            P = np.array(doc["P"], dtype=np.float64).reshape(n, m, m)
+            life = {}
+            for name, arr in zip(self._LIFE, self._life_arrays(), strict=True):
+                life[name] = np.array(doc[name[1:]], dtype=arr.dtype).reshape(n)
+            mu = None
+            if isinstance(self.predictor, IMMPredictor) and "mu" in doc:
+                mu = np.array(doc["mu"], dtype=np.float64).reshape(n, -1)
+                if mu.shape[1] != self.predictor.mu0.size:
+                    mu = None  # another model set: start from the prior probabilities
+            time_s = None if doc["time_s"] is None else float(doc["time_s"])
+            next_id = int(doc["next_id"])
+            sensor_time = {str(k): float(v) for k, v in dict(doc["sensor_time"]).items()}
+            sensor_period = {str(k): float(v) for k, v in dict(doc["sensor_period"]).items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ComputeError(f"restore: not a tracker snapshot ({exc!r})") from None
+        if not (np.isfinite(x).all() and np.isfinite(P).all()):
+            raise ComputeError("restore: the snapshot has NaN/inf states")
+        for name, arr in life.items():
+            setattr(self, name, arr)
+        self.predictor.append(x, P)
+        if mu is not None and isinstance(self.predictor, IMMPredictor):
+            self.predictor.state.mu[:] = mu / mu.sum(axis=1, keepdims=True)
+        self.time_s, self.next_id = time_s, max(next_id, int(life["_ids"].max(initial=0)) + 1)
+        self.scans = int(doc.get("scans", 0))
+        self._sensor_time, self._sensor_period = sensor_time, sensor_period
+
+    def _life_arrays(self) -> list[npt.NDArray[Any]]:
+        return [getattr(self, name) for name in self._LIFE]
+
     # -- steps --------------------------------------------------------------------------------
     def _measurements(self, scan: Scan) -> Measurements:
         d = self.d
@@ -280,19 +346,7 @@ class MultiTargetTracker:
         return confirmed, deleted, changed
 
     def _keep(self, mask: npt.NDArray[np.bool_]) -> None:
-        for name in (
-            "_ids",
-            "_status",
-            "_history",
-            "_age",
-            "_hits",
-            "_misses",
-            "_time",
-            "_update",
-            "_birth",
-            "_period",
-            "_score",
-        ):
+        for name in self._LIFE:
             setattr(self, name, getattr(self, name)[mask])
         self.predictor.keep(mask)
 
