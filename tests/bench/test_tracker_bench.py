@@ -76,3 +76,30 @@ def test_stonesoup_kdtree_preselection_changes_no_association() -> None:
     kdtree = run_stonesoup_classic(data, assoc="kdtree")
     for key in ("gospa_m", "gospa_loc_m", "gospa_missed", "gospa_false", "tracks_final"):
         assert plain[key] == kdtree[key], key
+
+
+def test_families_run_mcc_defaults_beside_stonesoup(tmp_path: Path) -> None:
+    """A short manoeuvring family (3-6 g): MCC's defaults beside Stone Soup's EKF, same
+    detections and GOSPA; the defaults follow the turns where a CV EKF breaks its tracks."""
+    from mcc.bench.tracker_families import FAMILY_NAMES, run_families
+
+    assert FAMILY_NAMES == ("polar", "manoeuvre", "crossing", "slow1", "slow5", "slow12")
+    rows = run_families(["manoeuvre"], variants=["ekf-cv"], quick=True)
+    mcc, ss = rows
+    assert (mcc["impl"], mcc["variant"], ss["impl"], ss["variant"]) == (
+        "mcc", "defaults", "stonesoup", "ekf-cv"
+    )  # fmt: skip
+    assert mcc["scans"] == ss["scans"] == 21 and mcc["targets"] == 30
+    assert mcc["gospa_ratio"] == pytest.approx(mcc["gospa_m"] / ss["gospa_m"], abs=1e-3)
+    assert mcc["gospa_m"] < ss["gospa_m"] and mcc["track_ids"] <= ss["track_ids"]
+    assert mcc["speedup_vs_stonesoup"] > 10
+
+
+def test_families_cli_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "fam.json"
+    args = _parse("--families", "slow12", "--impl", "mcc", "--quick", "--json", str(out))
+    assert args.func(args) == 0
+    doc = json.loads(out.read_text())
+    assert doc["bench"] == "tracker-families"
+    [row] = doc["rows"]
+    assert row["family"] == "slow12" and row["period_s"] == 12.0 and row["scans"] == 21

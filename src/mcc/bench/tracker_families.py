@@ -56,6 +56,7 @@ from mcc.tracking.replay import PictureScore, SensorSpec, Truth
 
 __all__ = [
     "FAMILIES",
+    "FAMILY_NAMES",
     "Family",
     "FamilyData",
     "STONESOUP_VARIANTS",
@@ -121,6 +122,7 @@ FAMILIES = {
         Family(name="slow12", period_s=12.0, **_SLOW),  # type: ignore[arg-type]
     )
 }  # fmt: skip
+FAMILY_NAMES = tuple(FAMILIES)
 STONESOUP_VARIANTS = ("ekf-cv", "ukf-cv", "ekf-ct", "jpda-ekf-cv")
 
 
