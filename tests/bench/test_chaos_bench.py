@@ -55,7 +55,7 @@ def test_a_run_kills_the_supervisor_the_agent_and_an_instance_and_loses_nothing(
     manifest.write_text(MANIFEST)
     result = run_chaos(manifest, every_s=0.5, kinds=["radar", "supervisor", "agent"])
     rows = {r["kill"]: r for r in result["kills"]}
-    assert set(rows) == {"radar", "supervisor", "agent"}
+    assert set(rows) == {"none (anchor)", "radar", "supervisor", "agent"}
     assert not any(r.get("error") for r in rows.values()), rows
     supervisor = rows["supervisor"]
     assert supervisor["restarted"] == 0  # the standby adopted every instance
