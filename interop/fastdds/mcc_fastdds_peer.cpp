@@ -52,6 +52,7 @@
 #include <fastcdr/Cdr.h>
 #include <fastcdr/FastBuffer.h>
 #include <fastdds/dds/domain/DomainParticipant.hpp>
+#include <fastdds/dds/log/Log.hpp>
 #include <fastdds/dds/domain/DomainParticipantFactory.hpp>
 #include <fastdds/dds/publisher/DataWriter.hpp>
 #include <fastdds/dds/publisher/Publisher.hpp>
@@ -84,6 +85,7 @@ int64_t now_ns()
 
 [[noreturn]] void die(const std::string& what)
 {
+  Log::Flush();  // Fast DDS logs from a thread of its own: say why before exiting
   std::cerr << "mcc-fastdds-peer: " << what << std::endl;
   std::exit(1);
 }
@@ -232,6 +234,51 @@ uint32_t cyclone_discovery_port(uint32_t domain, uint32_t index)
   return 7400 + 250 * domain + 10 + 2 * index;
 }
 
+// The text of <TAG>…</TAG> in `xml`, "" when absent.
+std::string xml_element(const std::string& xml, const std::string& tag)
+{
+  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+  size_t start = xml.find(open);
+  if (start == std::string::npos)
+    return "";
+  start += open.size();
+  size_t end = xml.find(close, start);
+  return end == std::string::npos ? "" : xml.substr(start, end - start);
+}
+
+// DDS Security with the OMG builtin plugins, from the same files Cyclone's <Security> element
+// names in CYCLONEDDS_URI (what an MCC supervisor gives each instance of a secured mission).
+void secure(DomainParticipantQos& pq)
+{
+  const char* uri = std::getenv("CYCLONEDDS_URI");
+  const std::string xml = uri != nullptr ? uri : "";
+  const std::string ca = xml_element(xml, "IdentityCA");
+  if (ca.empty())
+    return;
+  auto& props = pq.properties().properties();
+  auto set = [&](const std::string& name, std::string value) {
+    // Cyclone writes file:/path, Fast DDS reads file:///path
+    if (value.rfind("file:", 0) == 0 && value.rfind("file://", 0) != 0)
+      value = "file://" + value.substr(5);
+    props.emplace_back(name, value);
+  };
+  set("dds.sec.auth.plugin", "builtin.PKI-DH");
+  set("dds.sec.auth.builtin.PKI-DH.identity_ca", ca);
+  set("dds.sec.auth.builtin.PKI-DH.identity_certificate", xml_element(xml, "IdentityCertificate"));
+  set("dds.sec.auth.builtin.PKI-DH.private_key", xml_element(xml, "PrivateKey"));
+  if (!xml_element(xml, "PermissionsCA").empty())
+  {
+    set("dds.sec.access.plugin", "builtin.Access-Permissions");
+    set("dds.sec.access.builtin.Access-Permissions.permissions_ca",
+        xml_element(xml, "PermissionsCA"));
+    set("dds.sec.access.builtin.Access-Permissions.governance", xml_element(xml, "Governance"));
+    set("dds.sec.access.builtin.Access-Permissions.permissions", xml_element(xml, "Permissions"));
+  }
+  set("dds.sec.crypto.plugin", "builtin.AES-GCM-GMAC");
+  std::cout << "security: builtin plugins, identity " << xml_element(xml, "IdentityCertificate")
+            << std::endl;
+}
+
 std::unique_ptr<Bus> open_bus(const std::string& qos_file)
 {
   auto bus = std::make_unique<Bus>();
@@ -264,6 +311,7 @@ std::unique_ptr<Bus> open_bus(const std::string& qos_file)
     pq.transport().use_builtin_transports = false;
     pq.transport().user_transports.push_back(udp);
   }
+  secure(pq);
   bus->participant = factory->create_participant(domain, pq);
   if (bus->participant == nullptr)
     die("cannot create a participant on domain " + std::to_string(domain));
@@ -838,6 +886,8 @@ int main(int argc, char** argv)
 {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  if (std::getenv("MCC_FASTDDS_VERBOSE") != nullptr)  // Fast DDS' own log, e.g. for security
+    Log::SetVerbosity(Log::Kind::Info);
   if (argc < 2)
     usage("first argument must be a role");
   std::string role = argv[1];
