@@ -525,3 +525,17 @@ def test_a_mission_may_have_its_writers_write_xcdr2(
     monkeypatch.setenv(REPRESENTATION_ENV, "CDR")
     with pytest.raises(QosError, match="MCC_DATA_REPRESENTATION='CDR': write XCDR1"):
         default_library()
+
+
+@pytest.mark.parametrize("vendor", ["fastdds", "rti"])
+def test_cli_exports_the_profiles(vendor: str, tmp_path: Path, library: QosLibrary) -> None:
+    import subprocess
+    import sys
+
+    from mcc.bus.qos import export_profiles
+
+    out = tmp_path / f"{vendor}.xml"
+    cmd = [sys.executable, "-m", "mcc.cli", "qos", "export", "--vendor", vendor, "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == export_profiles(library, vendor)
