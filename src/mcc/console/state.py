@@ -502,7 +502,8 @@ class LiveState:
                     "received_ns": now_ns,
                 }
                 self._beats.move_to_end(system_id)
-                self._seen(_system_of(system_id))
+                if _system_of(system_id) != SUPERVISOR:  # a controller, not a system to command
+                    self._seen(_system_of(system_id))
             self._leave_out("heartbeats", _evict(self._beats, self.limits.max_systems), now_ns)
 
     def _seen(self, system: str) -> None:
@@ -822,13 +823,17 @@ class LiveState:
         for system_id, row in rows.items():
             row.setdefault("beat_age_ms", None)
             row["system"] = _system_of(system_id)
-            if row["system"] == "supervisor":  # replicated supervisors: which one commands
+            if row["system"] == SUPERVISOR:  # replicated supervisors: which one commands
                 role = str(row.get("message", "")).split(" ", 1)[0]
                 row["state"] = role if role in ("active", "standby", "fenced") else row["state"]
                 row["reason"] = row.get("message", "")
             out.append(row)
         queue = [{"id": r["id"], "reason": r["reason"]} for r in out if r["state"] == "pending"]
         return out, queue
+
+
+#: The system part of a supervisor's heartbeat id (``MISSION/supervisor/PID``).
+SUPERVISOR = "supervisor"
 
 
 def _system_of(system_id: str) -> str:
