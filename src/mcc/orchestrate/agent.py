@@ -460,7 +460,15 @@ class Agent:
         report_buf = b""
         terminated = False
         log.info("node agent %s ready (pid %d, epoch %d)", self.paths.key, os.getpid(), self.epoch)
+        from mcc.observe import notify  # systemd (Type=notify): no-ops elsewhere
+
+        notify.ready(status=f"node agent {self.paths.key}: {len(self.procs)} instances")
+        beat_s = notify.watchdog_interval_s()
+        next_beat = 0.0
         while True:
+            if beat_s is not None and time.monotonic() >= next_beat:
+                notify.notify("WATCHDOG=1")  # from the loop itself: a wedged agent is restarted
+                next_beat = time.monotonic() + beat_s
             for key, _ in self.selector.select(timeout=0.5):
                 kind, ref = key.data
                 if kind == "listen":

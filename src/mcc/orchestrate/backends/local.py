@@ -304,6 +304,8 @@ class LocalBackend:
             # The socket in its environment marks the agent and every instance it forks as this
             # mission's (`mcc chaos`, test clean-up).
             env = {**os.environ, "PYTHONUNBUFFERED": "1", agent.ENV_SOCKET: str(paths.socket)}
+            for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+                env.pop(key, None)  # systemd's notifications are the supervisor's unit's
             argv = [
                 sys.executable, "-m", FORK_SERVER, "--detach",
                 "--key", paths.key, "--socket", str(paths.socket), "--state", str(paths.state),
