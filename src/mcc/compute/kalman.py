@@ -393,12 +393,16 @@ def imm_mix(state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None) -
     n_tracks, n_models, n = x.shape
     wT = _mT(w)  # (N, j, i)
     x0 = wT @ x
-    # Spread of the means, Σ_i w_ij dx dxᵀ, as Yᵀ Y with Y_ji = sqrt(w_ij) dx_ij: plain matmuls,
-    # an order of magnitude faster than the equivalent einsum.
-    dx = x[:, None, :, :] - x0[:, :, None, :]  # (N, j, i, n)
-    Y = dx * xp.sqrt(wT)[..., None]
-    P_mix = (wT @ P.reshape(n_tracks, n_models, n * n)).reshape(P.shape)
-    P0 = _symmetrise(P_mix + _mT(Y) @ Y)
+    # P0_j = Σ_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)ᵀ) = Σ_i w_ij (P_i + d_i d_iᵀ) - e_j e_jᵀ
+    # with d_i = x_i - r and e_j = x0_j - r for any r: one (M × M) @ (M × n²) product per
+    # track instead of M² outer products. r = the track's first model keeps d and e as small
+    # as the spread of the models, so nothing cancels.
+    ref = x[:, :1, :]
+    d = x - ref
+    e = x0 - ref
+    second = P + d[..., :, None] * d[..., None, :]
+    P0 = (wT @ second.reshape(n_tracks, n_models, n * n)).reshape(P.shape)
+    P0 = _symmetrise(P0 - e[..., :, None] * e[..., None, :])
     return IMMState(x0, P0, c_bar)
 
 
