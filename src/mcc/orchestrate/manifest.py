@@ -439,8 +439,11 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str]:
 
 
 def load_manifest(path: str | Path) -> Mission:
-    """Read and validate a manifest; ``ManifestError`` lists every problem found."""
-    path = Path(path)
+    """Read and validate a manifest (a path from the working folder, else a shipped mission:
+    ``missions/sam-toc.yaml`` works from any folder); ``ManifestError`` lists every problem."""
+    from mcc.resources import shipped
+
+    path = shipped(path)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -455,7 +458,9 @@ def runnable_problems(path: str | Path) -> list[str]:
     import importlib
     import shutil
 
-    path = Path(path)
+    from mcc.resources import shipped
+
+    path = shipped(path)
     text = path.read_text()
     mission = parse_manifest(text, source=str(path))
     _, lines = parse_mapping(text, source=str(path), error=ManifestError, expected="")
