@@ -889,11 +889,20 @@ class FarmWorker:
         done_here = 0
         self._hello()  # at least once: the master learns of a replacement from it
         next_hello = time.monotonic() + hello_interval_s
+        hello_with_work = False
         while not stop.is_set():
             if not self._got_any.is_set() and time.monotonic() >= next_hello:
                 self._hello()
                 next_hello = time.monotonic() + hello_interval_s
             if self._queue:
+                if not hello_with_work:
+                    # Again before the first item: a replacement gets its items from the
+                    # master's writer on matching, and the first hello may have gone out
+                    # when only another reader of WorkResult (a standby master, a watcher)
+                    # had matched; the master's writer has matched by now, so its reader
+                    # (same participant) almost surely too.
+                    self._hello()
+                    hello_with_work = True
                 item = self._queue.popleft()
                 done = self._done.get(int(item.item_id))
                 if done is not None and done[:2] == (item.lo, item.hi):

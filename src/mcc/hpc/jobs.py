@@ -59,8 +59,9 @@ IMPLS = ("dds", "mpi", "mpi-tcp")
 class KillPlan:
     """``kill -9`` worker ``worker`` (its index) once ``at_fraction`` of the results are in.
 
-    ``mid_item`` (DDS): wait, after that, until the victim's latest checkpoint is one taken
-    inside an item, so the kill interrupts work in progress (what a checkpoint is for).
+    ``mid_item`` (DDS): wait, after that, until the victim's latest two checkpoints were taken
+    inside an item, so the kill interrupts work in progress (what a checkpoint is for) and the
+    persistence service holds a mid-item checkpoint to resume from.
     ``system="master"`` (DDS) kills master ``worker`` instead (its index; 0: the one leading
     the job): a standby or the master restarted takes the job over from its journal.
     """
@@ -237,7 +238,8 @@ class _JobWatch:
     def __init__(self, bus: Bus, job_id: str) -> None:
         self.job_id = job_id
         self.items: set[int] = set()
-        self.in_item: dict[str, bool] = {}  # worker id → its latest checkpoint is mid-item
+        # worker id → how many of its latest checkpoints in a row were taken inside an item
+        self.in_item: dict[str, int] = {}
         self._results: Reader[WorkResult] = bus.reader("WorkResult", on_data=self._on_results)
         self._checkpoints: Reader[Checkpoint] = bus.reader(
             "Checkpoint", history=False, on_data=self._on_checkpoints
@@ -251,13 +253,16 @@ class _JobWatch:
     def _on_checkpoints(self, reader: Reader[Checkpoint]) -> None:
         for cp in reader.take():
             if cp.job_id == self.job_id:
-                self.in_item[cp.worker_id] = bool(cp.state)
+                run = self.in_item.get(cp.worker_id, 0)
+                self.in_item[cp.worker_id] = run + 1 if cp.state else 0
 
     def ready_to_kill(self, kill: KillPlan, items: int, victim: str) -> bool:
         if len(self.items) < kill.threshold(items):
             return False
         mid_item = kill.mid_item and kill.system == "worker"
-        return not mid_item or self.in_item.get(victim, False)
+        # Two in a row: the one before the newest was written a checkpoint interval ago, so the
+        # persistence service has it even when the newest is still on its way when we kill.
+        return not mid_item or self.in_item.get(victim, 0) >= 2
 
 
 def _run_mission(
