@@ -160,6 +160,7 @@ def test_hostile_participants_are_never_obeyed(
         for topic in ("EngagementOrder", "Command", "CommandReply"):
             with pytest.raises(MccError, match=f"DDS Security refused to publish topic '{topic}'"):
                 bus.writer(topic)
+        assert bus.stats.security_denials == 3  # counted (/metrics), not only raised
     # The operator may command, but only as itself: not in the console's partition.
     operator = mission.existing("guarded/operator")
     with Bus(domain_id, transport=_as(operator), name="operator") as bus:

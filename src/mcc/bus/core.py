@@ -136,6 +136,7 @@ class BusStatistics:
     invalid_samples_refused: int = 0
     samples_dropped: int = 0
     handler_errors: int = 0
+    security_denials: int = 0  # writers/readers this process's permissions refused
     dropped_by_topic: dict[str, int] = field(default_factory=dict)
     events: list[QosEvent] = field(default_factory=list)
 
@@ -609,6 +610,7 @@ class Bus:
         except DDSException as exc:
             if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
                 raise
+            self.stats.security_denials += 1
             declared = os.environ.get(GRANTS_ENV)  # an instance: where its system is declared
             fix = (
                 f"declare it in the manifest ({declared}: publish/subscribe) or in its app's "
