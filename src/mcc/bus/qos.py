@@ -381,8 +381,7 @@ def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Prof
         if "topic_qos" not in parts:
             topic_qos = _topic_from_entities(parts)
         writer = Qos(*parts.get("datawriter_qos", Qos()), base=topic)
-        written = writer[Policy.DataRepresentation] if Policy.DataRepresentation in writer else None
-        if representation == "XCDR2" and written is not None and written.use_cdrv0_representation:
+        if representation == "XCDR2" and _writes_xcdr1(writer):
             writer = Qos(Policy.DataRepresentation(use_xcdrv2_representation=True), base=writer)
         profiles[name] = _Profile(
             topic=topic_qos,
@@ -390,6 +389,13 @@ def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Prof
             writer=writer.datawriter(),
         )
     return profiles
+
+
+def _writes_xcdr1(qos: Qos) -> bool:
+    """Whether a writer with ``qos`` writes XCDR1 (the first representation it offers)."""
+    if Policy.DataRepresentation not in qos:  # Qos is not a Mapping: no .get
+        return False
+    return bool(qos[Policy.DataRepresentation].use_cdrv0_representation)
 
 
 def _topic_from_entities(parts: Mapping[str, Qos]) -> TopicQos:
