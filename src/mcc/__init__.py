@@ -21,7 +21,14 @@ def _one_cyclone() -> None:
     if spec is None or spec.loader is None:
         return
     native = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(native)
+    try:
+        spec.loader.exec_module(native)
+    except ImportError as exc:
+        raise ImportError(
+            f"mcc's native bus core ({found[0].name}) cannot load the Cyclone DDS library it "
+            f"was built against ({exc}): install MCC with that Cyclone at the same path, or "
+            "build the wheel against this host's (docs/deploy.md, 'Installing')"
+        ) from exc
     import sys
 
     sys.modules["mcc.bus._native"] = native
