@@ -46,6 +46,7 @@ import numpy as np
 import yaml
 
 from mcc.bench import report
+from mcc.bench.deploy import wait_until
 from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
@@ -235,13 +236,7 @@ def _v(value: Any) -> int:
 
 
 def _wait(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise MccError(f"bench chaos: timed out after {timeout_s:g} s waiting for {what}")
+    return wait_until(condition, timeout_s, what, bench="chaos")
 
 
 # -- the run -----------------------------------------------------------------------------------

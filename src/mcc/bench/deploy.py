@@ -170,14 +170,17 @@ class _StatusWatch:
         return {e.system_id: e for e in status.systems if e.state == SystemState.SYSTEM_RUNNING}
 
 
-def _wait(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+def wait_until(
+    condition: Callable[[], Any], timeout_s: float, what: str, *, bench: str = "deploy"
+) -> Any:
+    """``condition()``'s first true value, polled every 10 ms; ``MccError`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.01)
-    raise MccError(f"bench deploy: timed out after {timeout_s:g} s waiting for {what}")
+    raise MccError(f"bench {bench}: timed out after {timeout_s:g} s waiting for {what}")
 
 
 def _mcc_row(
@@ -200,15 +203,17 @@ def _mcc_row(
         )
         try:
             timeout_s = 60.0 + 2.0 * n + (60.0 if backend == "ray" else 0.0)
-            running = _wait(
+            running = wait_until(
                 lambda: (r := watch.running()) and len(r) == n and r, timeout_s, f"{n} workers"
             )
             deploy_s = (max(e.since_ns for e in running.values()) - start_ns) / 1e9
             client.scale("w", 0)
-            _wait(lambda: watch.latest is not None and not watch.latest.systems, 60, "scale to 0")
+            wait_until(
+                lambda: watch.latest is not None and not watch.latest.systems, 60, "scale to 0"
+            )
             scale_ns = time.time_ns()
             client.scale("w", n)
-            running = _wait(
+            running = wait_until(
                 lambda: (r := watch.running()) and len(r) == n and r, timeout_s, "scale up"
             )
             scale_s = (max(e.since_ns for e in running.values()) - scale_ns) / 1e9
@@ -247,11 +252,11 @@ def _p99(times: list[float]) -> float | None:
 
 
 def _failover(watch: _StatusWatch, instance_id: str) -> float:
-    entry = _wait(lambda: watch.running().get(instance_id), 30, f"{instance_id} running")
+    entry = wait_until(lambda: watch.running().get(instance_id), 30, f"{instance_id} running")
     time.sleep(0.25)  # past restart.stable_s: each kill measures a first restart, not a backoff
     kill_ns = time.time_ns()
     os.kill(entry.pid, signal.SIGKILL)
-    replaced = _wait(
+    replaced = wait_until(
         lambda: (e := watch.running().get(instance_id)) and e.pid != entry.pid and e,
         30,
         f"{instance_id} replaced",
@@ -292,7 +297,7 @@ def _exec_row(
         try:
             start_ns = time.time_ns()
             procs = [spawn(i) for i in range(n)]
-            _wait(lambda: len(first_beat) >= n, 60.0 + 2.0 * n, f"{n} exec workers")
+            wait_until(lambda: len(first_beat) >= n, 60.0 + 2.0 * n, f"{n} exec workers")
             deploy_s = (max(first_beat.values()) - start_ns) / 1e9
             times = []
             for _ in range(failovers):
@@ -302,7 +307,7 @@ def _exec_row(
                 victim.wait()
                 procs[0] = spawn(0)
                 key = ("exec/w/0", procs[0].pid)
-                _wait(lambda k=key: k in first_beat, 30, "exec replacement")  # type: ignore[misc]
+                wait_until(lambda k=key: k in first_beat, 30, "exec replacement")  # type: ignore[misc]
                 times.append((first_beat[key] - kill_ns) / 1e9)
         finally:
             for proc in procs:
