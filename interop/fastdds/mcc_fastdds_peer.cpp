@@ -266,6 +266,10 @@ void secure(DomainParticipantQos& pq)
   set("dds.sec.auth.builtin.PKI-DH.identity_ca", ca);
   set("dds.sec.auth.builtin.PKI-DH.identity_certificate", xml_element(xml, "IdentityCertificate"));
   set("dds.sec.auth.builtin.PKI-DH.private_key", xml_element(xml, "PrivateKey"));
+  // Fast DDS 2.9 always proposes DH+MODP-2048-256 and sends its public key as a bare integer,
+  // which Cyclone 11 refuses (it wants a DER INTEGER); Fast DDS >= 2.11 takes this and uses
+  // ECDH, which Cyclone reads (docs/interop.md, security).
+  set("dds.sec.auth.builtin.PKI-DH.preferred_key_agreement", "ECDH");
   if (!xml_element(xml, "PermissionsCA").empty())
   {
     set("dds.sec.access.plugin", "builtin.Access-Permissions");
