@@ -18,7 +18,7 @@ drawn once per family from ``seed``; both trackers get the same detections in th
 
 **Trackers.** ``mcc``: `mcc.tracking.MultiTargetTracker` with its defaults (`TrackerConfig`,
 ``ndim=2``, nothing tuned per family). ``stonesoup`` (1.9), each variant built from its own
-components: constant velocity (``KalmanPredictor``, discrete white acceleration of σ 10 m/s²,
+components: constant velocity (``KalmanPredictor``, discrete white acceleration of σ 5 m/s²,
 the same as MCC's default) or constant turn (``ConstantTurn`` with ``ExtendedKalmanPredictor``,
 state [x vx y vy ω]); ``CartesianToBearingRange`` measurements with the ``ExtendedKalmanUpdater``
 (``ekf``) or ``UnscentedKalmanUpdater`` (``ukf``); ``DistanceHypothesiser`` (Mahalanobis,
