@@ -173,7 +173,7 @@ class Watch:
     mission: str
     status: Any = None
     status_mono: float = 0.0
-    statuses: list[tuple[float, dict[str, tuple[int, int, int]]]] = field(default_factory=list)
+    statuses: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = field(default_factory=list)
     pictures: list[tuple[float, frozenset[int]]] = field(default_factory=list)
     active_beats: dict[int, float] = field(default_factory=dict)  # supervisor pid → first
     orders: dict[int, float] = field(default_factory=dict)  # order id → first seen (issued)
@@ -186,7 +186,9 @@ class Watch:
         for msg in reader.take():
             if msg.mission != self.mission:
                 continue
-            entries = {e.system_id: (_v(e.state), e.pid, e.since_ns) for e in msg.systems}
+            entries = {
+                e.system_id: (_v(e.state), e.pid, e.since_ns, e.restarts) for e in msg.systems
+            }
             with self.lock:
                 self.status, self.status_mono = msg, now
                 self.statuses.append((now, entries))
@@ -221,7 +223,7 @@ class Watch:
                 seen = self.outcomes.setdefault(outcome.order_id, set())
                 seen.add((_v(outcome.status), outcome.rounds))
 
-    def running(self) -> dict[str, tuple[int, int, int]]:
+    def running(self) -> dict[str, tuple[int, int, int, int]]:
         with self.lock:
             if not self.statuses:
                 return {}
@@ -516,7 +518,7 @@ def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
 
     def seen_dead() -> float | None:
         for t, entries in list(watch.statuses):
-            state, now_pid, _ = entries.get(victim, (running, pid, 0))
+            state, now_pid, _, _ = entries.get(victim, (running, pid, 0, 0))
             if t > killed and (now_pid != pid or state != running):
                 return t
         return None
@@ -544,7 +546,7 @@ def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
 
 
 def _kill_supervisor(
-    m: _Mission, watch: Watch, client: Any, before: dict[str, tuple[int, int, int]]
+    m: _Mission, watch: Watch, client: Any, before: dict[str, tuple[int, int, int, int]]
 ) -> dict[str, Any]:
     from mcc.orchestrate.client import ControlClient
     from mcc.security.mission import CONSOLE
@@ -590,7 +592,7 @@ def _kill_supervisor(
 
 
 def _kill_agent(
-    m: _Mission, watch: Watch, before: dict[str, tuple[int, int, int]]
+    m: _Mission, watch: Watch, before: dict[str, tuple[int, int, int, int]]
 ) -> dict[str, Any]:
     old = int(m.agent_record().get("agent_pid") or 0)
     if old <= 1:
@@ -617,16 +619,16 @@ def _kill_agent(
 
 
 def _restarted(
-    watch: Watch, before: dict[str, tuple[int, int, int]], victim: str | None = None
+    watch: Watch, before: dict[str, tuple[int, int, int, int]], victim: str | None = None
 ) -> int:
-    """Instances running before, other than ``victim``, whose process is not the same now."""
+    """Instances running before, other than ``victim``, that the supervisor has restarted
+    since (their restart count grew); one that ended on its own (a job done) is not one."""
     with watch.lock:
         now = watch.statuses[-1][1] if watch.statuses else {}
-    running = SystemState.SYSTEM_RUNNING.value
     return sum(
         1
-        for k, (_, pid, _) in before.items()
-        if k != victim and (now.get(k, (0, 0, 0))[1] != pid or now[k][0] != running)
+        for k, (_, _, _, restarts) in before.items()
+        if k != victim and k in now and now[k][3] > restarts
     )
 
 

@@ -68,7 +68,8 @@ from mcc.types import PersistAck, PersistReply
 
 # Stores whatever durable topic it discovers: it subscribes to every topic.
 BUS_TOPICS = {
-    "main": Topics(publish=("PersistReply", "PersistAck"), subscribe=("*",)),
+    # PersistRequest: a replica asks the others for what it missed (alignment)
+    "main": Topics(publish=("PersistReply", "PersistAck", "PersistRequest"), subscribe=("*",)),
 }
 
 if TYPE_CHECKING:
