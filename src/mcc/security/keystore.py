@@ -190,7 +190,8 @@ class Keystore:
                 f"{cert.not_valid_after_utc:%Y-%m-%d}, not now"
             )
         xml = (ident.folder / "permissions.xml").read_text()
-        if f"<subject_name>{ident.subject}</subject_name>" not in xml:
+        written = (ident.subject, f"CN={name},O=MCC")  # the order keystores used before
+        if not any(f"<subject_name>{subject}</subject_name>" in xml for subject in written):
             problems.append(
                 f"{ident.folder}/permissions.xml: not the permissions of {ident.subject}"
             )
@@ -228,7 +229,10 @@ class Keystore:
 
 
 def _subject(name: str) -> str:
-    return f"CN={name},O=MCC"
+    """The subject as the certificate writes it (RFC 4514: last attribute first). Fast DDS
+    compares a permissions document's subject with the certificate's in order; Cyclone
+    compares them as names, so either order passes there."""
+    return _name(name).rfc4514_string()
 
 
 def _name(common_name: str) -> x509.Name:
