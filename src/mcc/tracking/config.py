@@ -48,7 +48,7 @@ class TrackerConfig:
     imm_turn_rates_dps: tuple[float, ...] = (0.0, 6.0, -6.0, 12.0, -12.0, 18.0, -18.0)
     """IMM: the turn rate of each model, degrees/s (0 = constant velocity, + = left turn).
     The default covers 0-20 deg/s, i.e. 3-6 g at 200-300 m/s, within 3 deg/s of a model."""
-    imm_sojourn_s: float = 10.0
+    imm_sojourn_s: float = 15.0
     """IMM: mean time spent in one model, seconds. The probability of staying in a model over
     a step of dt seconds is exp(-dt / imm_sojourn_s), so slow radars switch more per scan."""
     measurement_update: Literal["ekf", "converted"] = "ekf"
