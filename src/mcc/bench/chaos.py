@@ -60,6 +60,7 @@ COLUMNS = (
     "detect_s",
     "recover_s",
     "restarted",
+    "restarted_ids",
     "picture_gap_s",
     "id_switches",
     "ok",
@@ -538,7 +539,8 @@ def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
         "target": f"{kind}/0 pid {pid}",
         "detect_s": round(detected - killed, 3),
         "recover_s": round(recovered, 3),
-        "restarted": restarted,
+        "restarted": len(restarted),
+        "restarted_ids": " ".join(restarted) or None,
         "picture_gap_s": gap,
         "id_switches": switches,
         "ok": ok,
@@ -583,10 +585,11 @@ def _kill_supervisor(
         "target": f"active pid {active_pid}",
         "detect_s": round(detected - killed, 3) if detected else None,
         "recover_s": round(recover, 3),
-        "restarted": restarted,
+        "restarted": len(restarted),
+        "restarted_ids": " ".join(restarted) or None,
         "picture_gap_s": gap,
         "id_switches": None,
-        "ok": recover <= SUPERVISOR_RECOVER_S and restarted == 0
+        "ok": recover <= SUPERVISOR_RECOVER_S and not restarted
         and (gap is None or gap <= PICTURE_GAP_S),
     }  # fmt: skip
 
@@ -611,7 +614,8 @@ def _kill_agent(
         "target": f"pid {old}",
         "detect_s": round(detected - killed, 3),
         "recover_s": round(recovered - killed, 3),
-        "restarted": restarted,
+        "restarted": len(restarted),
+        "restarted_ids": " ".join(restarted) or None,
         "picture_gap_s": gap,
         "id_switches": None,
         "ok": gap is None or gap <= PICTURE_GAP_S,
@@ -620,13 +624,13 @@ def _kill_agent(
 
 def _restarted(
     watch: Watch, before: dict[str, tuple[int, int, int, int]], victim: str | None = None
-) -> int:
+) -> list[str]:
     """Instances running before, other than ``victim``, that the supervisor has restarted
     since (their restart count grew); one that ended on its own (a job done) is not one."""
     with watch.lock:
         now = watch.statuses[-1][1] if watch.statuses else {}
-    return sum(
-        1
+    return sorted(
+        k.split("/", 1)[1]
         for k, (_, _, _, restarts) in before.items()
         if k != victim and k in now and now[k][3] > restarts
     )
