@@ -166,8 +166,11 @@ def test_a_new_agent_adopts_the_apps_of_a_killed_one(
     assert first.closed()
     first.close()
     start_agent(agent, tmp_path)
-    again = Controller(agent.socket, 301)
+    standby, again = Controller(agent.socket, 302), Controller(agent.socket, 301)
     try:
+        # a standby that reconnects first learns nothing that belongs to the active one
+        early = standby.hello(claim=False)
+        assert not early["active"] and early["instances"] == [] and early["exits"] == []
         hello = again.hello(expect_epoch=record["epoch"])
         assert hello["active"] and hello["epoch"] == record["epoch"] + 1
         assert [(i["id"], i["pid"]) for i in hello["instances"]] == [("ag/app/0", app)]
@@ -177,6 +180,7 @@ def test_a_new_agent_adopts_the_apps_of_a_killed_one(
         assert again.read() == {"exit": "ag/app/0", "pid": app, "returncode": None}
     finally:
         again.close()
+        standby.close()
 
 
 def test_garbage_on_the_socket_drops_that_connection_only(

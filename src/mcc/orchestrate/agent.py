@@ -260,9 +260,8 @@ class Agent:
             free = self.active is None and (expect is None or expect == self.epoch)
             if message.get("claim") and free:
                 self._send(conn, {"hello": self._make_active(conn)})
-            else:
-                snapshot = self._snapshot() if self.active is None else self._peek()
-                self._send(conn, {"hello": snapshot})
+            else:  # a standby: the instances and their exits are the next active one's
+                self._send(conn, {"hello": self._peek()})
             return
         if op == "ping":
             self._send(conn, {"pong": message.get("seq"), "epoch": self.epoch})
@@ -292,13 +291,13 @@ class Agent:
             self._send(conn, {"error": "", "message": f"unknown op {op!r}"})
 
     def _peek(self) -> dict[str, Any]:
-        """What a standby is told: who is active, no instances (the active owns them)."""
-        assert self.active is not None
+        """What a standby is told: who is active, no instances and no exits (they go to the
+        active supervisor, or wait for the next one)."""
         return {
             "epoch": self.epoch,
             "agent_pid": os.getpid(),
             "active": False,
-            "active_pid": self.active.pid,
+            "active_pid": self.active.pid if self.active is not None else 0,
             "instances": [],
             "state": None,
             "exits": [],
