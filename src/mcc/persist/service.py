@@ -113,6 +113,7 @@ class ServiceStatistics:
     truncated_replies: int = 0  # history replies cut short by max_reply_samples/_bytes
     bad_requests: int = 0  # history requests refused or dropped (malformed, over a rate)
     topics_refused: int = 0  # durable topics not kept: max_topics
+    writes_timed_out: int = 0  # replies and acks not sent: a reader (a dead one) blocked them
 
 
 @dataclass
@@ -634,7 +635,8 @@ class PersistService:
     def _ack(self, guid: str, topic: str) -> None:
         state = self.store.writer_state(guid)
         refusal = self._refusals.get(guid)
-        self._acks.write(
+        self._write(
+            self._acks,
             PersistAck(
                 replica=self.replica,
                 writer_guid=guid,
@@ -644,8 +646,31 @@ class PersistService:
                 refused_source_ns=refusal.source_ns if refusal else 0,
                 refused_reason=refusal.reason if refusal else "",
                 time_ns=time.time_ns(),
-            )
+            ),
+            "PersistAck",
         )
+
+    def _write(self, writer: Any, sample: Any, topic: str) -> bool:
+        """Send ``sample``; False when a reliable reader that stopped acknowledging (a process
+        killed a moment ago, until its liveliness lapses) blocked the write past its QoS's
+        max blocking time. The sample is dropped and counted: the requester asks again, the
+        next ack covers this one. Never the end of the service."""
+        try:
+            writer.write(sample)
+        except DDSException as exc:
+            if exc.code != DDSException.DDS_RETCODE_TIMEOUT:
+                raise
+            self.stats.writes_timed_out += 1
+            self._log_once(
+                "*",
+                f"timeout {topic}",
+                "%s: a %s write timed out (a reader stopped acknowledging); dropped, and the "
+                "next ones are counted, not logged",
+                self.replica,
+                topic,
+            )
+            return False
+        return True
 
     # -- replicas ---------------------------------------------------------------------------
     def _align(self) -> None:
@@ -770,7 +795,8 @@ class PersistService:
                     f"(partitions_json={request.partitions_json[:200]!r}): {exc}"
                 )
             reply.reply_ns = time.time_ns()
-            self._replies.write(reply)
+            if not self._write(self._replies, reply, "PersistReply"):
+                continue
             log.debug(
                 "%s: answered %s (topic %r): %d samples",
                 self.replica,
