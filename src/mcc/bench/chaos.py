@@ -156,8 +156,9 @@ RUN_COLUMNS = (
 NOTES = (
     "Per kill: detect_s kill → the mission saw it; recover_s kill → the replacement's first "
     "heartbeat (the supervisor: the first `mcc status` answered by the standby); restarted: "
-    "other instances whose pid changed; picture_gap_s: longest AirPicture silence around the "
-    "kill; id_switches: tracks lost while new ids appear within 3 s of the recovery. ok: "
+    "other instances the supervisor restarted meanwhile; picture_gap_s: longest AirPicture "
+    "silence around the kill; id_switches: tracks lost while new ids appear within 3 s of the "
+    "recovery. ok: "
     f"supervisor recovered ≤ {SUPERVISOR_RECOVER_S:g} s with 0 restarted, picture gap ≤ "
     f"{PICTURE_GAP_S:g} s, 0 id switches for the tracker. Per run: orders never answered, "
     "answered twice, gaps in order ids (reliable samples lost), the HPC job's answer."
