@@ -42,3 +42,35 @@ def test_the_option_and_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parser.parse_args(["--log-format", "text"]).log_format == "text"
     with pytest.raises(ValueError, match="log format 'xml'"):
         configure_logging("xml")
+
+
+def test_an_instance_logs_json_lines_when_its_mission_asks(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
+    """`MCC_LOG_FORMAT=json` in a mission's environment reaches every instance's runtime."""
+    import subprocess
+    import sys
+
+    env = {
+        **bus_env,
+        "MCC_LOG_FORMAT": "json",
+        "MCC_MISSION": "logs",
+        "MCC_SYSTEM": "probe",
+        "MCC_DOMAIN": str(domain_id),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.orchestrate.probe:idle"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        record = json.loads(proc.stderr.readline())
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert record["logger"] == "mcc.runtime" and record["message"].startswith(
+        "logs/probe/0 started"
+    )
+    assert record["pid"] == proc.pid

@@ -205,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         print("usage: python -m mcc.orchestrate.runtime module:function [ARGS...]", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=os.environ.get("MCC_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    level = os.environ.get("MCC_LOG_LEVEL", "INFO")
+    if os.environ.get("MCC_LOG_FORMAT") == "json":  # `mcc up` asked for JSON lines
+        from mcc.observe.logs import configure_logging
+
+        configure_logging("json", level=logging.getLevelName(level.upper()))
+    else:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return run(argv[0], argv[1:])
     except MccError as exc:
