@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mcc import __version__
-from mcc.errors import MccError
-
-EXIT_USAGE = 2
+from mcc._entry import dispatch
 
 
 def _bus_options(parser: argparse.ArgumentParser) -> None:
@@ -156,13 +155,109 @@ def _cmd_shm(args: argparse.Namespace) -> int:
     os.execv(exe, [str(exe), "--log-level", args.log_level])
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from mcc.bench.runner import run_bench
+# The commands other packages add: (module, function, ((name, help), ...)). Only the module of
+# the command being run is imported; the others get a parser with their help line, enough for
+# `mcc --help` (tests/test_cli.py checks that these lines match the packages' own).
+_ORCHESTRATE: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "mcc.orchestrate.commands",
+        "add_parsers",
+        (
+            ("validate", "check mission manifests"),
+            ("up", "run a mission (supervisor in the foreground)"),
+            ("status", "show a running mission: phase, instances, where they run"),
+            ("logs", "show the log of a system instance (SYSTEM or SYSTEM/INDEX)"),
+            ("scale", "resize a virtual cluster"),
+            ("phase", "change the mission phase (starts and stops systems)"),
+            ("stop", "stop every instance of a system (until `mcc start`)"),
+            ("start", "start a stopped or failed system again"),
+            ("restart", "restart a system or one instance (SYSTEM/INDEX)"),
+            ("down", "stop a running mission"),
+        ),
+    ),
+)
+_OTHERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("mcc.tracking.replay", "add_parser", (("track", "run the tracker offline"),)),
+    (
+        "mcc.console.commands",
+        "add_parsers",
+        (
+            (
+                "console",
+                "the web tactical console: air picture, threats, engagements, health, controls",
+            ),
+        ),
+    ),
+    (
+        "mcc.orchestrate.chaos",
+        "add_parser",
+        (("chaos", "inject faults: link delay/loss/partition on netns nodes, kill instances"),),
+    ),
+    (
+        "mcc.hpc.cli",
+        "add_parsers",
+        (("hpc", "HPC jobs on the bus (fault-tolerant task farm) or on MPI"),),
+    ),
+    (
+        "mcc.persist.cli",
+        "add_parser",
+        (("persist", "persistence service for durable topics (serve, inspect)"),),
+    ),
+    (
+        "mcc.compute.remote",
+        "add_parsers",
+        (("compute", "the remote compute service (serve kernels, list them)"),),
+    ),
+    (
+        "mcc.security.cli",
+        "add_parsers",
+        (("security", "DDS Security keystores: certificate authorities, identities, permissions"),),
+    ),
+)
 
-    return run_bench(args)
+
+def _add_package_parsers(
+    sub: Any, command: str | None, table: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]
+) -> None:
+    for module, function, names in table:
+        if command is None or any(command == name for name, _ in names):
+            getattr(importlib.import_module(module), function)(sub)
+        else:
+            for name, help_line in names:
+                sub.add_parser(name, help=help_line)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_bench_parsers(bsub: Any) -> None:
+    """``mcc bench NAME``: `mcc.bench` measures the other packages, so it imports them all."""
+    from mcc.bench.c2loop import add_parser as add_c2loop_parser
+    from mcc.bench.chaos import add_parser as add_chaos_bench_parser
+    from mcc.bench.compute import add_parser as add_compute_bench_parser
+    from mcc.bench.deploy import add_parser as add_deploy_parser
+    from mcc.bench.hpc import add_parser as add_hpc_bench_parser
+    from mcc.bench.netfault import add_parser as add_netfault_parser
+    from mcc.bench.persist import add_parser as add_persist_bench_parser
+    from mcc.bench.runner import add_parsers as add_perftest_parsers
+    from mcc.bench.tracker import add_parser as add_tracker_parser
+
+    add_perftest_parsers(bsub)  # latency, throughput, scale, blocked, load, all
+    add_deploy_parser(bsub)
+    add_tracker_parser(bsub)
+    add_c2loop_parser(bsub)
+    add_chaos_bench_parser(bsub)
+    add_netfault_parser(bsub)
+    add_hpc_bench_parser(bsub)
+    add_persist_bench_parser(bsub)
+    add_compute_bench_parser(bsub)
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The sub-command named in ARGV, or "" when none is (``mcc --help``)."""
+    return next((a for a in argv if not a.startswith("-")), "")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``mcc`` parser; with COMMAND, only that command's package is imported (the others
+    show their help line), with none every command is complete."""
     parser = argparse.ArgumentParser(
         prog="mcc",
         description="MCC, the mission-critical cloud: run a Tactical Operations Center as "
@@ -245,10 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bus_options(hz)
     hz.set_defaults(func=_cmd_topic_hz)
 
-    from mcc.orchestrate.commands import add_parsers as add_orchestrate_parsers
-
-    add_orchestrate_parsers(sub)
-
+    _add_package_parsers(sub, command, _ORCHESTRATE)
     shm_cmd = sub.add_parser(
         "shm",
         help="run this host's iceoryx daemon (RouDi) for the shared-memory transport",
@@ -269,48 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure the bus against its anchors (ddsperf, sockperf)",
         description="Benchmarks; results as tables, JSON and Markdown.",
     )
-    bsub = bench.add_subparsers(dest="bench_name", metavar="NAME", required=True)
-    from mcc.bench.runner import add_parsers as add_perftest_parsers
-
-    add_perftest_parsers(bsub)  # latency, throughput, scale, blocked, load, all
-
-    from mcc.bench.c2loop import add_parser as add_c2loop_parser
-    from mcc.bench.chaos import add_parser as add_chaos_bench_parser
-    from mcc.bench.deploy import add_parser as add_deploy_parser
-    from mcc.bench.tracker import add_parser as add_tracker_parser
-
-    add_deploy_parser(bsub)
-    add_tracker_parser(bsub)
-    add_c2loop_parser(bsub)
-    add_chaos_bench_parser(bsub)
-
-    from mcc.tracking.replay import add_parser as add_track_parser
-
-    add_track_parser(sub)  # mcc track replay
-    from mcc.console.commands import add_parsers as add_console_parsers
-
-    add_console_parsers(sub)
-    from mcc.bench.netfault import add_parser as add_netfault_parser
-    from mcc.orchestrate.chaos import add_parser as add_chaos_parser
-
-    add_netfault_parser(bsub)
-    add_chaos_parser(sub)
-    from mcc.bench.hpc import add_parser as add_hpc_bench_parser
-    from mcc.hpc.cli import add_parsers as add_hpc_parsers
-
-    add_hpc_parsers(sub)
-    add_hpc_bench_parser(bsub)
-    from mcc.persist.cli import add_parser as add_persist_parser
-
-    add_persist_parser(sub, bsub)
-    from mcc.bench.compute import add_parser as add_compute_bench_parser
-    from mcc.compute.remote import add_parsers as add_compute_parsers
-
-    add_compute_parsers(sub)
-    add_compute_bench_parser(bsub)
-    from mcc.security.cli import add_parsers as add_security_parsers
-
-    add_security_parsers(sub)
+    if command in (None, "bench"):
+        _add_bench_parsers(bench.add_subparsers(dest="bench_name", metavar="NAME", required=True))
+    _add_package_parsers(sub, command, _OTHERS)
     _add_interop_parsers(sub)
     return parser
 
@@ -363,27 +416,8 @@ def _cmd_types(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _dispatch(build_parser().parse_args(argv))
-
-
-def main_for(
-    command: str, add_parsers: Callable[[Any], None], argv: Sequence[str] | None = None
-) -> int:
-    """``mcc COMMAND ARGS`` with only that command's parser: ``python -m mcc.persist`` and the
-    like start without importing every other sub-command's package."""
-    parser = argparse.ArgumentParser(prog="mcc")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    return _dispatch(parser.parse_args([command, *(sys.argv[1:] if argv is None else argv)]))
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    try:
-        return int(args.func(args))
-    except MccError as exc:
-        print(f"mcc: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
+    args = sys.argv[1:] if argv is None else list(argv)
+    return dispatch(build_parser(_command_of(args)).parse_args(args))
 
 
 if __name__ == "__main__":

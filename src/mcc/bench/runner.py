@@ -24,14 +24,6 @@ TARGET_COLUMNS = ("target", "measured", "limit", "status")
 PERFTEST_MODES = ("latency", "throughput", "scale", "blocked", "load")
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    """Entry point of ``mcc bench NAME`` for parsers that route here (all set ``func``)."""
-    func = getattr(args, "func", None)
-    if func is None or func is run_bench:
-        raise MccError(f"unknown bench {getattr(args, 'bench_name', None)!r}")
-    return int(func(args))
-
-
 # -- parsing ------------------------------------------------------------------------------------
 
 

@@ -1183,7 +1183,7 @@ def add_parsers(subparsers: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m mcc.compute.remote serve|kernels …``: ``mcc compute`` without loading the
     whole command line (a start in half the time, for benches and supervisors)."""
-    from mcc.cli import main_for
+    from mcc._entry import main_for
 
     return main_for("compute", add_parsers, argv)
 

@@ -244,6 +244,6 @@ def _warn_if_readable(key: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m mcc.console ARGS` = `mcc console ARGS`, without the rest of `mcc`'s imports
     (the demo starts the console this way)."""
-    from mcc.cli import main_for
+    from mcc._entry import main_for
 
     return main_for("console", add_parsers, argv)

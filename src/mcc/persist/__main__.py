@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from mcc.cli import main_for
+from mcc._entry import main_for
 from mcc.persist.cli import add_parser
 
 

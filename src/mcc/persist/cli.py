@@ -13,13 +13,9 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any, bench_subparsers: Any = None) -> None:
-    """Add ``persist`` (``serve``, ``inspect``) to the ``mcc`` sub-commands, and ``persist``
-    to ``mcc bench`` when its sub-parsers are given."""
-    if bench_subparsers is not None:
-        from mcc.persist.bench import add_parser as add_bench_parser
-
-        add_bench_parser(bench_subparsers)
+def add_parser(subparsers: Any) -> None:
+    """Add ``persist`` (``serve``, ``inspect``) to the ``mcc`` sub-commands (``mcc bench
+    persist`` lives in `mcc.bench.persist`)."""
     persist = subparsers.add_parser(
         "persist",
         help="persistence service for durable topics (serve, inspect)",
