@@ -16,10 +16,6 @@ class QosError(MccError):
     """A QoS profile is unknown, or the profile library cannot be loaded."""
 
 
-class QosIncompatibleError(QosError):
-    """A reader and a writer on the same topic have incompatible QoS."""
-
-
 class SampleError(MccError, ValueError):
     """A sample was refused at the writer: NaN/inf, wrong array length, unknown enum value."""
 

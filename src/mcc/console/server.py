@@ -78,7 +78,6 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
-VERBS = ("phase", "start", "stop", "restart", "scale", "approve", "reject")
 #: Host names every console answers to, beside its bound address and ``allowed_hosts``.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 _LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
