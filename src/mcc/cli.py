@@ -236,7 +236,7 @@ def _add_bench_parsers(bsub: Any) -> None:
     from mcc.bench.hpc import add_parser as add_hpc_bench_parser
     from mcc.bench.netfault import add_parser as add_netfault_parser
     from mcc.bench.persist import add_parser as add_persist_bench_parser
-    from mcc.bench.runner import add_parsers as add_perftest_parsers
+    from mcc.bench.suite import add_parsers as add_perftest_parsers
     from mcc.bench.tracker import add_parser as add_tracker_parser
 
     add_perftest_parsers(bsub)  # latency, throughput, scale, blocked, load, all

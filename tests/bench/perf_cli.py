@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcc.bench import runner
+from mcc.bench import suite
 
 
 def bench_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcc bench")
-    runner.add_parsers(parser.add_subparsers(dest="bench_name", required=True))
+    suite.add_parsers(parser.add_subparsers(dest="bench_name", required=True))
     return parser
 
 

@@ -1,9 +1,9 @@
-"""``mcc bench latency|throughput|scale|blocked|load|all``: run, report, plot, record.
+"""What every perftest mode shares: option parsing, progress, and the outputs.
 
-Each perftest mode module (``mcc.bench.latency`` …) measures and returns rows; this module
-turns them into the outputs every bench gives: a rich table, the targets met or missed, JSON
-(DESIGN.md's shape, plus ``targets``), PNG plots and, with ``--record``, its section of
-``benchmarks/README.md``.
+Each perftest mode module (``mcc.bench.latency`` …) measures and returns rows; this module,
+below them (`mcc.bench.suite` registers the modes), turns the rows into the outputs every bench
+gives: a rich table, the targets met or missed, JSON (DESIGN.md's shape, plus ``targets``), PNG
+plots and, with ``--record``, its section of ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -240,77 +240,3 @@ def finish(
 
 def _recording(args: argparse.Namespace, record: bool | None) -> bool:
     return bool(args.record) if record is None else record
-
-
-# -- mcc bench all ------------------------------------------------------------------------------
-
-
-def add_parsers(bench_subparsers: Any) -> None:
-    """Register the perftest modes and ``all`` on the ``mcc bench`` sub-command parsers."""
-    from mcc.bench import blocked, latency, load, scale, throughput
-
-    for module in (latency, throughput, scale, blocked, load):
-        module.add_parser(bench_subparsers)
-    add_all_parser(bench_subparsers)
-
-
-def add_all_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``all``: every perftest mode in one invocation."""
-    from mcc.bench import perftest
-
-    p: argparse.ArgumentParser = bench_subparsers.add_parser(
-        "all",
-        help="the whole perftest: latency, throughput, scale, blocked writes, load",
-        description="Run every perftest mode with its defaults (or --quick) and the anchors, "
-        "then the targets table of all of them.",
-    )
-    p.add_argument(
-        "--modes",
-        default=",".join(PERFTEST_MODES),
-        help="modes to run, comma-separated (default %(default)s)",
-    )
-    perftest.add_common_options(p)
-    p.set_defaults(func=cmd_all)
-    return p
-
-
-def cmd_all(args: argparse.Namespace) -> int:
-    from mcc.bench import blocked, latency, load, perftest, scale, throughput
-
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = sorted(set(modes) - set(PERFTEST_MODES))
-    if unknown or not modes:
-        raise MccError(f"--modes {args.modes!r}: choose from {', '.join(PERFTEST_MODES)}")
-    options = perftest.options_from_args(args)
-    per_mode = argparse.Namespace(**{**vars(args), "json": None})
-    all_rows: list[dict[str, Any]] = []
-    all_targets: list[dict[str, Any]] = []
-    for mode in modes:
-        module = {
-            "latency": latency,
-            "throughput": throughput,
-            "scale": scale,
-            "blocked": blocked,
-            "load": load,
-        }[mode]
-        defaults = module.add_parser(argparse.ArgumentParser().add_subparsers()).parse_args(
-            ["--quick"] if args.quick else []
-        )
-        mode_args = argparse.Namespace(**{**vars(defaults), **vars(per_mode)})
-        doc = module.run_mode(mode_args, options)
-        all_rows += [{"mode": mode, **r} for r in doc["rows"]]
-        all_targets += doc["targets"]
-    report.print_table("perftest: targets (this run)", all_targets, TARGET_COLUMNS)
-    doc = report.document("perftest", all_rows, command=command_line("all"))
-    doc["targets"] = all_targets
-    if args.json:
-        report.write_json(doc, args.json)
-    if args.record:
-        report.record(
-            doc,
-            (),
-            notes="Each target from the mode sections above, all measured in one "
-            "`mcc bench all` run:\n\n" + report.markdown_table(all_targets, TARGET_COLUMNS),
-            table=False,
-        )
-    return 0
