@@ -69,6 +69,24 @@ _NOT_READ = SampleState.NotRead | ViewState.Any | InstanceState.Any
 _TAKE_BATCH = 4096  # the most samples one take of take_until asks for
 
 
+@dataclass(frozen=True)
+class _DurableEndpoints:
+    writer: Callable[..., Writer[Any]]
+    reader: Callable[..., Reader[Any]]
+    timeout_s: float
+
+
+_durable: list[_DurableEndpoints] = []
+
+
+def register_durable(
+    writer: Callable[..., Writer[Any]], reader: Callable[..., Reader[Any]], timeout_s: float
+) -> None:
+    """The endpoints of TRANSIENT/PERSISTENT profiles: `mcc.bus.history` (imported with
+    `mcc.bus`, before any bus exists) registers its own, so the core never imports it."""
+    _durable[:] = [_DurableEndpoints(writer, reader, timeout_s)]
+
+
 def check_one_cyclone() -> None:
     """Raise unless cyclonedds-python loaded the Cyclone library the bus core links."""
     import cyclonedds.internal
@@ -547,9 +565,7 @@ class Bus:
         with self._permitted(topic, "publish"):
             dds_topic = self.topic(topic, type, profile=profile)
             if self._is_durable(profile):
-                from mcc.bus.history import DurableWriter
-
-                return DurableWriter(self, dds_topic, profile, validate=validate)
+                return _durable[0].writer(self, dds_topic, profile, validate=validate)
             return Writer(self, dds_topic, profile, validate=validate, partitions=partitions)
 
     def reader(
@@ -592,12 +608,9 @@ class Bus:
     ) -> Reader[Any]:
         dds_topic = self.topic(topic, type, profile=profile)
         if history and self._is_durable(profile):
-            from mcc.bus.history import DEFAULT_HISTORY_TIMEOUT_S, HistoryReader
-
-            timeout_s = (
-                DEFAULT_HISTORY_TIMEOUT_S if history_timeout_s is None else history_timeout_s
-            )
-            return HistoryReader(
+            durable = _durable[0]
+            timeout_s = durable.timeout_s if history_timeout_s is None else history_timeout_s
+            return durable.reader(
                 self, dds_topic, profile, on_data=on_data, history_timeout_s=timeout_s
             )
         return Reader(self, dds_topic, profile, on_data=on_data)

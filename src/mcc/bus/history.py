@@ -44,7 +44,7 @@ from cyclonedds.core import (
 )
 
 from mcc.bus import _native
-from mcc.bus.core import _ANY_STATE, Reader, Writer, _poll
+from mcc.bus.core import _ANY_STATE, Reader, Writer, _poll, register_durable
 from mcc.bus.loop import ReaderLoop
 from mcc.errors import MccError, RequestTimeoutError, StoreError
 from mcc.types import PersistAck, PersistReply, PersistRequest, PersistSample
@@ -694,3 +694,6 @@ class DurableWriter(Writer[T]):
         except DDSException:
             return ""
         return "" if data is None else str(data.participant_key)
+
+
+register_durable(DurableWriter, HistoryReader, DEFAULT_HISTORY_TIMEOUT_S)
