@@ -40,6 +40,7 @@ import numpy as np
 
 from mcc.apps.metrics import gospa
 from mcc.apps.scenario import TruthState
+from mcc.files import write_atomic
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import AirPicture, EngagementOrder, OrderStatus, TrackStatus, Truth
@@ -261,6 +262,4 @@ def _truth_summary(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _write(path: Path, summary: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=2))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(summary, indent=2))

@@ -34,6 +34,7 @@ import numpy as np
 from mcc.apps.args import positive_float
 from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
+from mcc.files import write_atomic
 from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
 from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, TrackStatus, Truth
@@ -237,9 +238,7 @@ def _write_summary(
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        tmp.replace(path)
+        write_atomic(path, json.dumps(summary, indent=2) + "\n")
     except OSError as exc:
         print(f"mcc: warning: cannot write {path} ({exc.strerror})", file=sys.stderr)
 

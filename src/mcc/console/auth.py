@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import os
 import re
 import secrets
 import threading
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcc import files
 from mcc.errors import MccError
 
 ROLES = ("observer", "commander")
@@ -104,15 +104,7 @@ def check_new_account(name: str, password: str, role: str) -> None:
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically, readable by its owner only (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    files.write_private(path, text)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

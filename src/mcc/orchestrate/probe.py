@@ -15,6 +15,7 @@ import resource
 import signal
 import time
 
+from mcc.files import write_atomic
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 
@@ -42,9 +43,7 @@ def idle(ctx: AppContext) -> int:
             "time_ns": time.time_ns(),
         }
         path = ctx.run_dir / f"report-{ctx.identity.system}-{ctx.identity.index}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(report))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(report))
     start = time.monotonic()
     while not ctx.wait(0.05):
         elapsed = time.monotonic() - start

@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ import psutil
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport
 from mcc.errors import MccError, OrchestratorError
+from mcc.files import write_private
 from mcc.orchestrate.manifest import NAME_PATTERN
 
 if TYPE_CHECKING:
@@ -134,23 +134,6 @@ def private_dir(path: Path) -> Path:
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
     return path
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` as a 0600 file, atomically: a reader sees the old content or
-    the new, never a part (a temporary file in the same folder, then ``os.replace``)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:  # mkstemp: 0600 already
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read_private(path: Path, *, what: str = "the file") -> str:

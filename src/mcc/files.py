@@ -1,0 +1,33 @@
+"""Files written whole or not at all: a reader sees the old content or the new, never a part,
+even after a crash (the data is on disk before the name points to it)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: str | Path, text: str, *, private: bool = False) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, synced, then
+    renamed over it; mode 0600 when ``private`` (keys, accounts, sessions), 0644 otherwise."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:  # mkstemp: 0600 already
+            if not private:
+                os.fchmod(file.fileno(), 0o644)
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_private(path: str | Path, text: str) -> None:
+    """`write_atomic` of a file only its owner may read (0600)."""
+    write_atomic(path, text, private=True)
