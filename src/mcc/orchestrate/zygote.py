@@ -19,19 +19,17 @@ import ctypes.util
 import importlib
 import json
 import os
-import resource
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import mcc.orchestrate.runtime as runtime  # the point: imported once, before forking
+from mcc.orchestrate import limits
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-NICE = {"normal": 0, "high": -10, "realtime": -10}
-RT_PRIORITY = 50
 ENV_PRELOAD = "MCC_ZYGOTE_PRELOAD"
 DEFAULT_PRELOAD = "mcc.compute,mcc.compute.remote,mcc.apps.metrics"
 
@@ -53,28 +51,6 @@ def apply_limits(request: dict[str, Any], report: int) -> None:
         _emit(report, {"warning": instance_id, "message": message})
         print(f"mcc: warning: {message}", file=sys.stderr, flush=True)
 
-    cpu_set = request.get("cpu_set") or []
-    if cpu_set:
-        try:
-            os.sched_setaffinity(0, cpu_set)
-        except OSError as exc:
-            warn(f"cannot pin to cores {cpu_set}: {exc.strerror}; running unpinned")
-    priority = request.get("priority", "normal")
-    if priority == "realtime":
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
-        except OSError as exc:
-            warn(
-                f"realtime priority (SCHED_FIFO {RT_PRIORITY}) not permitted ({exc.strerror}); "
-                "running at nice -10 instead: grant CAP_SYS_NICE or an rtprio limit "
-                "(ulimit -r) to the user running mcc"
-            )
-            priority = "high"
-    if priority == "high":
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, NICE["high"])
-        except OSError as exc:
-            warn(f"high priority (nice -10) not permitted ({exc.strerror}); running at nice 0")
     memory_mb = request.get("memory_mb")
     if memory_mb:
         cgroup = request.get("cgroup")
@@ -86,9 +62,9 @@ def apply_limits(request: dict[str, Any], report: int) -> None:
                 memory_mb = None
             except OSError as exc:
                 warn(f"cgroup {cgroup} not usable ({exc.strerror}); limiting with RLIMIT_DATA")
-        if memory_mb:
-            limit = memory_mb * 2**20
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    limits.apply_limits(
+        request.get("cpu_set") or [], request.get("priority", "normal"), memory_mb, warn=warn
+    )
     netns = request.get("netns")
     if netns:
         enter_netns(netns)

@@ -39,7 +39,6 @@ import ctypes.util
 import ipaddress
 import logging
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -52,6 +51,7 @@ from typing import Any
 
 from mcc.errors import OrchestratorError
 from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Running, Warning_
+from mcc.orchestrate.limits import NICE_HIGH, RT_PRIORITY, apply_limits
 
 log = logging.getLogger("mcc.orchestrate.ray")
 
@@ -60,8 +60,6 @@ ENV_CLUSTER_SIZE = "MCC_CLUSTER_SIZE"  # a virtual cluster's target size, for it
 TAIL_LINES = 200
 LABEL_SHARE = 0.001  # what an instance asks of each node label: a label places, it does not count
 NODE_CHECK_S = 0.5  # how often the backend looks for lost nodes
-NICE_HIGH = -10  # as the local backend: high = nice -10, realtime = SCHED_FIFO 50
-RT_PRIORITY = 50
 KILLED = -signal.SIGKILL  # the return code of an instance whose actor is dead for good
 _PR_SET_PDEATHSIG = 1
 
@@ -92,21 +90,8 @@ def _child_setup(
         with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_DFL)
     # Failures here are not fatal; the parent checks the outcome and warns (see _verify).
-    if cores:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, cores)
-    if priority == "realtime":
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
-        except OSError:
-            priority = "high"
-    if priority == "high":
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, 0, NICE_HIGH)
-    if memory_mb:
-        limit = memory_mb * 2**20
-        with contextlib.suppress(OSError, ValueError):
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    with contextlib.suppress(OSError, ValueError):
+        apply_limits(cores, priority, memory_mb, warn=lambda _message: None)
 
 
 class InstanceActor:
