@@ -209,7 +209,7 @@ _OTHERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         (("compute", "the remote compute service (serve kernels, list them)"),),
     ),
     (
-        "mcc.security.cli",
+        "mcc.orchestrate.security_cli",
         "add_parsers",
         (("security", "DDS Security keystores: certificate authorities, identities, permissions"),),
     ),

@@ -1,5 +1,8 @@
 """``mcc security``: make and check a mission keystore (``init``, ``identity``, ``check``) and
-the console's TLS certificate (``tls``)."""
+the console's TLS certificate (``tls``).
+
+It lives above `mcc.security` because ``check MISSION.yaml`` compares a keystore with what a
+mission's manifest grants (`mcc.orchestrate.services`)."""
 
 from __future__ import annotations
 
