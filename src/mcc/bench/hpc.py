@@ -91,7 +91,8 @@ QUICK = Plan(
     stream_bytes=_GIB // 32,
     chunks_kib=(256,),
     stream_impls=("dds", "mpi", "mpi-tcp"),
-    recovery_n=200_000_000,
+    # items of 2.5e8 numbers: long enough that the kill lands after two mid-item checkpoints
+    recovery_n=1_000_000_000,
     recovery_workers=2,
     recovery_items=4,
     repeats=1,
