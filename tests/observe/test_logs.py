@@ -13,7 +13,8 @@ from mcc.observe.logs import add_log_format_argument, configure_logging
 
 
 def test_json_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MCC_LOG_FORMAT", raising=False)
+    # set (not deleted) so that the json format configure_logging exports is undone after
+    monkeypatch.setenv("MCC_LOG_FORMAT", "text")
     stream = io.StringIO()
     handler = configure_logging("json", stream=stream)
     try:

@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("MCC_LOG_FORMAT") == "json":  # `mcc up` asked for JSON lines
         from mcc.observe.logs import configure_logging
 
+        logging.getLogger().handlers.clear()  # a forked instance inherits its agent's (text)
         configure_logging("json", level=logging.getLevelName(level.upper()))
     else:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
