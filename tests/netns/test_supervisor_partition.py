@@ -60,11 +60,7 @@ def test_a_partitioned_active_supervisor_is_fenced_and_the_standby_takes_over(
     manifest.write_text(MANIFEST.format(domain=domain_id, app=APP))
     paths = AgentPaths.for_mission(home, "split", domain_id)
     (home / "agents").mkdir(mode=0o700)
-    agent_argv = [
-        sys.executable, "-m", "mcc.orchestrate.agent", "--detach", "--key", paths.key,
-        "--socket", str(paths.socket), "--state", str(paths.state), "--lock", str(paths.lock),
-        "--orphan-s", "30",
-    ]  # fmt: skip
+    agent_argv = paths.argv(orphan_s=30)
     with paths.log.open("w") as agent_log:  # the node agent lives on host c, with the instances
         subprocess.run(
             lab.exec_argv("c", agent_argv),

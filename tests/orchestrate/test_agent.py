@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,11 +73,7 @@ def agent(tmp_path: Path) -> Iterator[AgentPaths]:
 
 
 def start_agent(paths: AgentPaths, tmp: Path) -> AgentPaths:
-    argv = [
-        sys.executable, "-m", "mcc.orchestrate.agent", "--detach", "--key", paths.key,
-        "--socket", str(paths.socket), "--state", str(paths.state), "--lock", str(paths.lock),
-        "--orphan-s", "20",
-    ]  # fmt: skip
+    argv = paths.argv(orphan_s=20)
     env = {**os.environ, "MCC_AGENT_SOCKET": str(paths.socket)}
     with (tmp / "agent.log").open("a") as log:
         subprocess.run(argv, env=env, stdout=log, stderr=log, check=True, timeout=60)

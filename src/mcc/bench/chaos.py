@@ -302,11 +302,7 @@ class _Mission:
 
         paths = AgentPaths.for_mission(self.home, self.name, self.domain)
         (self.home / "agents").mkdir(mode=0o700, exist_ok=True)
-        argv = [
-            sys.executable, "-m", "mcc.orchestrate.agent", "--detach", "--key", paths.key,
-            "--socket", str(paths.socket), "--state", str(paths.state), "--lock",
-            str(paths.lock), "--orphan-s", "20",
-        ]  # fmt: skip
+        argv = paths.argv(orphan_s=20)
         with paths.log.open("w") as log:
             subprocess.run(
                 self.lab.exec_argv("c", argv),

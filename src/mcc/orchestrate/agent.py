@@ -83,6 +83,14 @@ class AgentPaths:
             sock = Path(f"/tmp/mcc-{os.getuid()}-{digest}") / f"{key}.sock"
         return cls(key, sock, folder / f"{key}.json", folder / f"{key}.lock", folder / f"{key}.log")
 
+    def argv(self, *, orphan_s: float, detach: bool = True) -> list[str]:
+        """The command line that starts this agent (``detach``: nobody's child)."""
+        return [
+            sys.executable, "-m", "mcc.orchestrate.agent", *(["--detach"] if detach else []),
+            "--key", self.key, "--socket", str(self.socket), "--state", str(self.state),
+            "--lock", str(self.lock), "--orphan-s", f"{orphan_s:g}",
+        ]  # fmt: skip
+
 
 def proc_start_time(pid: int) -> int | None:
     """The kernel start time of ``pid`` (clock ticks since boot), or None if it is gone: a

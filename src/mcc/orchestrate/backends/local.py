@@ -38,7 +38,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -306,11 +305,7 @@ class LocalBackend:
             env = {**os.environ, "PYTHONUNBUFFERED": "1", agent.ENV_SOCKET: str(paths.socket)}
             for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
                 env.pop(key, None)  # systemd's notifications are the supervisor's unit's
-            argv = [
-                sys.executable, "-m", FORK_SERVER, "--detach",
-                "--key", paths.key, "--socket", str(paths.socket), "--state", str(paths.state),
-                "--lock", str(paths.lock), "--orphan-s", f"{self.orphan_s:g}",
-            ]  # fmt: skip
+            argv = paths.argv(orphan_s=self.orphan_s)
             try:
                 subprocess.run(
                     argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
