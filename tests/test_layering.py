@@ -21,7 +21,7 @@ SRC = ROOT / "src" / "mcc"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "errors files",
+        "errors files lifecycle",
         "mcc resources yamlsource _entry netlab",
         "types",
         "bus",
