@@ -264,19 +264,7 @@ def update(x: Any, P: Any, z: Any, H: Any, R: Any, *, xp: ModuleType | None = No
     z = xp.asarray(z, dtype=xp.float64)
     require_finite("z", z, xp=xp)
     H = xp.asarray(H, dtype=xp.float64)
-    y = z - (H @ x[..., None])[..., 0]
-    HP = H @ P
-    S = _symmetrise(HP @ _mT(H) + R)
-    # K = P Hᵀ S⁻¹, i.e. Kᵀ = S⁻¹ H P since P and S are symmetric.
-    try:
-        K = _mT(xp.linalg.solve(S, HP))
-    except np.linalg.LinAlgError as exc:
-        raise ComputeError("innovation covariance S is singular; check R and P") from exc
-    x_post = x + (K @ y[..., None])[..., 0]
-    n = x.shape[-1]
-    IKH = xp.eye(n) - K @ H
-    P_post = _symmetrise(IKH @ P @ _mT(IKH) + K @ R @ _mT(K))
-    return KalmanUpdate(x_post, P_post, y, S)
+    return ekf_update(x, P, z - (H @ x[..., None])[..., 0], H, R, xp=xp)
 
 
 def gaussian_log_likelihood(innovation: Any, S: Any, *, xp: ModuleType | None = None) -> Any:
@@ -651,6 +639,7 @@ def ekf_update(
     xp = _xp(xp, x, P, y)
     HP = H @ P
     S = _symmetrise(HP @ _mT(H) + R)
+    # K = P Hᵀ S⁻¹, i.e. Kᵀ = S⁻¹ H P since P and S are symmetric.
     try:
         K = _mT(xp.linalg.solve(S, HP))
     except np.linalg.LinAlgError as exc:
