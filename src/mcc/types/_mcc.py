@@ -44,6 +44,23 @@ class WeaponState(idl.IdlEnum, typename="mcc.WeaponState", default_literal="WEAP
     WEAPON_FAULT = 4
 
 
+class IffAnswer(idl.IdlEnum, typename="mcc.IffAnswer", default_literal="IFF_NOT_INTERROGATED"):
+    IFF_NOT_INTERROGATED = 0
+    IFF_NO_REPLY = 1
+    IFF_FRIEND = 2
+    IFF_INVALID = 3
+
+
+class Identity(idl.IdlEnum, typename="mcc.Identity", default_literal="IDENTITY_PENDING"):
+    IDENTITY_PENDING = 0
+    IDENTITY_UNKNOWN = 1
+    IDENTITY_ASSUMED_FRIEND = 2
+    IDENTITY_FRIEND = 3
+    IDENTITY_NEUTRAL = 4
+    IDENTITY_SUSPECT = 5
+    IDENTITY_HOSTILE = 6
+
+
 class SystemState(idl.IdlEnum, typename="mcc.SystemState", default_literal="SYSTEM_STARTING"):
     SYSTEM_STARTING = 0
     SYSTEM_RUNNING = 1
@@ -83,6 +100,7 @@ class DetectionBatch(idl.IdlStruct, typename="mcc.DetectionBatch"):
     x_m: bytes = b''
     y_m: bytes = b''
     z_m: bytes = b''
+    iff: bytes = b''
 
 
 @dataclass
@@ -123,6 +141,8 @@ class Track(idl.IdlStruct, typename="mcc.Track"):
     misses: types.uint32 = 0
     update_ns: types.int64 = 0
     origin_ns: types.int64 = 0
+    identity: 'Identity' = Identity.IDENTITY_PENDING
+    iff: 'IffAnswer' = IffAnswer.IFF_NOT_INTERROGATED
 
 
 @dataclass
@@ -141,6 +161,8 @@ class AirPicture(idl.IdlStruct, typename="mcc.AirPicture"):
     quality: bytes = b''
     state: bytes = b''
     covariance: bytes = b''
+    identity: bytes = b''
+    iff: bytes = b''
 
 
 @dataclass
@@ -158,6 +180,7 @@ class Threat(idl.IdlStruct, typename="mcc.Threat"):
     classification: 'TargetClass' = TargetClass.CLASS_UNKNOWN
     update_ns: types.int64 = 0
     origin_ns: types.int64 = 0
+    identity: 'Identity' = Identity.IDENTITY_PENDING
 
 
 @dataclass
@@ -494,4 +517,15 @@ PACKED_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     },
 }
 
-__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS"]
+# Optional packed arrays (`count` items or none: a writer that predates the field).
+OPTIONAL_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
+    'DetectionBatch': {
+        'iff': ('u1', ()),
+    },
+    'AirPicture': {
+        'identity': ('u1', ()),
+        'iff': ('u1', ()),
+    },
+}
+
+__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "IffAnswer", "Identity", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS", "OPTIONAL_ARRAYS"]

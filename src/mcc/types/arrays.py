@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mcc.types._mcc import PACKED_ARRAYS, NDArray
+from mcc.types._mcc import OPTIONAL_ARRAYS, PACKED_ARRAYS, NDArray
 
 
 def pack(values: npt.ArrayLike, dtype: str) -> bytes:
@@ -21,9 +21,33 @@ def unpack(data: bytes, dtype: str, shape: tuple[int, ...] = (-1,)) -> npt.NDArr
 
 
 def packed_field(sample: Any, name: str) -> npt.NDArray[Any]:
-    """Field ``name`` of a batch sample (``DetectionBatch``, ``AirPicture`` …) as an array."""
-    dtype, dims = PACKED_ARRAYS[type(sample).__name__][name]
-    return unpack(getattr(sample, name), dtype, (sample.count, *dims))
+    """Field ``name`` of a batch sample (``DetectionBatch``, ``AirPicture`` …) as an array.
+
+    An optional field (``OPTIONAL_ARRAYS``) that is empty comes back with 0 rows; one of any
+    other length than ``count`` items raises ``ValueError`` (check it with `optional_field`)."""
+    kind = type(sample).__name__
+    spec = PACKED_ARRAYS.get(kind, {}).get(name) or OPTIONAL_ARRAYS[kind][name]
+    dtype, dims = spec
+    data = getattr(sample, name)
+    rows = 0 if not data and name in OPTIONAL_ARRAYS.get(kind, {}) else sample.count
+    return unpack(data, dtype, (rows, *dims))
+
+
+def optional_field(sample: Any, name: str) -> npt.NDArray[Any] | None:
+    """Optional field ``name`` (``OPTIONAL_ARRAYS``) as ``count`` rows, or None when it is empty
+    (the writer predates it or left it out). Raises ``ValueError`` naming the field when it
+    holds another number of items: the reader counts and drops such a sample."""
+    dtype, dims = OPTIONAL_ARRAYS[type(sample).__name__][name]
+    data = getattr(sample, name)
+    if not data:
+        return None
+    item = np.dtype(dtype).itemsize * int(np.prod(dims, dtype=np.int64))
+    if len(data) != sample.count * item:
+        raise ValueError(
+            f"{type(sample).__name__}.{name}: {len(data)} bytes but count={sample.count} "
+            f"needs {sample.count * item} or none"
+        )
+    return unpack(data, dtype, (sample.count, *dims))
 
 
 def to_ndarray_msg(array: npt.ArrayLike) -> NDArray:

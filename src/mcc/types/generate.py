@@ -222,27 +222,45 @@ _PACKED_LINE = re.compile(
 )
 
 
-def parse_packed_arrays(text: str) -> dict[str, dict[str, tuple[str, tuple[int, ...]]]]:
+_OPTIONAL_NOTE = re.compile(r";\s*empty\s*=")
+
+PackedSpec = dict[str, dict[str, tuple[str, tuple[int, ...]]]]
+
+
+def parse_packed_arrays(text: str, *, optional: bool = False) -> PackedSpec:
     """Packed array fields: ``{struct: {field: (dtype, trailing shape)}}`` from the IDL comments.
 
     A field declared ``sequence<octet> x_m;  // <f8[count, 6]`` holds ``count`` rows of 6
-    little-endian float64 values.
+    little-endian float64 values. A field whose comment also says ``; empty = …`` (e.g.
+    ``// u1[count], IffAnswer values; empty = not interrogated``) is optional: it holds
+    ``count`` items or none, so writers that predate it (appended later to an appendable
+    struct) still pass. ``optional=False`` returns the required fields, ``True`` the optional.
     """
-    packed: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {}
+    packed: PackedSpec = {}
     struct = ""
     for line in text.splitlines():
         if m := _STRUCT_LINE.search(line.split("//")[0]):
             struct = m.group(1)
-        if m := _PACKED_LINE.search(line):
+        if (m := _PACKED_LINE.search(line)) and bool(_OPTIONAL_NOTE.search(line)) == optional:
             dims = tuple(int(d) for d in re.findall(r"\d+", m.group(3)))
             packed.setdefault(struct, {})[m.group(1)] = (m.group(2), dims)
     return packed
 
 
+def _render_packed(out: list[str], name: str, packed: PackedSpec) -> None:
+    out.append(f"{name}: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {{")
+    for struct, fields in packed.items():
+        out.append(f"    {struct!r}: {{")
+        out.extend(f"        {field!r}: {spec!r}," for field, spec in fields.items())
+        out.append("    },")
+    out.append("}")
+
+
 def render_python(
     module: IdlModule,
-    packed: dict[str, dict[str, tuple[str, tuple[int, ...]]]] | None = None,
+    packed: PackedSpec | None = None,
     *,
+    optional: PackedSpec | None = None,
     source: str = "idl/mcc.idl",
 ) -> str:
     """The Python module for ``module``, in the shape ``idlc -l py`` writes."""
@@ -283,21 +301,23 @@ def render_python(
         out.append("")
     out.append("")
     out.append("# Packed little-endian arrays: {struct: {field: (dtype, shape after count)}}.")
-    out.append("PACKED_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {")
-    for struct, fields in (packed or {}).items():
-        out.append(f"    {struct!r}: {{")
-        out.extend(f"        {name!r}: {spec!r}," for name, spec in fields.items())
-        out.append("    },")
-    out.append("}")
+    _render_packed(out, "PACKED_ARRAYS", packed or {})
     out.append("")
-    exported = ", ".join(f'"{n}"' for n in [*module.order, "PACKED_ARRAYS"])
+    out.append("# Optional packed arrays (`count` items or none: a writer that predates the field).")
+    _render_packed(out, "OPTIONAL_ARRAYS", optional or {})
+    out.append("")
+    exported = ", ".join(f'"{n}"' for n in [*module.order, "PACKED_ARRAYS", "OPTIONAL_ARRAYS"])
     out.append(f"__all__ = [{exported}]")
     return "\n".join(out) + "\n"
 
 
 def generate(idl_path: Path = IDL_PATH) -> str:
     text = idl_path.read_text()
-    return render_python(parse_idl(text), parse_packed_arrays(text))
+    return render_python(
+        parse_idl(text),
+        parse_packed_arrays(text),
+        optional=parse_packed_arrays(text, optional=True),
+    )
 
 
 def main() -> int:
