@@ -22,6 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
         "errors files lifecycle",
+        "settings",
         "mcc resources yamlsource _entry netlab",
         "types",
         "bus",

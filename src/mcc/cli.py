@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcc import __version__
-from mcc._entry import dispatch
+from mcc._entry import EXIT_USAGE, dispatch
+from mcc.settings import SettingsError, current
 
 
 def _bus_options(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def _bus_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--domain",
         type=int,
-        default=int(os.environ.get("MCC_DOMAIN", "0")),
+        default=current().domain,
         help="DDS domain id, 0-232 (env MCC_DOMAIN; default %(default)s)",
     )
     group.add_argument(
@@ -31,7 +32,7 @@ def _bus_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--tag",
-        default=os.environ.get("MCC_DISCOVERY_TAG"),
+        default=current().discovery_tag,
         help="discovery tag: only hear participants with the same tag (env MCC_DISCOVERY_TAG)",
     )
 
@@ -417,6 +418,11 @@ def _cmd_types(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        current()  # a bad MCC_* value stops every command, before any parser reads one
+    except SettingsError as exc:
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return dispatch(build_parser(_command_of(args)).parse_args(args))
 
 
