@@ -144,7 +144,7 @@ def test_every_problem_is_listed_one_per_line(tmp_path: Path) -> None:
         f"{path}:13: radars[0].pd: must be <= 1.0 (got 2)",
         f"{path}:17: targets[0].class: required field is missing: target class (IDL TargetClass)",
         f"{path}:17: targets[0].klass: unknown field; allowed here: id, class, position_m,"
-        " birth_s, motion; did you mean 'class'? (got \"aircraft\")",
+        " birth_s, motion, iff; did you mean 'class'? (got \"aircraft\")",
     ]
 
 

@@ -517,7 +517,7 @@ PACKED_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     },
 }
 
-# Optional packed arrays (`count` items or none: a writer that predates the field).
+# Optional packed arrays: `count` items, or none (a writer that predates them).
 OPTIONAL_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     'DetectionBatch': {
         'iff': ('u1', ()),

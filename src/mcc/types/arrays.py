@@ -33,6 +33,11 @@ def packed_field(sample: Any, name: str) -> npt.NDArray[Any]:
     return unpack(data, dtype, (rows, *dims))
 
 
+def float_field(sample: Any, name: str) -> npt.NDArray[np.float64]:
+    """`packed_field` as float64 (a copy only when the field is not already ``<f8``)."""
+    return np.asarray(packed_field(sample, name), dtype=np.float64)
+
+
 def optional_field(sample: Any, name: str) -> npt.NDArray[Any] | None:
     """Optional field ``name`` (``OPTIONAL_ARRAYS``) as ``count`` rows, or None when it is empty
     (the writer predates it or left it out). Raises ``ValueError`` naming the field when it

@@ -303,7 +303,7 @@ def render_python(
     out.append("# Packed little-endian arrays: {struct: {field: (dtype, shape after count)}}.")
     _render_packed(out, "PACKED_ARRAYS", packed or {})
     out.append("")
-    out.append("# Optional packed arrays (`count` items or none: a writer that predates the field).")
+    out.append("# Optional packed arrays: `count` items, or none (a writer that predates them).")
     _render_packed(out, "OPTIONAL_ARRAYS", optional or {})
     out.append("")
     exported = ", ".join(f'"{n}"' for n in [*module.order, "PACKED_ARRAYS", "OPTIONAL_ARRAYS"])
