@@ -19,7 +19,6 @@ publisher and one subscriber process; the publisher times every ``write`` call w
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -254,22 +253,17 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
     from mcc.bench import runner
 
     plan = plan_from_args(args, options)
-    nets = perftest.nets_from_args(args)
-    with runner.progress(plan.rows * len(nets), "blocked") as step:
-        rows = runner.over_nets(
-            args,
-            options,
-            lambda o: run_blocked(dataclasses.replace(plan, options=o), progress=step),
-            key=("size_bytes", "interval_ms"),
-            metric="samples_per_s",
-            higher_is_better=True,
-        )
-    return runner.finish(
+    return runner.run_perf_mode(
         "blocked",
-        rows,
-        COLUMNS,
-        args=args,
-        title=f"blocked writes (send queue {options.send_queue}), {' + '.join(nets)} network",
-        notes=notes(plan),
-        targets=runner.per_net(targets, rows),
+        args,
+        plan,
+        lambda p, step: run_blocked(p, progress=step),
+        rows=plan.rows,
+        key=("size_bytes", "interval_ms"),
+        metric="samples_per_s",
+        higher_is_better=True,
+        columns=COLUMNS,
+        title=lambda nets: f"blocked writes (send queue {options.send_queue}), {nets} network",
+        notes=lambda _rows: notes(plan),
+        targets=targets,
     )

@@ -257,12 +257,14 @@ def _notes(rows: list[dict[str, Any]]) -> str:
 
 def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     """Register ``c2loop`` on the ``mcc bench`` sub-command parsers."""
-    p: argparse.ArgumentParser = bench_subparsers.add_parser(
+    p = report.add_bench_parser(
+        bench_subparsers,
         "c2loop",
         help="C2 loop round trip (sensor → elaborator → actuator) with and without load",
         description="Run the aircraft-guiding C2 loop (plant and elaborator processes over "
         "the bus) under each load condition and report its round trip: avg, stdev, "
         "percentiles and max.",
+        func=_cmd_c2loop,
     )
     p.add_argument("--quick", action="store_true", help="3 s per row (smoke check)")
     p.add_argument("--duration", type=float, help="seconds per row (default 20, quick 3)")
@@ -280,9 +282,6 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         "(SCHED_FIFO); the loads stay at normal (default %(default)s)",
     )
     p.add_argument("--run-dir", help="keep the plants' CSVs and the logs in this folder")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    p.add_argument("--record", action="store_true", help="append the table to benchmarks/README.md")
-    p.set_defaults(func=_cmd_c2loop)
     return p
 
 

@@ -78,7 +78,8 @@ TERMINAL = {OrderStatus.ORDER_KILL.value, OrderStatus.ORDER_MISS.value}
 
 
 def add_parser(bench_subparsers: Any) -> None:
-    parser = bench_subparsers.add_parser(
+    parser = report.add_bench_parser(
+        bench_subparsers,
         "chaos",
         help="kill -9 one process of a mission every few seconds; what the mission lost",
         description="Run MANIFEST with an active and a standby supervisor and kill -9, in "
@@ -86,6 +87,7 @@ def add_parser(bench_subparsers: Any) -> None:
         "kill: detection and recovery time, instances restarted, picture gap, track-id "
         "switches; over the run: orders lost or duplicated, reliable samples lost, the HPC "
         "answer.",
+        func=cmd_chaos,
     )
     parser.add_argument(
         "manifests", nargs="*", metavar="MANIFEST",
@@ -104,9 +106,6 @@ def add_parser(bench_subparsers: Any) -> None:
         "--hpc-n", type=float, default=1e10,
         help="an HPC job's n (default 1e10: π(1e8) ends before its master has its turn)",
     )  # fmt: skip
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
-    parser.set_defaults(func=cmd_chaos)
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:

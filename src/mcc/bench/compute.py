@@ -397,12 +397,15 @@ def plot_compute(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
 
 
 def add_parser(bench_subparsers: Any) -> None:
-    parser = bench_subparsers.add_parser(
+    parser = report.add_bench_parser(
+        bench_subparsers,
         "compute",
         help="kernels local vs on the compute service (remote API overhead)",
         description="Each registered kernel at a few sizes, locally and through the compute "
         "service in another process on the same device: median times, overhead, and the share "
         "of the remote time spent moving data.",
+        func=cmd_compute,
+        plot=True,
     )
     parser.add_argument("--quick", action="store_true", help="one size per kernel, 3 reps")
     parser.add_argument("--kernels", help=f"comma-separated (default all: {','.join(KERNELS)})")
@@ -415,10 +418,6 @@ def add_parser(bench_subparsers: Any) -> None:
         choices=("bulk", "default"),
         help="Cyclone settings: bulk = 64 KB messages on loopback (default), default = Cyclone's",
     )
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.add_argument("--record", action="store_true", help="record in benchmarks/README.md")
-    parser.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
-    parser.set_defaults(func=cmd_compute)
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -65,12 +65,14 @@ clusters:
 
 
 def add_parser(bench_subparsers: Any) -> None:
-    parser = bench_subparsers.add_parser(
+    parser = report.add_bench_parser(
+        bench_subparsers,
         "deploy",
         help="virtual-cluster deploy, scale and failover times (local, ray, exec anchor)",
         description="Time from `mcc up` (and `mcc scale`) until every worker of a virtual "
         "cluster has sent its first heartbeat, and from kill -9 of a worker until its "
         "replacement's first heartbeat.",
+        func=cmd_deploy,
     )
     parser.add_argument("--quick", action="store_true", help="1, 8 and 32 workers, local only")
     parser.add_argument("--workers", help="comma-separated sizes (default 1,2,4,8,16,32)")
@@ -79,9 +81,6 @@ def add_parser(bench_subparsers: Any) -> None:
     )
     parser.add_argument("--failovers", type=int, help="kills per row (default 10, quick 3)")
     parser.add_argument("--no-anchor", action="store_true", help="skip the exec anchor")
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
-    parser.set_defaults(func=cmd_deploy)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:

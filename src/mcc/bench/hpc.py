@@ -116,20 +116,19 @@ FULL = Plan(
 
 
 def add_parser(bench_subparsers: Any) -> None:
-    parser = bench_subparsers.add_parser(
+    parser = report.add_bench_parser(
+        bench_subparsers,
         "hpc",
         help="DDS task farm vs MPI: primes runtime, streaming MB/s, recovery from a kill",
         description="The fault-tolerant task farm on the bus against mpi4py + MPICH, same "
         "algorithm and chunking, in one run: primes runtime vs workers and vs N, streaming "
         "MB/s vs chunk size, and the delay a killed and replaced worker adds.",
+        func=cmd_hpc,
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (< 1 min)")
     parser.add_argument(
         "--repeats", type=int, help="runs per figure (default 5, streams 3; quick 1)"
     )
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
-    parser.set_defaults(func=cmd_hpc)
 
 
 def cmd_hpc(args: argparse.Namespace) -> int:

@@ -944,24 +944,19 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
     from mcc.bench import runner
 
     plan = dataclasses.replace(plan_from_args(args), options=options)
-    nets = perftest.nets_from_args(args)
-    with runner.progress(plan.rows * len(nets), "latency") as step:
-        rows = runner.over_nets(
-            args,
-            options,
-            lambda o: run_latency(dataclasses.replace(plan, options=o), progress=step),
-            key=("impl", "size_bytes", "interval_ms"),
-            metric="p50_us",
-            higher_is_better=False,
-        )
-    return runner.finish(
+    return runner.run_perf_mode(
         "latency",
-        rows,
-        COLUMNS,
-        args=args,
-        title=f"one-way latency (RTT/2), {' + '.join(nets)} network, {options.transport}, µs",
-        notes=notes(rows, options),
-        targets=runner.per_net(targets, rows),
+        args,
+        plan,
+        lambda p, step: run_latency(p, progress=step),
+        rows=plan.rows,
+        key=("impl", "size_bytes", "interval_ms"),
+        metric="p50_us",
+        higher_is_better=False,
+        columns=COLUMNS,
+        title=lambda nets: f"one-way latency (RTT/2), {nets} network, {options.transport}, µs",
+        notes=lambda rows: notes(rows, options),
+        targets=targets,
     )
 
 

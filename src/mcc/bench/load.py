@@ -284,22 +284,17 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
     from mcc.bench import runner
 
     plan = plan_from_args(args, options)
-    nets = perftest.nets_from_args(args)
-    with runner.progress(plan.rows * len(nets), "load") as step:
-        rows = runner.over_nets(
-            args,
-            options,
-            lambda o: run_load(dataclasses.replace(plan, options=o), progress=step),
-            key=("impl", "load", "size_bytes"),
-            metric="p50_us",
-            higher_is_better=False,
-        )
-    return runner.finish(
+    return runner.run_perf_mode(
         "load",
-        rows,
-        COLUMNS,
-        args=args,
-        title=f"latency unloaded vs loaded, {' + '.join(nets)} network, µs",
-        notes=notes(plan),
-        targets=runner.per_net(targets, rows),
+        args,
+        plan,
+        lambda p, step: run_load(p, progress=step),
+        rows=plan.rows,
+        key=("impl", "load", "size_bytes"),
+        metric="p50_us",
+        higher_is_better=False,
+        columns=COLUMNS,
+        title=lambda nets: f"latency unloaded vs loaded, {nets} network, µs",
+        notes=lambda _rows: notes(plan),
+        targets=targets,
     )

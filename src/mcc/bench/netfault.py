@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from mcc.bench import report
 from mcc.bench.report import document, print_table, record, write_json
 from mcc.bench.stats import LatencyRecorder
 from mcc.bus import Bus, Transport
@@ -219,10 +220,12 @@ def _row(
 
 def add_parser(bsub: Any) -> None:
     """Register ``mcc bench netfault`` on the bench sub-parser set."""
-    parser = bsub.add_parser(
+    parser = report.add_bench_parser(
+        bsub,
         "netfault",
         help="latency between two netns hosts at 0, 1 and 10 %% packet loss",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
+        func=_cmd,
     )
     parser.add_argument("--quick", action="store_true", help="3 s per row (smoke check)")
     parser.add_argument("--loss", default="0,1,10", help="loss percentages (default %(default)s)")
@@ -232,9 +235,6 @@ def add_parser(bsub: Any) -> None:
         "--timeout-ms", type=float, default=200.0, help="best effort: a ping is lost after this"
     )
     parser.add_argument("--domain", type=int, default=int(os.environ.get("MCC_DOMAIN", "0")))
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
-    parser.set_defaults(func=_cmd)
 
 
 def _cmd(args: argparse.Namespace) -> int:

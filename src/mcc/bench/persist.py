@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mcc.bench import report
 from mcc.errors import MccError
 
 BENCH = "persist"
@@ -32,20 +33,19 @@ INSTANCES = 64
 
 
 def add_parser(bench_subparsers: Any) -> None:
-    parser = bench_subparsers.add_parser(
+    parser = report.add_bench_parser(
+        bench_subparsers,
         BENCH,
         help="persistence: stored write vs DDS ack, store rate, late-joiner history",
         description="write_stored (committed by the persistence service) against write + "
         "wait_for_acks (Cyclone's reliable delivery) in the same run; then samples/s stored "
         "and the time a late joiner waits for its history.",
+        func=cmd_bench,
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run, well under a minute")
     parser.add_argument("--rounds", type=int, help="stored/acked writes each (default 500)")
     parser.add_argument("--size", type=int, default=1024, help="state bytes per sample")
     parser.add_argument("--domain", type=int, default=int(os.environ.get("MCC_DOMAIN", "0")))
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
-    parser.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -72,11 +72,10 @@ def run(
 ) -> list[dict[str, Any]]:
     """Measure; rows in the DESIGN.md shape."""
     from mcc import types
-    from mcc.bus import Bus, DurableWriter, HistoryReader, Transport
+    from mcc.bus import Bus, DurableWriter, HistoryReader
 
+    # Our own discovery tag, passed to the replica and to our buses (never set in os.environ).
     tag = f"bench-persist-{os.getpid()}"
-    Transport.loopback(tag).apply_to_env(os.environ)
-    os.environ["MCC_DISCOVERY_TAG"] = tag
     state = bytes(size_bytes)
 
     def sample(i: int) -> types.Checkpoint:
@@ -84,7 +83,10 @@ def run(
             job_id="bench", worker_id=f"w{i % INSTANCES}", items_done=i, state=state
         )
 
-    with _replica(domain) as _, Bus(domain, name="mcc bench persist") as bus:
+    with (
+        _replica(domain, tag) as _,
+        Bus(domain, name="mcc bench persist", discovery_tag=tag) as bus,
+    ):
         writer = bus.writer("Checkpoint")
         if not isinstance(writer, DurableWriter):
             raise MccError("topic Checkpoint is not on a durable profile: nothing to measure")
@@ -108,7 +110,7 @@ def run(
         fetch_s: list[float] = []
         retained = 0
         for _ in range(joiners):
-            with Bus(domain, name="mcc bench persist joiner") as late:
+            with Bus(domain, name="mcc bench persist joiner", discovery_tag=tag) as late:
                 start = time.perf_counter()
                 reader = late.reader("Checkpoint", history_timeout_s=30.0)
                 if not isinstance(reader, HistoryReader) or not reader.wait_for_history(35.0):
@@ -154,7 +156,7 @@ def _stats(seconds: list[float]) -> dict[str, Any]:
 
 
 @contextmanager
-def _replica(domain: int) -> Iterator[subprocess.Popen[str]]:
+def _replica(domain: int, tag: str) -> Iterator[subprocess.Popen[str]]:
     """A replica in its own process, on a store in a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="mcc-bench-persist-") as tmp:
         proc = subprocess.Popen(
@@ -163,6 +165,7 @@ def _replica(domain: int) -> Iterator[subprocess.Popen[str]]:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            env={**os.environ, "MCC_DISCOVERY_TAG": tag},
         )
         try:
             assert proc.stdout is not None

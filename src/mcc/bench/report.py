@@ -6,6 +6,7 @@ with units in the key names (`p50_us`, `msgs_per_s`, `ms_per_scan`; docs/benchma
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import json
@@ -13,7 +14,7 @@ import os
 import platform
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,28 @@ from mcc.resources import checkout_root
 
 REPO_ROOT = checkout_root() or Path.cwd()  # an installed wheel records into the cwd
 BENCH_README = REPO_ROOT / "benchmarks" / "README.md"
+
+
+def add_bench_parser(
+    bench_subparsers: Any,
+    name: str,
+    *,
+    help: str,
+    description: str | None,
+    func: Callable[[argparse.Namespace], int],
+    plot: bool = False,
+) -> argparse.ArgumentParser:
+    """Register ``mcc bench NAME`` with the outputs every bench has (``--json FILE``,
+    ``--record``, and ``--plot DIR`` when ``plot``); the caller adds its own options."""
+    parser: argparse.ArgumentParser = bench_subparsers.add_parser(
+        name, help=help, description=description
+    )
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
+    if plot:
+        parser.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
+    parser.set_defaults(func=func)
+    return parser
 
 
 def host_info() -> dict[str, Any]:

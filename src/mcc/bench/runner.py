@@ -170,6 +170,49 @@ def over_nets(
     return rows
 
 
+def run_perf_mode(
+    bench: str,
+    args: argparse.Namespace,
+    plan: Any,
+    run: Callable[[Any, Callable[[str], None]], list[dict[str, Any]]],
+    *,
+    rows: int,
+    key: Sequence[str],
+    metric: str,
+    higher_is_better: bool,
+    columns: Sequence[str],
+    title: Callable[[str], str],
+    notes: Callable[[list[dict[str, Any]]], str],
+    targets: Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """One perftest mode end to end: ``run(plan, progress)`` (``plan.options`` set to each
+    network of ``--net`` in turn, ``rows`` progress steps each), then `finish` with
+    ``title(nets)``, ``notes(rows)`` and the ``targets`` of each network; the JSON document."""
+    import dataclasses
+
+    from mcc.bench.perftest import nets_from_args
+
+    nets = nets_from_args(args)
+    with progress(rows * len(nets), bench) as step:
+        out = over_nets(
+            args,
+            plan.options,
+            lambda o: run(dataclasses.replace(plan, options=o), step),
+            key=key,
+            metric=metric,
+            higher_is_better=higher_is_better,
+        )
+    return finish(
+        bench,
+        out,
+        columns,
+        args=args,
+        title=title(" + ".join(nets)),
+        notes=notes(out),
+        targets=per_net(targets, out),
+    )
+
+
 def per_net(
     targets: Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]],
     rows: Sequence[dict[str, Any]],

@@ -15,7 +15,6 @@ anchor row; the latency bench holds the ddsperf ratio.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -226,22 +225,17 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
     from mcc.bench import runner
 
     plan = plan_from_args(args, options)
-    nets = perftest.nets_from_args(args)
-    with runner.progress(len(plan.pairs) * len(nets), "scale") as step:
-        rows = runner.over_nets(
-            args,
-            options,
-            lambda o: run_scale(dataclasses.replace(plan, options=o), progress=step),
-            key=("publishers", "subscribers", "subscriber"),
-            metric="p50_us",
-            higher_is_better=False,
-        )
-    return runner.finish(
+    return runner.run_perf_mode(
         "scale",
-        rows,
-        COLUMNS,
-        args=args,
-        title=f"N publishers x M subscribers, per subscriber, {' + '.join(nets)} network",
-        notes=notes(plan),
-        targets=runner.per_net(targets, rows),
+        args,
+        plan,
+        lambda p, step: run_scale(p, progress=step),
+        rows=len(plan.pairs),
+        key=("publishers", "subscribers", "subscriber"),
+        metric="p50_us",
+        higher_is_better=False,
+        columns=COLUMNS,
+        title=lambda nets: f"N publishers x M subscribers, per subscriber, {nets} network",
+        notes=lambda _rows: notes(plan),
+        targets=targets,
     )

@@ -322,22 +322,17 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
     from mcc.bench import runner
 
     plan = plan_from_args(args, options)
-    nets = perftest.nets_from_args(args)
-    with runner.progress(plan.rows * len(nets), "throughput") as step:
-        rows = runner.over_nets(
-            args,
-            options,
-            lambda o: run_throughput(dataclasses.replace(plan, options=o), progress=step),
-            key=("impl", "size_bytes", "batching"),
-            metric="samples_per_s",
-            higher_is_better=True,
-        )
-    return runner.finish(
+    return runner.run_perf_mode(
         "throughput",
-        rows,
-        COLUMNS,
-        args=args,
-        title=f"throughput at the subscriber, {' + '.join(nets)} network, {options.transport}",
-        notes=notes(plan),
-        targets=runner.per_net(targets, rows),
+        args,
+        plan,
+        lambda p, step: run_throughput(p, progress=step),
+        rows=plan.rows,
+        key=("impl", "size_bytes", "batching"),
+        metric="samples_per_s",
+        higher_is_better=True,
+        columns=COLUMNS,
+        title=lambda nets: f"throughput at the subscriber, {nets} network, {options.transport}",
+        notes=lambda _rows: notes(plan),
+        targets=targets,
     )

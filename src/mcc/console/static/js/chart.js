@@ -1,6 +1,6 @@
 // A small time-series chart on canvas: the last `windowS` seconds, auto-scaled y axis.
 
-import { niceStep } from "./format.js";
+import { fitCanvas, niceStep } from "./format.js";
 
 export class LineChart {
   /** series: [{key, label, colour, kind: "line" | "dots" | "step"}] */
@@ -18,13 +18,7 @@ export class LineChart {
   }
 
   resize() {
-    const rect = this.canvas.parentElement.getBoundingClientRect();
-    const dpr = window.devicePixelRatio || 1;
-    this.width = Math.max(rect.width, 10);
-    this.height = Math.max(rect.height, 10);
-    this.canvas.width = Math.round(this.width * dpr);
-    this.canvas.height = Math.round(this.height * dpr);
-    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    fitCanvas(this);
     this.draw();
   }
 

@@ -111,3 +111,15 @@ export function niceStep(range, target = 5) {
   for (const m of [1, 2, 2.5, 5, 10]) if (raw <= m * power) return m * power;
   return 10 * power;
 }
+
+/** Size `view.canvas` to its parent at the screen's pixel ratio; sets `view.width`/`height`
+ * (CSS pixels) and scales `view.ctx` so drawing stays in CSS pixels. */
+export function fitCanvas(view) {
+  const rect = view.canvas.parentElement.getBoundingClientRect();
+  const dpr = window.devicePixelRatio || 1;
+  view.width = Math.max(rect.width, 10);
+  view.height = Math.max(rect.height, 10);
+  view.canvas.width = Math.round(view.width * dpr);
+  view.canvas.height = Math.round(view.height * dpr);
+  view.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+}

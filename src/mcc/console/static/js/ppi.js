@@ -3,7 +3,7 @@
 // World: ENU metres (x east, y north); the origin is the mission's. Drag to pan, wheel to
 // zoom at the cursor, click a track for its card, double-click to fit.
 
-import { km, num, threatColour, niceStep } from "./format.js";
+import { fitCanvas, km, num, threatColour, niceStep } from "./format.js";
 
 const LEADER_S = 20; // velocity leader: where the track will be in 20 s
 const TRAIL_POINTS = 12;
@@ -94,13 +94,7 @@ export class PPI {
   // -- view ---------------------------------------------------------------------------------
 
   resize() {
-    const rect = this.canvas.parentElement.getBoundingClientRect();
-    const dpr = window.devicePixelRatio || 1;
-    this.width = Math.max(rect.width, 10);
-    this.height = Math.max(rect.height, 10);
-    this.canvas.width = Math.round(this.width * dpr);
-    this.canvas.height = Math.round(this.height * dpr);
-    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    fitCanvas(this);
     this.draw();
   }
 
