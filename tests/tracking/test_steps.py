@@ -35,7 +35,8 @@ def test_the_public_names_are_pinned() -> None:
     assert sorted(tracking.__all__) == sorted(
         [
             "Associator", "Births", "CVPredictor", "Chi2Gater", "Deleter", "GNNAssociator",
-            "Gated", "Gater", "IMMPredictor", "Initiator", "Measurements", "MultiTargetTracker",
+            "Gated", "Gater", "IMMPredictor", "Initiator", "JPDAAssociator", "Measurements",
+            "MultiTargetTracker",
             "OnePointInitiator", "PolarDetections", "PolarEKFUpdater", "PositionUpdater",
             "Predictor", "Scan", "ScanPeriodDeleter", "StepReport", "TrackLife", "TrackTable",
             "TrackerConfig", "TrackerConfigError", "TwoPointInitiator", "Updater",

@@ -2,10 +2,11 @@
 
 `MultiTargetTracker` composes one implementation of each step declared in `mcc.tracking.base`:
 predictors (`CVPredictor`, `IMMPredictor`), updaters (`PositionUpdater`, `PolarEKFUpdater`),
-a gater (`Chi2Gater`), an associator (`GNNAssociator`), initiators (`OnePointInitiator`,
-`TwoPointInitiator`) and a deleter (`ScanPeriodDeleter`), all configured by one
-`TrackerConfig`. `mcc.tracking.replay` runs it offline on recorded detections
-(``mcc track replay``). The story and the defaults: docs/tracking.md.
+a gater (`Chi2Gater`), an associator (`GNNAssociator` or `JPDAAssociator`), initiators
+(`OnePointInitiator`, `TwoPointInitiator`) and a deleter (`ScanPeriodDeleter`), all configured
+by one `TrackerConfig`; `mcc.tracking.identity` fuses IFF answers into track identities.
+`mcc.tracking.replay` runs it offline on recorded detections (``mcc track replay``). The story
+and the defaults: docs/tracking.md.
 """
 
 from mcc.tracking.associators import GNNAssociator
@@ -25,6 +26,7 @@ from mcc.tracking.config import TrackerConfig, TrackerConfigError
 from mcc.tracking.deleters import ScanPeriodDeleter
 from mcc.tracking.gaters import Chi2Gater
 from mcc.tracking.initiators import OnePointInitiator, TwoPointInitiator
+from mcc.tracking.jpda import JPDAAssociator
 from mcc.tracking.predictors import CVPredictor, IMMPredictor
 from mcc.tracking.scan import PolarDetections, Scan, StepReport, TrackTable
 from mcc.tracking.tracker import MultiTargetTracker
@@ -40,6 +42,7 @@ __all__ = [
     "Gated",
     "Gater",
     "IMMPredictor",
+    "JPDAAssociator",
     "Initiator",
     "Measurements",
     "MultiTargetTracker",

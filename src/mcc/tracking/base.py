@@ -10,6 +10,7 @@ detections columns (index ``j``); positions in metres, times in seconds, no DDS 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -46,6 +47,7 @@ class Measurements:
     z: F64
     R: F64
     polar: PolarDetections | None = None
+    iff: npt.NDArray[np.uint8] | None = None  # (M,) IffAnswer values; None: none asked
 
     @property
     def count(self) -> int:
@@ -74,7 +76,8 @@ class Measurements:
                 p.sigma_range_rate_mps,
                 p.sensor_position_m,
             )
-        return Measurements(self.sensor_id, self.time_s, self.z[cols], R, polar)
+        iff = None if self.iff is None else self.iff[cols]
+        return Measurements(self.sensor_id, self.time_s, self.z[cols], R, polar, iff)
 
 
 class Gated(NamedTuple):
@@ -95,6 +98,7 @@ class Births(NamedTuple):
     history: int  # hit history bits (bit 0 = this scan)
     age: int  # scans since birth, this one included
     hits: int  # detections used
+    cols: I64 | None = None  # (K,) the detection at each birth's position (its IFF answer)
 
 
 class TrackLife(NamedTuple):
@@ -142,6 +146,19 @@ class Predictor(Protocol):
 
     def update(self, rows: I64, updater: Updater, meas: Measurements, cols: I64) -> None:
         """Tracks ``rows`` with detections ``cols`` (same length)."""
+        ...
+
+    def pda_update(
+        self,
+        ti: I64,
+        updater: Updater,
+        meas: Measurements,
+        mj: I64,
+        weigh: Callable[[F64], tuple[F64, I64, F64]],
+    ) -> tuple[F64, I64, F64]:
+        """JPDA: every pair ``(ti, mj)`` updates its track, weighted by the marginals that
+        ``weigh`` gives from the pairs' log-likelihoods ``(K,)``: ``β (K,)``, the tracks
+        ``(T,)`` (sorted) and ``β_t0 (T,)``, which it returns."""
         ...
 
     def append(self, x: F64, P: F64) -> None: ...

@@ -58,6 +58,14 @@ class TrackerConfig:
     assignment_cost: Literal["likelihood", "distance"] = "likelihood"
     """GNN cost of a pair: ``likelihood`` = d² + ln|S| (−2 log of the Gaussian likelihood, so an
     uncertain track pays for its wide gate); ``distance`` = d² alone."""
+    association: Literal["gnn", "jpda"] = "gnn"
+    """``gnn``: global nearest neighbour (`GNNAssociator`), one detection per track;
+    ``jpda``: joint probabilistic data association (`JPDAAssociator`), each track updated
+    with every gated detection weighted by its marginal probability (docs/tracking.md
+    compares both on the bench families)."""
+    jpda_max_cluster: int = 8
+    """JPDA: clusters of more tracks than this use the approximate marginals (Fitzgerald's
+    cheap JPDA) instead of enumerating every joint event, tracks."""
     gate_probability: float = 0.999
     """Chi-square gate: a true detection falls inside with this probability."""
     initiation: Literal["one_point", "two_point"] = "one_point"
@@ -97,6 +105,12 @@ class TrackerConfig:
     deleted, ``period`` being the scan period of the radar that last updated it, seconds: the
     rule that ends a track that left every sensor's coverage (where it counts no misses),
     never earlier than ``max_misses`` on a slow radar."""
+    identity_closing_mps: float = 300.0
+    """Identity: an unknown or suspect track closing on the frame's origin (the defended
+    point) faster than this is hostile, m/s (`mcc.tracking.identity`)."""
+    identity_assumed_misses: int = 2
+    """Identity: a friend track stays assumed friend for this many IFF no-replies in a row,
+    then becomes unknown."""
     max_tracks: int = 20_000
     """No track is started while the tracker holds this many (tentative ones included): a
     flood of detections costs a bounded amount of memory and time per scan."""
@@ -111,6 +125,12 @@ class TrackerConfig:
         _choice("noise_model", self.noise_model, ("discrete", "continuous"))
         _choice("measurement_update", self.measurement_update, ("ekf", "converted"))
         _choice("assignment_cost", self.assignment_cost, ("likelihood", "distance"))
+        _choice("association", self.association, ("gnn", "jpda"))
+        if not 1 <= self.jpda_max_cluster <= 12:
+            _bad("jpda_max_cluster", self.jpda_max_cluster, "allowed 1..12 tracks")
+        _positive("identity_closing_mps", self.identity_closing_mps)
+        if self.identity_assumed_misses < 0:
+            _bad("identity_assumed_misses", self.identity_assumed_misses, "allowed >= 0")
         _choice("initiation", self.initiation, ("one_point", "two_point"))
         _choice("track_logic", self.track_logic, ("llr", "mofn"))
         if not 0.0 < self.pd < 1.0:

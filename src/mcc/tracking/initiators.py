@@ -51,7 +51,7 @@ class OnePointInitiator:
             x[:, d:] = rr[:, None] * u
             uu = u[:, :, None] * u[:, None, :]
             P[:, d:, d:] = self.sigma_v**2 * (np.eye(d) - uu) + polar.sigma_range_rate_mps**2 * uu
-        return Births(x, P, history=1, age=1, hits=1), refused
+        return Births(x, P, history=1, age=1, hits=1, cols=take), refused
 
 
 @dataclass
@@ -95,7 +95,9 @@ class TwoPointInitiator:
                 P[:, :d, :d] = Rc
                 P[:, :d, d:] = P[:, d:, :d] = Rc / dt
                 P[:, d:, d:] = (Rc + Ro) / dt**2
-                births = Births(np.concatenate([z[cur], v], axis=1), P, history=3, age=2, hits=2)
+                births = Births(
+                    np.concatenate([z[cur], v], axis=1), P, history=3, age=2, hits=2, cols=cur
+                )
                 used[cur] = True
         if meas.sensor_id not in self._leftovers and len(self._leftovers) >= _MAX_SENSORS:
             del self._leftovers[next(iter(self._leftovers))]  # the sensor heard of longest ago

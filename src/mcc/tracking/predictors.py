@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,11 +12,15 @@ import numpy.typing as npt
 from mcc.compute import kalman
 from mcc.tracking.base import Measurements, Updater
 from mcc.tracking.config import TrackerConfig
+from mcc.tracking.jpda import pda_mix
 
 __all__ = ["CVPredictor", "IMMPredictor", "make_predictor"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+# JPDA: the association marginals of gated pairs from their log-likelihoods, ``(K,) ->
+# (β (K,), tracks (T,) sorted, β_t0 (T,))`` (`mcc.tracking.jpda.JPDAAssociator.marginals`).
+Weigh = Callable[[F64], tuple[F64, I64, F64]]
 
 
 def make_predictor(config: TrackerConfig) -> CVPredictor | IMMPredictor:
@@ -45,6 +50,21 @@ class CVPredictor:
 
     def update(self, rows: I64, updater: Updater, meas: Measurements, cols: I64) -> None:
         self.x[rows], self.P[rows], _ = updater.update(self.x[rows], self.P[rows], meas, cols)
+
+    def pda_update(
+        self, ti: I64, updater: Updater, meas: Measurements, mj: I64, weigh: Weigh
+    ) -> tuple[F64, I64, F64]:
+        """JPDA: every gated pair ``(ti, mj)`` updates its track, weighted (`jpda.pda_mix`)."""
+        x, P, ll = updater.update(self.x[ti], self.P[ti], meas, mj)
+        beta, tracks, beta0 = weigh(ll)
+        at = np.searchsorted(tracks, ti)
+        ones = np.ones((tracks.size, 1))
+        xn, Pn, _ = pda_mix(
+            self.x[tracks][:, None], self.P[tracks][:, None], ones,
+            x[:, None], P[:, None], ll[:, None], at, beta, beta0,
+        )  # fmt: skip
+        self.x[tracks], self.P[tracks] = xn[:, 0], Pn[:, 0]
+        return beta, tracks, beta0
 
     def append(self, x: F64, P: F64) -> None:
         self.x = np.concatenate([self.x, x])
@@ -121,6 +141,23 @@ class IMMPredictor:
         self.state.x[rows], self.state.P[rows] = x, P
         self.state.mu[rows] = w / w.sum(axis=1, keepdims=True)
         self._combined = None
+
+    def pda_update(
+        self, ti: I64, updater: Updater, meas: Measurements, mj: I64, weigh: Weigh
+    ) -> tuple[F64, I64, F64]:
+        """JPDA: every gated pair updates each model of its track (`jpda.pda_mix`); the
+        marginals come from the pairs' model-mixture likelihoods."""
+        st = self.state
+        x, P, ll = updater.update(st.x[ti], st.P[ti], meas, mj)
+        with np.errstate(divide="ignore"):
+            a = ll + np.log(st.mu[ti])
+        top = a.max(axis=1)
+        beta, tracks, beta0 = weigh(top + np.log(np.exp(a - top[:, None]).sum(axis=1)))
+        at = np.searchsorted(tracks, ti)
+        xs, Ps, mus = pda_mix(st.x[tracks], st.P[tracks], st.mu[tracks], x, P, ll, at, beta, beta0)
+        st.x[tracks], st.P[tracks], st.mu[tracks] = xs, Ps, mus
+        self._combined = None
+        return beta, tracks, beta0
 
     def append(self, x: F64, P: F64) -> None:
         new = kalman.imm_initiate(x, P, self.mu0, xp=np)

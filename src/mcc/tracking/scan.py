@@ -65,7 +65,9 @@ class Scan:
     ``positions_m`` is ``(M, ndim)``; ``covariance_m2`` is ``(ndim, ndim)`` for all detections
     or ``(M, ndim, ndim)`` per detection. ``coverage(positions (N, ndim)) -> bool (N,)`` says
     which tracks the sensor could have seen; only those count a miss (None: all of them).
-    ``polar``, set by `from_polar`, keeps the raw measurements for the EKF update.
+    ``polar``, set by `from_polar`, keeps the raw measurements for the EKF update. ``iff``
+    ``(M,)`` uint8 is each detection's IFF answer (`mcc.types.IffAnswer` values; None: none
+    was interrogated), folded into the identity of the track it updates (`mcc.tracking.identity`).
     """
 
     time_s: float
@@ -74,6 +76,7 @@ class Scan:
     sensor_id: str = ""
     coverage: Coverage | None = None
     polar: PolarDetections | None = None
+    iff: npt.ArrayLike | None = None
 
     @property
     def count(self) -> int:
@@ -95,6 +98,7 @@ class Scan:
         sensor_position_m: npt.ArrayLike = (0.0, 0.0, 0.0),
         sensor_id: str = "",
         coverage: Coverage | None = None,
+        iff: npt.ArrayLike | None = None,
     ) -> Scan:
         """A scan of range/azimuth (from north, clockwise)[/elevation][/range-rate] detections:
         3-D with elevation, 2-D (horizontal range) without. Positions are the debiased
@@ -128,7 +132,9 @@ class Scan:
             float(sigma_range_rate_mps),
             sensor,
         )
-        return cls(float(time_s), pos, cov, sensor_id=sensor_id, coverage=coverage, polar=polar)
+        return cls(
+            float(time_s), pos, cov, sensor_id=sensor_id, coverage=coverage, polar=polar, iff=iff
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,6 +150,14 @@ class TrackTable:
     misses: I64  # (N,) consecutive misses
     update_s: F64  # (N,) time of the last detection assigned
     birth_s: F64  # (N,) time of the first detection
+    iff: npt.NDArray[np.uint8] | None = None  # (N,) last IFF answer (IffAnswer values)
+    identity: npt.NDArray[np.uint8] | None = None  # (N,) fused Identity (mcc.tracking.identity)
+
+    def __post_init__(self) -> None:
+        # Tables built by hand (tests, apps) get "not interrogated" / "pending" for every row.
+        for name in ("iff", "identity"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(self.ids.shape[0], np.uint8))
 
     @property
     def count(self) -> int:

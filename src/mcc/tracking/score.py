@@ -35,9 +35,10 @@ class ClutterDensity:
         self.smoothing = smoothing
         self._by_sensor: dict[str, _Extent] = {}
 
-    def observe(self, meas: Measurements, polar: bool, left_over: int) -> float:
+    def observe(self, meas: Measurements, polar: bool, left_over: int | None) -> float:
         """Record one scan with ``left_over`` detections not taken by confirmed tracks; the
-        radar's density λ (> 0)."""
+        radar's density λ (> 0). ``left_over=None``: the density before this scan's count
+        (JPDA needs λ before it associates), the scan's extent recorded."""
         if polar and meas.polar is not None:
             p = meas.polar
             cols = [p.range_m] + ([p.elevation_rad] if p.elevation_rad is not None else [])
@@ -57,11 +58,13 @@ class ClutterDensity:
         if ext is None:
             if len(self._by_sensor) >= _MAX_SENSORS:
                 del self._by_sensor[next(iter(self._by_sensor))]
-            ext = self._by_sensor[key] = _Extent(lo, hi, float(left_over))
+            first = float(meas.count if left_over is None else left_over)
+            ext = self._by_sensor[key] = _Extent(lo, hi, first)
         else:
             ext.lo, ext.hi = np.minimum(ext.lo, lo), np.maximum(ext.hi, hi)
-            a = self.smoothing
-            ext.false_per_scan = (1 - a) * ext.false_per_scan + a * left_over
+            if left_over is not None:
+                a = self.smoothing
+                ext.false_per_scan = (1 - a) * ext.false_per_scan + a * left_over
         span = np.maximum(ext.hi - ext.lo, 1000.0)
         if polar:
             span[1:] = np.maximum(ext.hi[1:] - ext.lo[1:], 0.01)

@@ -8,7 +8,9 @@ through `MultiTargetTracker.step`:
 2. **gate** (`Chi2Gater`): squared Mahalanobis distance of the updater's innovation against
    the chi-square gate of ``gate_probability``, only for the pairs a spatial grid finds close;
 3. **associate** (`GNNAssociator`): global nearest neighbour with cost d² + ln|S|, confirmed
-   tracks first, then tentative tracks on the detections left;
+   tracks first, then tentative tracks on the detections left; or (``association: jpda``,
+   `JPDAAssociator`) confirmed tracks updated by every gated detection, weighted by its
+   marginal probability, tentative tracks by GNN on the detections unlikely to be theirs;
 4. **update** the assigned tracks: `PositionUpdater` (Cartesian detections) or
    `PolarEKFUpdater` (range/azimuth[/elevation][/range-rate] from `Scan.from_polar`);
 5. **track life** (`ScanPeriodDeleter`): M-of-N confirmation, consecutive misses counted only
@@ -16,7 +18,9 @@ through `MultiTargetTracker.step`:
    ``coast_after_misses``, deletion after ``max_misses``, on covariance growth, or when not
    updated for ``max(max_coast_s, (max_misses + ½) × the radar's scan period)``;
 6. **initiate** tentative tracks from the detections left over (`OnePointInitiator`,
-   `TwoPointInitiator`).
+   `TwoPointInitiator`);
+7. **identity**: the IFF answers of the assigned detections (``Scan(iff=...)``) go into each
+   track's evidence; `tracks` fuses it with the kinematics (`mcc.tracking.identity`).
 
 Tracks get their id (a counter from 1, never reused) when confirmed; tentative tracks are
 internal and have id 0. 2-D (``ndim=2``, state ``[x y vx vy]``) or 3-D (``[x y z vx vy vz]``,
@@ -32,6 +36,7 @@ array([1], dtype=uint32)
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -42,11 +47,14 @@ import numpy.typing as npt
 from mcc.compute.associate import MofNInitiator, count_misses
 from mcc.errors import ComputeError
 from mcc.tracking.associators import GNNAssociator
-from mcc.tracking.base import Measurements, TrackLife
+from mcc.tracking.base import Gated, Measurements, TrackLife
+from mcc.tracking.classify import classify
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.deleters import ScanPeriodDeleter
 from mcc.tracking.gaters import Chi2Gater
+from mcc.tracking.identity import IffEvidence, fuse_identity
 from mcc.tracking.initiators import make_initiator
+from mcc.tracking.jpda import JPDAAssociator
 from mcc.tracking.predictors import IMMPredictor, make_predictor
 from mcc.tracking.scan import Scan, StepReport, TrackTable
 from mcc.tracking.score import ClutterDensity, LLRScore
@@ -54,6 +62,8 @@ from mcc.tracking.updaters import PolarEKFUpdater, PositionUpdater
 from mcc.types import TrackStatus
 
 __all__ = ["MultiTargetTracker"]
+
+_log = logging.getLogger(__name__)
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -63,6 +73,10 @@ _CONFIRMED = int(TrackStatus.TRACK_CONFIRMED.value)
 _COASTING = int(TrackStatus.TRACK_COASTING.value)
 _EMPTY_I64 = np.zeros(0, np.int64)
 _MAX_SENSORS = 256  # sensors whose scan period is remembered
+# JPDA: a detection whose probabilities of belonging to the confirmed tracks sum to this or
+# more is theirs; below it, tentative tracks and initiation may use it.
+_JPDA_TAKEN = 0.5
+_IFF_FIELDS = ("_iff", "_iff_friend", "_iff_silent", "_iff_invalid")
 
 
 class MultiTargetTracker:
@@ -79,6 +93,11 @@ class MultiTargetTracker:
         self.predictor = make_predictor(config)
         self.gater = Chi2Gater(config.gate_probability, config.ndim)
         self.associator = GNNAssociator(self.gate, cost=config.assignment_cost)
+        self.jpda = (
+            JPDAAssociator(config.pd, config.gate_probability, max_cluster=config.jpda_max_cluster)
+            if config.association == "jpda"
+            else None
+        )
         self.linear = PositionUpdater(config.ndim)
         self.ekf = PolarEKFUpdater(config.ndim)
         self.initiator = make_initiator(config)
@@ -88,6 +107,7 @@ class MultiTargetTracker:
         self.time_s: float | None = None
         self.next_id = 1
         self.scans = 0
+        self.iff_rejected = 0  # IFF answers outside IffAnswer's values, read as not asked
         self._ids = np.zeros(0, np.uint32)
         self._status = np.zeros(0, np.uint8)
         self._history = np.zeros(0, np.uint32)
@@ -99,6 +119,10 @@ class MultiTargetTracker:
         self._birth = np.zeros(0, np.float64)
         self._period = np.zeros(0, np.float64)
         self._score = np.zeros(0, np.float64)
+        self._iff = np.zeros(0, np.uint8)
+        self._iff_friend = np.zeros(0, np.int64)
+        self._iff_silent = np.zeros(0, np.int64)
+        self._iff_invalid = np.zeros(0, np.int64)
         self._sensor_time: dict[str, float] = {}
         self._sensor_period: dict[str, float] = {}
 
@@ -116,16 +140,39 @@ class MultiTargetTracker:
         )
         x, P = self.predictor.estimate()
         quality = self.mofn.hit_count(self._history[rows]) / float(self.config.confirm_n)
+        xr = x[rows]
         return TrackTable(
             ids=self._ids[rows].copy(),
             status=self._status[rows].copy(),
-            x=x[rows].copy(),
+            x=xr.copy(),
             P=P[rows].copy(),
             quality=np.asarray(quality, dtype=np.float64),
             hits=self._hits[rows].copy(),
             misses=self._misses[rows].copy(),
             update_s=self._update[rows].copy(),
             birth_s=self._birth[rows].copy(),
+            iff=self._iff[rows].copy(),
+            identity=self._identity(rows, xr),
+        )
+
+    def _evidence(self) -> IffEvidence:
+        return IffEvidence(self._iff, self._iff_friend, self._iff_silent, self._iff_invalid)
+
+    def _identity(self, rows: I64, x: F64) -> npt.NDArray[np.uint8]:
+        """`fuse_identity` of tracks ``rows`` (PENDING without a call to `classify` while no
+        track of them was interrogated)."""
+        if not self._iff[rows].any():
+            return np.zeros(rows.size, np.uint8)
+        classes = classify(x, ndim=self.d)[0]
+        cfg = self.config
+        return fuse_identity(
+            self._evidence(),
+            rows,
+            x,
+            classes,
+            ndim=self.d,
+            closing_mps=cfg.identity_closing_mps,
+            assumed_misses=cfg.identity_assumed_misses,
         )
 
     def step(self, scan: Scan) -> StepReport:
@@ -149,6 +196,7 @@ class MultiTargetTracker:
         ti = mj = _EMPTY_I64
         confirmed = deleted = changed = np.zeros(0, np.uint32)
         gain = np.zeros(0)
+        free = np.ones(meas.count, bool)
         if n:
             self.predictor.predict(np.maximum(t - self._time, 0.0))
             self._time[:] = t
@@ -156,9 +204,15 @@ class MultiTargetTracker:
             if meas.count:
                 gated = self.gater.gate(x, P, meas, updater)
                 first = self._status[gated.ti] != _TENTATIVE
-                ti, mj = self.associator.associate(gated, first, meas.count)
+                if self.jpda is None:
+                    ti, mj = self.associator.associate(gated, first, meas.count)
+                    if ti.size:
+                        self.predictor.update(ti, updater, meas, mj)
+                else:
+                    ti, mj = self._jpda_step(gated, first, meas, updater, free)
                 if ti.size:
-                    self.predictor.update(ti, updater, meas, mj)
+                    if meas.iff is not None:
+                        self._evidence().record(ti, meas.iff[mj])
                     self._period[ti] = period
                     # The score of each assigned pair, from its gating distance.
                     keys = gated.ti * meas.count + gated.mj
@@ -177,7 +231,6 @@ class MultiTargetTracker:
             confirmed, deleted, changed = self._track_life(ti, gain, covered, t)
         if gain.size == 0:
             self.clutter.observe(meas, updater is self.ekf, meas.count)
-        free = np.ones(meas.count, bool)
         free[mj] = False
         initiated, refused = self._initiate(meas.subset(np.flatnonzero(free)), period)
         self.time_s = t
@@ -197,7 +250,7 @@ class MultiTargetTracker:
         )
 
     _LIFE = ("_ids", "_status", "_history", "_age", "_hits", "_misses", "_time", "_update",
-             "_birth", "_period", "_score")  # fmt: skip
+             "_birth", "_period", "_score", *_IFF_FIELDS)  # fmt: skip
 
     def snapshot(self) -> dict[str, Any]:
         """The picture as a JSON-able document: every track's combined estimate, IMM model
@@ -234,7 +287,9 @@ class MultiTargetTracker:
             P = np.array(doc["P"], dtype=np.float64).reshape(n, m, m)
             life = {}
             for name, arr in zip(self._LIFE, self._life_arrays(), strict=True):
-                life[name] = np.array(doc[name[1:]], dtype=arr.dtype).reshape(n)
+                # A snapshot from before IFF has no evidence: not interrogated.
+                value = doc.get(name[1:], [0] * n) if name in _IFF_FIELDS else doc[name[1:]]
+                life[name] = np.array(value, dtype=arr.dtype).reshape(n)
             mu = None
             if isinstance(self.predictor, IMMPredictor) and "mu" in doc:
                 mu = np.array(doc["mu"], dtype=np.float64).reshape(n, -1)
@@ -280,7 +335,69 @@ class MultiTargetTracker:
         polar = scan.polar
         if polar is not None and not np.isfinite(polar.z()).all():
             raise ComputeError("scan polar measurements have NaN/inf values")
-        return Measurements(scan.sensor_id, float(scan.time_s), z, R, polar)
+        return Measurements(scan.sensor_id, float(scan.time_s), z, R, polar, self._iff_of(scan))
+
+    def _iff_of(self, scan: Scan) -> npt.NDArray[np.uint8] | None:
+        """The scan's IFF answers, ``(M,)`` uint8; a value outside 0..3 is counted in
+        ``iff_rejected``, logged once and read as not interrogated."""
+        if scan.iff is None:
+            return None
+        raw = np.asarray(scan.iff)
+        m = scan.count
+        if raw.shape != (m,) or not np.issubdtype(raw.dtype, np.number):
+            raise ComputeError(
+                f"scan iff must be ({m},) IffAnswer values 0..3, got shape {raw.shape} "
+                f"of {raw.dtype}"
+            )
+        ok = (raw >= 0) & (raw <= 3) & (raw == np.round(raw))
+        if not ok.all():
+            if not self.iff_rejected:
+                _log.warning(
+                    "scan of %s at t=%.3f s: IFF answer %r is not an IffAnswer value (0..3); "
+                    "read as not interrogated (counted in iff_rejected, logged once)",
+                    scan.sensor_id or "a sensor",
+                    scan.time_s,
+                    raw[~ok][0],
+                )
+            self.iff_rejected += int(np.count_nonzero(~ok))
+        return np.where(ok, raw, 0).astype(np.uint8)
+
+    def _jpda_step(
+        self,
+        gated: Gated,
+        first: npt.NDArray[np.bool_],
+        meas: Measurements,
+        updater: PolarEKFUpdater | PositionUpdater,
+        free: npt.NDArray[np.bool_],
+    ) -> tuple[I64, I64]:
+        """JPDA for the confirmed tracks (updated in place by `Predictor.pda_update`), GNN for
+        the tentative ones on the detections the confirmed ones leave. Returns each track's
+        detection for its life counters and IFF: a confirmed track's most probable one when
+        likelier than no detection. Clears ``free`` where a detection is taken."""
+        assert self.jpda is not None
+        jpda = self.jpda
+        ti, mj = gated.ti[first], gated.mj[first]
+        claimed = np.zeros(meas.count)
+        t1 = m1 = _EMPTY_I64
+        if ti.size:
+            density = self.clutter.observe(meas, updater is self.ekf, None)
+
+            def weigh(ll: F64) -> tuple[F64, I64, F64]:
+                return jpda.marginals(ti, mj, jpda.log_ratio(ll, density))
+
+            beta, tracks, beta0 = self.predictor.pda_update(ti, updater, meas, mj, weigh)
+            order = np.lexsort((-beta, ti))
+            best = order[np.unique(ti[order], return_index=True)[1]]
+            hit = beta[best] > beta0[np.searchsorted(tracks, ti[best])]
+            t1, m1 = ti[best][hit], mj[best][hit]
+            claimed = np.bincount(mj, weights=beta, minlength=meas.count)
+        free &= claimed < _JPDA_TAKEN
+        second = ~first & free[gated.mj]
+        rest = Gated(gated.ti[second], gated.mj[second], gated.d2[second], gated.logdet[second])
+        t2, m2 = self.associator.associate(rest, np.ones(rest.ti.size, bool), meas.count)
+        if t2.size:
+            self.predictor.update(t2, updater, meas, m2)
+        return np.concatenate([t1, t2]), np.concatenate([m1, m2])
 
     def _scan_period(self, sensor_id: str, t: float) -> float:
         """The latest scan period of ``sensor_id`` (0 until its second scan)."""
@@ -357,6 +474,7 @@ class MultiTargetTracker:
         if births is None or births.x.shape[0] == 0:
             return 0, refused
         k = births.x.shape[0]
+        n_old = len(self)
         t = meas.time_s
         self._ids = np.concatenate([self._ids, np.zeros(k, np.uint32)])
         self._status = np.concatenate([self._status, np.full(k, _TENTATIVE, np.uint8)])
@@ -369,5 +487,10 @@ class MultiTargetTracker:
         self._birth = np.concatenate([self._birth, np.full(k, t)])
         self._period = np.concatenate([self._period, np.full(k, period)])
         self._score = np.concatenate([self._score, np.zeros(k)])
+        self._iff = np.concatenate([self._iff, np.zeros(k, np.uint8)])
+        for name in _IFF_FIELDS[1:]:
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(k, np.int64)]))
+        if meas.iff is not None and births.cols is not None:
+            self._evidence().record(np.arange(n_old, n_old + k), meas.iff[births.cols])
         self.predictor.append(births.x, births.P)
         return k, refused

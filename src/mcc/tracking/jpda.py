@@ -1,0 +1,189 @@
+"""Joint probabilistic data association (JPDA): every gated detection updates a track, weighted
+by the marginal probability that it is the track's (Bar-Shalom, Daum & Huang 2009).
+
+A joint event gives each track of a cluster (tracks linked by shared gated detections) at most
+one detection and each detection at most one track. Its probability is proportional to
+``Π_(t,j) g_tj · Π_(t missed) (1 − p_d p_g)``, ``g_tj = p_d N(y_tj; 0, S_tj) / λ`` the
+likelihood ratio of detection ``j`` for track ``t`` against clutter of density ``λ`` (the
+tracker's measured one, in the update's measurement space). The marginal ``β_tj`` sums the
+events that pair them, ``β_t0`` those that leave ``t`` undetected.
+
+`JPDAAssociator.marginals` enumerates every joint event of a cluster of up to
+``max_cluster`` tracks (and ``max_events`` events) at once, as arrays; larger clusters take
+Fitzgerald's cheap JPDA, ``β_tj = g_tj / (w0 + S_t + S_j − g_tj)`` normalised per track
+(``S_t``, ``S_j`` the row and column sums of ``g``; exact for a single track), and are counted
+in ``fallbacks``. `pda_mix` then reduces each track's mixture (no detection, or detection
+``j``) to one Gaussian per filter model: the PDA update with its spread-of-innovations term.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from mcc.tracking.associators import _bipartite_components
+
+__all__ = ["JPDAAssociator", "pda_mix"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+class JPDAAssociator:
+    """Marginal association probabilities of gated (track, detection) pairs (module docstring).
+
+    ``pd``: probability of detection; ``gate_probability``: p_g, the probability that a true
+    detection is in the gate; ``max_cluster``: the most tracks a cluster may have for exact
+    enumeration; ``max_events``: the most joint events (before removing those that give one
+    detection to two tracks) enumerated at once.
+    """
+
+    def __init__(
+        self,
+        pd: float,
+        gate_probability: float,
+        *,
+        max_cluster: int = 8,
+        max_events: int = 1 << 16,
+    ) -> None:
+        self.pd = pd
+        self.gate_probability = gate_probability
+        self.log_w0 = math.log(1.0 - pd * gate_probability)
+        self.max_cluster = max_cluster
+        self.max_events = max_events
+        self.clusters = 0  # clusters of two tracks or more, solved
+        self.fallbacks = 0  # of which solved by the cheap approximation
+
+    def log_ratio(self, log_likelihood: F64, density: float) -> F64:
+        """``ln g`` of pairs from their log-likelihood and the clutter density λ."""
+        return math.log(self.pd) + log_likelihood - math.log(density)
+
+    def marginals(self, ti: I64, mj: I64, log_g: F64) -> tuple[F64, I64, F64]:
+        """``β`` of each pair ``(K,)``, the tracks involved ``(T,)`` (sorted) and their
+        ``β_t0`` ``(T,)``."""
+        tracks, t_loc = np.unique(ti, return_inverse=True)
+        beta = np.zeros(ti.size)
+        beta0 = np.ones(tracks.size)
+        if ti.size == 0:
+            return beta, tracks, beta0
+        meas, m_loc = np.unique(mj, return_inverse=True)
+        label = _bipartite_components(t_loc, m_loc, tracks.size, meas.size)
+        comp = label[t_loc]
+        t_per = np.bincount(label, minlength=tracks.size)
+        single = t_per[comp] == 1
+        if single.any():  # one track: β_tj = g_tj / (w0 + Σ_j g_tj), in logs
+            self._single(t_loc[single], log_g[single], beta, beta0, single)
+        rest = np.flatnonzero(~single)
+        if rest.size:
+            order = rest[np.argsort(comp[rest], kind="stable")]
+            starts = np.flatnonzero(np.r_[True, comp[order][1:] != comp[order][:-1]])
+            cheap: list[I64] = []
+            for a, b in zip(starts, np.r_[starts[1:], order.size], strict=True):
+                pairs = order[a:b]
+                self.clusters += 1
+                if not self._exact(pairs, t_loc, m_loc, log_g, beta, beta0):
+                    self.fallbacks += 1
+                    cheap.append(pairs)
+            if cheap:
+                self._cheap(np.concatenate(cheap), t_loc, m_loc, log_g, beta, beta0)
+        return beta, tracks, beta0
+
+    def _single(
+        self, t: I64, log_g: F64, beta: F64, beta0: F64, sel: npt.NDArray[np.bool_]
+    ) -> None:
+        top = np.full(beta0.size, self.log_w0)
+        np.maximum.at(top, t, log_g)
+        w = np.exp(log_g - top[t])
+        total = np.exp(self.log_w0 - top)
+        np.add.at(total, t, w)
+        beta[sel] = w / total[t]
+        has = np.unique(t)
+        beta0[has] = np.exp(self.log_w0 - top[has]) / total[has]
+
+    def _exact(self, pairs: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64) -> bool:
+        """Enumerate the joint events of one cluster; False when it is too large."""
+        tracks, t = np.unique(t_loc[pairs], return_inverse=True)
+        n_t = np.bincount(t, minlength=tracks.size)
+        if tracks.size > self.max_cluster or float(np.prod(n_t + 1.0)) > self.max_events:
+            return False
+        order = np.argsort(t, kind="stable")
+        start = np.cumsum(n_t) - n_t
+        choice = np.indices(tuple((n_t + 1).tolist())).reshape(tracks.size, -1).T  # (E, T)
+        local = np.where(choice > 0, order[start + choice - 1], -1)  # pair (in ``pairs``) or -1
+        # A miss gets a detection number of its own (negative) so that only real detections
+        # can collide.
+        det = np.where(local >= 0, m_loc[pairs][local], -1 - np.arange(tracks.size))
+        det.sort(axis=1)
+        ok = (det[:, 1:] != det[:, :-1]).all(axis=1)
+        local = local[ok]
+        logw = np.where(local >= 0, log_g[pairs][local], self.log_w0).sum(axis=1)
+        p = np.exp(logw - logw.max())
+        p /= p.sum()
+        p_events = np.broadcast_to(p[:, None], local.shape)
+        hit = local >= 0
+        beta[pairs] = np.bincount(local[hit], weights=p_events[hit], minlength=pairs.size)
+        miss = np.broadcast_to(np.arange(tracks.size), local.shape)[~hit]
+        beta0[tracks] = np.bincount(miss, weights=p_events[~hit], minlength=tracks.size)
+        return True
+
+    def _cheap(self, pairs: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64) -> None:
+        """Fitzgerald's cheap JPDA on ``pairs`` (g scaled so that w0 = 1; it is exact for a
+        lone track and keeps each detection's total probability at most one)."""
+        t, m = t_loc[pairs], m_loc[pairs]
+        g = np.exp(np.minimum(log_g[pairs] - self.log_w0, 700.0))
+        s_t = np.bincount(t, weights=g, minlength=beta0.size)
+        s_m = np.bincount(m, weights=g, minlength=int(m.max()) + 1)
+        b = g / (1.0 + s_t[t] + s_m[m] - g)
+        has = np.unique(t)
+        b0 = 1.0 / (1.0 + s_t[has])
+        total = np.bincount(t, weights=b, minlength=beta0.size)[has] + b0
+        scale = np.zeros(beta0.size)
+        scale[has] = 1.0 / total
+        beta[pairs] = b * scale[t]
+        beta0[has] = b0 / total
+
+
+def pda_mix(
+    x: F64,
+    P: F64,
+    mu: F64,
+    x_pair: F64,
+    P_pair: F64,
+    ll_pair: F64,
+    pair_track: I64,
+    beta: F64,
+    beta0: F64,
+) -> tuple[F64, F64, F64]:
+    """The PDA update of T tracks of M filter models each.
+
+    ``x (T, M, n)``, ``P (T, M, n, n)``, ``mu (T, M)``: the predictions and model
+    probabilities; ``x_pair (K, M, n)``, ``P_pair``, ``ll_pair (K, M)``: each gated pair's
+    updated states and per-model log-likelihoods; ``pair_track (K,)``: the track (0..T-1) of
+    each pair; ``beta (K,)``, ``beta0 (T,)``: the association marginals. Per model the weight
+    of "pair p" is ``β_p μ_m N_m(y_p) / Σ_m μ_m N_m(y_p)`` and of "no detection" ``β_0 μ_m``;
+    their sum is the model's new probability, and the state is the moment-matched mixture
+    (its covariance includes the spread of the updated states: the spread-of-innovations
+    term). Returns ``x``, ``P``, ``mu`` updated.
+    """
+    with np.errstate(divide="ignore"):
+        log_mu = np.log(mu)
+    a = ll_pair + log_mu[pair_track]  # (K, M)
+    top = a.max(axis=1, keepdims=True)
+    w = np.exp(a - top)
+    w *= (beta / w.sum(axis=1))[:, None]  # (K, M): β_p P(m | pair p)
+    w0 = beta0[:, None] * mu  # (T, M)
+    mu_new = w0.copy()
+    np.add.at(mu_new, pair_track, w)
+    safe = np.where(mu_new > 0, mu_new, 1.0)
+    c0, c = w0 / safe, w / safe[pair_track]
+    x_new = c0[..., None] * x
+    np.add.at(x_new, pair_track, c[..., None] * x_pair)
+    d0 = x - x_new
+    dp = x_pair - x_new[pair_track]
+    P_new = c0[..., None, None] * (P + d0[..., :, None] * d0[..., None, :])
+    spread = P_pair + dp[..., :, None] * dp[..., None, :]
+    np.add.at(P_new, pair_track, c[..., None, None] * spread)
+    mu_new /= mu_new.sum(axis=1, keepdims=True)
+    return x_new, 0.5 * (P_new + P_new.swapaxes(-1, -2)), mu_new
