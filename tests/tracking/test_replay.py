@@ -83,6 +83,10 @@ _SENSORS = "radar:\n  position_m: [0, 0, 0]\n  sigma_range_m: 10\n  sigma_azimut
          "sensors.yaml:1: radar.sigma_azimuth_rad: missing"),
         ("time_s,sensor_id,range_m,azimuth_rad\n0,radar,1000,nan\n", _SENSORS,
          "detections.csv:2: azimuth_rad: not a finite number (got 'nan')"),
+        ("time_s,sensor_id,range_m,azimuth_rad,iff\n0,radar,1000,0.1,7\n", _SENSORS,
+         "detections.csv:2: iff: must be <= 3 (got '7')"),
+        ("time_s,sensor_id,range_m,azimuth_rad,iff\n0,radar,1000,0.1,1.5\n", _SENSORS,
+         "detections.csv:2: iff: an IffAnswer value 0..3 (got '1.5')"),
     ],
 )  # fmt: skip
 def test_a_bad_input_is_one_line_and_status_2(
@@ -117,3 +121,19 @@ def test_a_bad_tracker_config_names_the_file_and_field(
     )  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{config}: TrackerConfig.model='kalman' is out of range" in proc.stderr
+
+
+def test_the_iff_column_gives_each_rows_track_identities(tmp_path: Path) -> None:
+    """A friend answering every scan and a silent target: OUT.json rows name their identity."""
+    lines = ["time_s,sensor_id,range_m,azimuth_rad,iff"]
+    for k in range(8):
+        lines.append(f"{k},radar,{10000 + 200 * k},0.5,2")
+        lines.append(f"{k},radar,{20000 + 200 * k},2.0,1")
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "s.yaml").write_text(_SENSORS)
+    specs = load_sensors(tmp_path / "s.yaml")
+    summary, _ = replay(
+        scans_of(load_detections(tmp_path / "d.csv", specs), specs), TrackerConfig(ndim=2)
+    )
+    last = summary["rows"][-1]["identity"]
+    assert sorted(last.values()) == ["IDENTITY_FRIEND", "IDENTITY_UNKNOWN"]

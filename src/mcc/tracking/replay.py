@@ -4,7 +4,8 @@
 [--config TRACKER.yaml] [--gospa-c M] --json OUT.json [--plot PNG]``
 
 * DETECTIONS.csv: ``time_s,sensor_id,range_m,azimuth_rad`` and optionally ``elevation_rad``
-  (then 3-D tracking, else 2-D with ``range_m`` the horizontal range) and ``range_rate_mps``.
+  (then 3-D tracking, else 2-D with ``range_m`` the horizontal range), ``range_rate_mps`` and
+  ``iff`` (the IFF answer, `IffAnswer` 0..3; empty = 0, not interrogated).
   Azimuth from north, clockwise, radians. One scan = the rows of one ``sensor_id`` at one
   ``time_s``; a row whose ``range_m`` and ``azimuth_rad`` are empty marks a scan with no
   detection (so that the tracker counts its misses).
@@ -21,7 +22,8 @@ OUT.json: ``ms_per_scan_median``, ``gospa_mean_m`` and its parts ``localisation_
 √(Σ d²) over scans), ``missed`` and ``false`` (mean counts per scan) for GOSPA with p = 2,
 α = 2 and c = ``--gospa-c`` (default 500 m) between the confirmed tracks and the truth after
 each scan; ``track_ids`` (distinct confirmed ids), ``id_switches`` (times the id following a
-truth, by the GOSPA assignment, changed), and one row per scan. A bad input is one line,
+truth, by the GOSPA assignment, changed), and one row per scan (with ``iff`` in the input,
+each row's ``identity`` maps track ids to their `Identity` names). A bad input is one line,
 ``file:line: field: what is wrong (got …)``, and exit status 2.
 """
 
@@ -48,6 +50,7 @@ from mcc.errors import MccError
 from mcc.tracking.config import TrackerConfig, TrackerConfigError
 from mcc.tracking.scan import Scan
 from mcc.tracking.tracker import MultiTargetTracker
+from mcc.types import Identity
 
 __all__ = [
     "GOSPA_C_M",
@@ -67,7 +70,7 @@ GOSPA_C_M = 500.0
 GOSPA_P = 2.0
 GOSPA_ALPHA = 2.0
 _DETECTION_COLUMNS = ("time_s", "sensor_id", "range_m", "azimuth_rad")
-_OPTIONAL_DETECTION_COLUMNS = ("elevation_rad", "range_rate_mps")
+_OPTIONAL_DETECTION_COLUMNS = ("elevation_rad", "range_rate_mps", "iff")
 _TRUTH_COLUMNS = ("time_s", "target_id", "x_m", "y_m")
 
 
@@ -168,6 +171,7 @@ class Detections:
     azimuth_rad: F64
     elevation_rad: F64 | None
     range_rate_mps: F64 | None
+    iff: npt.NDArray[np.uint8] | None = None
 
     @property
     def ndim(self) -> int:
@@ -185,6 +189,7 @@ def load_detections(path: str | Path, sensors: dict[str, SensorSpec]) -> Detecti
     az = np.empty(n)
     el = np.empty(n) if has_el else None
     rr = np.empty(n) if has_rr else None
+    iff = np.zeros(n, np.uint8) if "iff" in header else None
     ids: list[str] = []
     for k, (line, row) in enumerate(body):
         at = f"{path}:{line}"
@@ -212,9 +217,14 @@ def load_detections(path: str | Path, sensors: dict[str, SensorSpec]) -> Detecti
             )
         if rr is not None:
             rr[k] = _number(at, "range_rate_mps", row["range_rate_mps"])
+        if iff is not None and row["iff"].strip():
+            answer = _number(at, "iff", row["iff"], low=0.0, high=3.0)
+            if answer != int(answer):
+                raise ReplayError(f"{at}: iff: an IffAnswer value 0..3 (got {row['iff']!r})")
+            iff[k] = int(answer)
     if n == 0:
         raise ReplayError(f"{path}:2: detections: no row after the header (got an empty file)")
-    return Detections(t, ids, r, az, el, rr)
+    return Detections(t, ids, r, az, el, rr, iff)
 
 
 @dataclass(frozen=True, eq=False)
@@ -350,6 +360,7 @@ def scans_of(detections: Detections, sensors: dict[str, SensorSpec]) -> list[Sca
         spec = sensors[s]
         el = detections.elevation_rad
         rr = detections.range_rate_mps
+        iff = detections.iff
         out.append(
             Scan.from_polar(
                 tk,
@@ -363,6 +374,7 @@ def scans_of(detections: Detections, sensors: dict[str, SensorSpec]) -> list[Sca
                 sigma_range_rate_mps=spec.sigma_range_rate_mps,
                 sensor_position_m=spec.position_m,
                 sensor_id=s,
+                iff=None if iff is None else iff[idx],
             )
         )
     return out
@@ -452,12 +464,19 @@ def replay(
     tracker = MultiTargetTracker(config)
     score = PictureScore(truth, gospa_c_m)
     history: list[tuple[float, F64, F64]] = []
+    with_iff = any(scan.iff is not None for scan in scans)
     for scan in _progress(scans, progress):
         start = time.perf_counter()
         tracker.step(scan)
         ms = (time.perf_counter() - start) * 1e3
         table = tracker.tracks()
         history.append((scan.time_s, table.ids.astype(np.float64), table.positions_m))
+        extra: dict[str, Any] = {}
+        if with_iff:
+            extra["identity"] = {
+                str(i): Identity(int(v)).name
+                for i, v in zip(table.ids.tolist(), table.identity.tolist(), strict=True)
+            }
         score.add(
             scan.time_s,
             table.ids,
@@ -465,6 +484,7 @@ def replay(
             sensor_id=scan.sensor_id,
             detections=scan.count,
             ms=round(ms, 4),
+            **extra,
         )
     summary = score.summary()
     summary["detections"] = int(sum(s.count for s in scans))
