@@ -30,7 +30,7 @@ from typing import Any
 
 from mcc.bus import Bus, Reader, Transport
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, read_result
-from mcc.hpc.farm import MAX_N, MAX_WORKERS, result_path
+from mcc.hpc.farm_protocol import MAX_N, MAX_WORKERS, result_path
 from mcc.hpc.mpi import TCP_ENV, find_mpiexec
 from mcc.hpc.stream import bulk_env, check_stream_sizes
 from mcc.orchestrate.backends.local import LocalBackend

@@ -44,7 +44,7 @@ from mcc.hpc.base import (
     touched_buffer,
     write_result,
 )
-from mcc.hpc.farm import _parse, result_path
+from mcc.hpc.farm_protocol import parse_app_args, result_path
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import WorkItem, WorkResult
@@ -312,7 +312,7 @@ def _send(
 
 def source(ctx: AppContext) -> int:
     """App ``mcc.hpc.stream:source``: stream, check, write ``hpc-<job>.json``; 1 if corrupted."""
-    args = _parse(_source_parser(), ctx.args)
+    args = parse_app_args(_source_parser(), ctx.args)
     job_id = args.job or default_job_id("stream")
     result = run_source(
         ctx.bus,
@@ -423,7 +423,7 @@ def _echo_until_over(
 
 def echo(ctx: AppContext) -> int:
     """App ``mcc.hpc.stream:echo``: send every buffer it receives back to its source."""
-    args = _parse(_echo_parser(), ctx.args)
+    args = parse_app_args(_echo_parser(), ctx.args)
     job_id = args.job or default_job_id("stream")
     echoed = run_echo(
         ctx.bus,
