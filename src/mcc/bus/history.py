@@ -45,7 +45,8 @@ from cyclonedds.core import (
 
 from mcc.bus import _native
 from mcc.bus.core import _ANY_STATE, Reader, Writer, _poll, register_durable
-from mcc.bus.loop import ReaderLoop
+from mcc.bus.rpc.common import PeerCache, matched_participants
+from mcc.bus.rpc.gather import Gathering, ScatterGather
 from mcc.errors import MccError, RequestTimeoutError, StoreError
 from mcc.types import PersistAck, PersistReply, PersistRequest, PersistSample
 
@@ -139,19 +140,7 @@ def _order(sample: PersistSample) -> tuple[int, str]:
     return sample.source_ns, sample.writer_guid
 
 
-@dataclass
-class _Fetch:
-    """One request in flight: who was asked, what came back, and how much of it."""
-
-    asked: set[str]  # participants of the replicas the request went to
-    replies: dict[str, PersistReply]  # participant → its first reply
-    samples: int = 0
-    nbytes: int = 0
-    dropped: int = 0  # replies over the bounds, or from participants not asked
-    complete_at: float | None = None  # when a complete reply arrived
-
-
-class HistoryClient:
+class HistoryClient(ScatterGather):
     """Asks every replica of the persistence service for retained samples (one per bus).
 
     ``max_samples``/``max_bytes`` bound what one fetch takes from all replies together.
@@ -164,104 +153,34 @@ class HistoryClient:
         max_samples: int = MAX_HISTORY_SAMPLES,
         max_bytes: int = MAX_HISTORY_BYTES,
     ) -> None:
-        from mcc.bus.rpc import default_client_id
-
-        self.bus = bus
-        self.client_id = default_client_id()
         self.max_samples = max_samples
         self.max_bytes = max_bytes
-        self.dropped = 0  # replies dropped since the client started
-        self._seq = itertools.count(1)
-        self._cond = threading.Condition()
-        self._fetches: dict[str, _Fetch] = {}
-        self._peers: dict[int, str] = {}  # reply writer handle → its participant
-        self._logged: set[str] = set()
-        self._writer = bus.writer(REQUEST_TOPIC)
-        self._reader = bus.reader(REPLY_TOPIC, history=False)
-        self._loop = ReaderLoop(bus).add(self._reader, self._on_replies).start("mcc-history")
+        super().__init__(
+            bus,
+            bus.writer(REQUEST_TOPIC),
+            bus.reader(REPLY_TOPIC, history=False),
+            name="mcc-history",
+            grace_s=REPLY_GRACE_S,
+            resend_s=RESEND_S,
+        )
 
-    def close(self) -> None:
-        """Stop taking replies (``Bus.close`` calls it)."""
-        self._loop.stop()
-
-    def _participant(self, reply: PersistReply) -> str:
-        """The participant that wrote ``reply`` (discovery), "" when unknown."""
-        info = getattr(reply, "sample_info", None)
-        if info is None:
-            return ""
-        handle = info.publication_handle
-        peer = self._peers.get(handle)
-        if peer is None:
-            try:
-                data = self._reader.dds.get_matched_publication_data(handle)
-            except DDSException:
-                data = None
-            if data is None:
-                return ""
-            if len(self._peers) >= 4096:
-                self._peers.clear()
-            peer = self._peers[handle] = str(data.participant_key)
-        return peer
-
-    def _on_replies(self, replies: list[PersistReply]) -> None:
-        with self._cond:
-            for reply in replies:
-                fetch = self._fetches.get(reply.request_id)
-                if fetch is None or reply.client_id != self.client_id:
-                    continue
-                peer = self._participant(reply)
-                if peer in fetch.replies:
-                    continue  # a replica's reply to a resent request: the first one counts
-                why = self._refuse(fetch, peer, reply)
-                if why:
-                    fetch.dropped += 1
-                    self.dropped += 1
-                    if why not in self._logged and len(self._logged) < 100:
-                        self._logged.add(why)
-                        log.warning(
-                            "history reply of %r dropped: %s (further ones are counted, "
-                            "not logged)",
-                            reply.replier_id[:80],
-                            why,
-                        )
-                    continue
-                fetch.replies[peer] = reply
-                fetch.samples += len(reply.samples)
-                fetch.nbytes += _reply_bytes(reply)
-                if reply.complete and reply.ok and fetch.complete_at is None:
-                    fetch.complete_at = time.monotonic()
-            self._cond.notify_all()
-
-    def _refuse(self, fetch: _Fetch, peer: str, reply: PersistReply) -> str:
-        """Why ``reply`` is not taken ("" when it is)."""
-        if peer not in fetch.asked:
-            return "its writer is not a replica this request was sent to"
-        if fetch.samples + len(reply.samples) > self.max_samples:
+    def refuse(self, gathering: Gathering, reply: PersistReply) -> str:
+        if gathering.samples + len(reply.samples) > self.max_samples:
             return f"more than max_samples = {self.max_samples} samples in this fetch"
-        if fetch.nbytes + _reply_bytes(reply) > self.max_bytes:
+        if gathering.nbytes + _reply_bytes(reply) > self.max_bytes:
             return f"more than max_bytes = {self.max_bytes} bytes in this fetch"
         return ""
 
+    def taken(self, gathering: Gathering, reply: PersistReply) -> None:
+        gathering.samples += len(reply.samples)
+        gathering.nbytes += _reply_bytes(reply)
+
+    def complete(self, reply: PersistReply) -> bool:
+        return bool(reply.complete and reply.ok)
+
     def matched_replicas(self) -> set[str]:
         """Participants of the replicas a request reaches now and whose replies come back."""
-        return self._replicas()[0]
-
-    def _replicas(self) -> tuple[set[str], set[str]]:
-        """Participants of replicas matched both ways, and those matched one way so far."""
-        requests, replies = self._writer.dds, self._reader.dds
-        readers = {
-            str(e.participant_key)
-            for e in map(
-                requests.get_matched_subscription_data, requests.get_matched_subscriptions()
-            )
-            if e is not None
-        }
-        writers = {
-            str(e.participant_key)
-            for e in map(replies.get_matched_publication_data, replies.get_matched_publications())
-            if e is not None
-        }
-        return readers & writers, readers - writers
+        return self.repliers()[0]
 
     def fetch(
         self,
@@ -293,59 +212,20 @@ class HistoryClient:
         every topic. Replies past the client's bounds are left out, and then the flag
         returned beside the replies is True.
         """
-        deadline = time.monotonic() + timeout_s
         request = PersistRequest(
-            request_id=f"{self.client_id}/{next(self._seq)}",
-            client_id=self.client_id,
-            topic=topic,
-            type_name=type_name,
-            partitions_json=json.dumps(list(partitions)),
+            topic=topic, type_name=type_name, partitions_json=json.dumps(list(partitions))
         )
-        fetch = _Fetch(asked=set(), replies={})
-        asked = fetch.asked  # replicas (participants) the request was sent to
-        sent_at = 0.0
-        with self._cond:
-            self._fetches[request.request_id] = fetch
-        try:
-            while True:
-                # Send to the replicas matched both ways, again when more show up (a replica
-                # discovered a moment later must not be missed: its reply is the one needed
-                # when the first one matched is a dead replica whose lease has not expired),
-                # and again after RESEND_S without every reply (a replica can take the request
-                # before its reply writer has matched our reader: that reply is lost).
-                ready, _ = self._replicas()
-                now = time.monotonic()
-                if ready - asked or (asked and now - sent_at >= RESEND_S):
-                    request.issue_ns = time.time_ns()
-                    with self._cond:
-                        asked |= ready
-                    self._writer.write(request)
-                    sent_at = now
-                with self._cond:
-                    if asked and len(fetch.replies) >= len(asked):
-                        break
-                    limit = deadline
-                    if fetch.complete_at is not None:
-                        limit = min(limit, fetch.complete_at + REPLY_GRACE_S)
-                    remaining = limit - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._cond.wait(min(remaining, 0.05))
-        finally:
-            with self._cond:
-                self._fetches.pop(request.request_id, None)
-            if asked:
-                self._writer.dispose(request)
-        replies = list(fetch.replies.values())
-        if len(replies) < len(asked):
+        gathering = self.gather(request, timeout_s)
+        replies = list(gathering.replies.values())
+        if len(replies) < len(gathering.asked):
             (log.info if replies else log.warning)(
                 "history of %r: %d of %d replicas answered within %.1f s",
                 topic or "every topic",
                 len(replies),
-                len(asked),
+                len(gathering.asked),
                 timeout_s,
             )
-        return [r for r in replies if r.replier_id != exclude], fetch.dropped > 0
+        return [r for r in replies if r.replier_id != exclude], gathering.dropped > 0
 
 
 def _reply_bytes(reply: PersistReply) -> int:
@@ -573,6 +453,7 @@ class DurableWriter(Writer[T]):
         self.guid = str(self._dds.guid)
         self._acks: dict[str, _Ack] = {}
         self._ack_reader: Reader[PersistAck] | None = None
+        self._ack_peers: PeerCache | None = None
         self._last_ns = 0
         self._stored_lock = threading.Lock()  # one write_stored at a time waits for acks
 
@@ -637,20 +518,7 @@ class DurableWriter(Writer[T]):
     def _matched_replicas(self) -> set[str]:
         """Participants of the replicas that publish acks and read this writer."""
         assert self._ack_reader is not None
-        ack_dds, data_dds = self._ack_reader.dds, self._dds
-        replicas = {
-            str(d.participant_key)
-            for d in map(ack_dds.get_matched_publication_data, ack_dds.get_matched_publications())
-            if d is not None
-        }
-        readers = {
-            str(d.participant_key)
-            for d in map(
-                data_dds.get_matched_subscription_data, data_dds.get_matched_subscriptions()
-            )
-            if d is not None
-        }
-        return replicas & readers
+        return matched_participants(self._ack_reader) & matched_participants(self)
 
     def _stored(self, source_ns: int) -> int:
         return sum(1 for ack in self._acks.values() if ack.stored_source_ns >= source_ns)
@@ -664,6 +532,7 @@ class DurableWriter(Writer[T]):
     def _acks_reader(self) -> Reader[PersistAck]:
         if self._ack_reader is None:
             self._ack_reader = self.bus.reader(ACK_TOPIC, history=False)
+            self._ack_peers = PeerCache(self._ack_reader)
         return self._ack_reader
 
     def _take_acks(self, reader: Reader[PersistAck]) -> None:
@@ -686,14 +555,9 @@ class DurableWriter(Writer[T]):
                 del self._acks[gone]
 
     def _ack_peer(self, ack: PersistAck) -> str:
-        info = getattr(ack, "sample_info", None)
-        if info is None or self._ack_reader is None:
+        if self._ack_peers is None:
             return ""
-        try:
-            data = self._ack_reader.dds.get_matched_publication_data(info.publication_handle)
-        except DDSException:
-            return ""
-        return "" if data is None else str(data.participant_key)
+        return self._ack_peers.of(ack) or ""
 
 
 register_durable(DurableWriter, HistoryReader, DEFAULT_HISTORY_TIMEOUT_S)
