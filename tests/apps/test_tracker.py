@@ -688,7 +688,8 @@ def _batch(origin_ns: int, *, sensor: str = "r1", detections: int = 1, scan: int
     pos = np.array([3500.0, 3500.0, 1000.0])
     dets = _detections(pos)
     if detections > 1:  # the same detection many times over: a big batch
-        dets = Detections(0.0, *(np.repeat(a, detections) for a in list(vars(dets).values())[1:]))
+        columns = [a for a in list(vars(dets).values())[1:] if a is not None]  # iff: None
+        dets = Detections(0.0, *(np.repeat(a, detections) for a in columns))
     return dets.to_msg(
         sensor_id=sensor,
         scan_id=scan,

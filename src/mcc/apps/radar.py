@@ -5,7 +5,9 @@ rate; it takes kills from the bus (``EngagementOrder`` with status ``ORDER_KILL`
 nearest the order's track) and logs impacts. ``radar`` turns the newest ``Truth`` into one
 ``DetectionBatch`` per scan, paced on wall time, ``origin_ns`` = the scan time. So every radar
 sees the same targets, and a killed target vanishes from all of them, without the radars
-talking to each other (docs/scenario.md).
+talking to each other (docs/scenario.md). A radar with an IFF interrogator in the scenario
+(``iff: {p_reply: …}``) sets each detection's ``iff`` answer (the scenario's
+``iff: {mode5: true}`` targets are the friends); one without leaves ``iff`` empty.
 
 Bounds: a radar takes the newest ``Truth`` by its stamp, but never one stamped further ahead of
 its own clock than ``--max-truth-age-s`` (it would stay "the newest" and blind the radar until
@@ -281,7 +283,8 @@ def radar(ctx: AppContext) -> int:
     # Scans fall at epoch + k * scan_period_s: radars started apart still scan in step.
     for scan_id, tick_ns in enumerate(_ticks(ctx, model.scan_period_s, start_ns=epoch_ns)):
         if source is not None:
-            state, t_s = source.latest(tick_ns), tick_ns * 1e-9
+            # Truth samples do not say who answers IFF: the scenario's friends, by target id.
+            state, t_s = scenario.with_iff(source.latest(tick_ns)), tick_ns * 1e-9
         else:
             t_s = (tick_ns - epoch_ns) * 1e-9
             state = scenario.truth_at(t_s)

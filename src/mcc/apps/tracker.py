@@ -37,8 +37,16 @@ from mcc.tracking import (
 )
 from mcc.tracking.classify import classify
 from mcc.tracking.scan import Coverage
-from mcc.types import AirPicture, DetectionBatch, TargetClass, Track, TrackStatus
-from mcc.types.arrays import pack, packed_field
+from mcc.types import (
+    AirPicture,
+    DetectionBatch,
+    Identity,
+    IffAnswer,
+    TargetClass,
+    Track,
+    TrackStatus,
+)
+from mcc.types.arrays import optional_field, pack, packed_field
 
 
 def _scenario(path: str) -> object:
@@ -62,6 +70,7 @@ __all__ = [
 ]
 
 _TENTATIVE = int(TrackStatus.TRACK_TENTATIVE.value)
+_IFF_MAX = max(int(a.value) for a in IffAnswer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +110,11 @@ def tracker(ctx: AppContext) -> int:
     ``--max-age-s`` behind it, is dropped, as is one of more than ``--max-detections``
     detections, one of a radar past the ``--max-sensors`` first, and one that would make the
     batches held for reordering more than ``--max-pending`` (or their detections more than
-    ``--max-pending-detections``). Each is counted by reason and the first of each logged.
+    ``--max-pending-detections``), and one whose ``iff`` answers are not empty or ``count``
+    `IffAnswer` values (the rule the bus holds other packed arrays to). Each is counted by
+    reason and the first of each logged. The IFF answers go with the detections to the tracker,
+    which fuses them into each track's STANAG 1241 ``identity`` (`mcc.tracking.identity`),
+    published with the track's latest ``iff`` on ``AirPicture`` and ``Track``.
 
     Args (``ctx.args``): ``--config FILE`` (YAML `TrackerConfig`; the flags below override
     it), ``--model cv|imm``, ``--gate P`` (gate probability), ``--confirm M/N``,
@@ -353,7 +366,7 @@ class _TrackerApp:
             return "held", f"{len(self.pending)} batches held to reorder (--max-pending)"
         if self.pending_detections + batch.count > opts.max_pending_detections:
             return "held", f"{self.pending_detections} detections held (--max-pending-detections)"
-        return "", ""
+        return _iff_refusal(batch)
 
     def _hold(self, batch: DetectionBatch, receive_ns: int) -> None:
         """Hold ``batch`` until its reorder time, or drop it (counted, first of a kind logged)."""
@@ -432,6 +445,7 @@ class _TrackerApp:
             sensor_position_m=(batch.sensor_x_m, batch.sensor_y_m, batch.sensor_z_m),
             sensor_id=batch.sensor_id,
             coverage=sensor.coverage,
+            iff=optional_field(batch, "iff"),  # checked on arrival (_iff_refusal)
         )
 
     def _ns(self, t_s: float) -> int:
@@ -457,6 +471,8 @@ class _TrackerApp:
                 quality=pack(table.quality, "<f8"),
                 state=pack(table.x, "<f8"),
                 covariance=pack(table.P, "<f8"),
+                identity=pack(table.identity, "u1"),
+                iff=pack(table.iff, "u1"),
             )
         )
         self.ctx.heartbeat.count_out()
@@ -495,6 +511,8 @@ class _TrackerApp:
                 misses=int(table.misses[row]),
                 update_ns=update_ns,
                 origin_ns=update_ns,
+                identity=Identity(int(table.identity[row])),
+                iff=IffAnswer(int(table.iff[row])),
             )
             self.tracks_out.write(sample)
             self.sent[track_id] = (now_ns, sample)
@@ -520,3 +538,16 @@ class _TrackerApp:
             self.late,
             "".join(f", {n} dropped {kind}" for kind, n in sorted(self.dropped.items())),
         )
+
+
+def _iff_refusal(batch: DetectionBatch) -> tuple[str, str]:
+    """Why the IFF answers of ``batch`` are refused, as (kind, message); ("", "") when they are
+    fine: none (not interrogated) or ``count`` `IffAnswer` values."""
+    try:
+        iff = optional_field(batch, "iff")
+    except ValueError as exc:
+        return "iff", str(exc)
+    if iff is not None and iff.size and int(iff.max()) > _IFF_MAX:
+        bad = int(np.flatnonzero(iff > _IFF_MAX)[0])
+        return "iff", f"iff[{bad}] = {int(iff[bad])} is not an IffAnswer (0..{_IFF_MAX})"
+    return "", ""
