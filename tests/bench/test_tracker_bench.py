@@ -18,6 +18,7 @@ from mcc.bench.tracker import (
     run_scenario_bench,
     run_stonesoup_classic,
 )
+from mcc.errors import MccError
 from tests.conftest import REPO
 
 
@@ -85,10 +86,12 @@ def test_families_run_mcc_defaults_beside_stonesoup(tmp_path: Path) -> None:
 
     assert FAMILY_NAMES == ("polar", "manoeuvre", "crossing", "slow1", "slow5", "slow12")
     rows = run_families(["manoeuvre"], variants=["ekf-cv"], quick=True)
-    mcc, ss = rows
+    mcc, jpda, ss = rows
     assert (mcc["impl"], mcc["variant"], ss["impl"], ss["variant"]) == (
         "mcc", "defaults", "stonesoup", "ekf-cv"
     )  # fmt: skip
+    assert (jpda["impl"], jpda["variant"], jpda["scans"]) == ("mcc", "jpda", 21)
+    assert jpda["gospa_ratio"] == pytest.approx(jpda["gospa_m"] / ss["gospa_m"], abs=1e-3)
     assert mcc["scans"] == ss["scans"] == 21 and mcc["targets"] == 30
     assert mcc["gospa_ratio"] == pytest.approx(mcc["gospa_m"] / ss["gospa_m"], abs=1e-3)
     assert mcc["gospa_m"] < ss["gospa_m"] and mcc["track_ids"] <= ss["track_ids"]
@@ -101,5 +104,21 @@ def test_families_cli_writes_json(tmp_path: Path) -> None:
     assert args.func(args) == 0
     doc = json.loads(out.read_text())
     assert doc["bench"] == "tracker-families"
-    [row] = doc["rows"]
-    assert row["family"] == "slow12" and row["period_s"] == 12.0 and row["scans"] == 21
+    mcc, jpda = doc["rows"]
+    assert mcc["family"] == "slow12" and mcc["period_s"] == 12.0 and mcc["scans"] == 21
+    assert jpda["variant"] == "jpda"
+
+
+def test_families_scale_to_a_target_count() -> None:
+    """``NAME@TARGETS``: MCC's defaults alone (no JPDA row), Stone Soup's ekf-cv on the first
+    scans only above 100 targets, none above 200, each limit in a note."""
+    from mcc.bench.tracker_families import STONESOUP_SCALE_SCANS, run_families
+
+    mcc, ss = run_families(["slow12@120"], variants=["ekf-cv", "ukf-cv"], quick=True)
+    assert (mcc["variant"], mcc["targets"], mcc["scans"]) == ("defaults", 120, 21)
+    assert ss["scans"] == STONESOUP_SCALE_SCANS and "GOSPA not" in ss["note"]
+    assert "gospa_ratio" not in mcc and mcc["speedup_vs_stonesoup"] > 1
+    [alone] = run_families(["slow12@300"], variants=["ekf-cv"], quick=True)
+    assert alone["targets"] == 300 and "not run" in alone["note"]
+    with pytest.raises(MccError, match="NAME@TARGETS"):
+        run_families(["slow12@x"])
