@@ -17,27 +17,23 @@ UDP (or TCP) ping-pong and an MPI ping-pong (``mpi4py``, host network, flat out 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import json
-import os
-import socket
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from cyclonedds.core import DDSException, WaitSet
-from cyclonedds.util import duration
-
 from mcc.bench import perftest
+from mcc.bench.latency_pingpong import PingPong, mcc_pingpong, run_mcc_pingpong, run_pong
+from mcc.bench.latency_rows import (
+    PEERS,
+    RowSpec,
+    ddsperf_row,
+    mpi_meaningful,
+    mpi_row,
+    peer_pingpong,
+    sockperf_row,
+)
 from mcc.bench.perftest import Node, PerfOptions
-from mcc.bench.stats import LatencyRecorder, LatencyStats
-from mcc.bus import Bus, Reader, Transport, Writer
 from mcc.errors import MccError
 
 __all__ = [
@@ -54,7 +50,6 @@ __all__ = [
     "run_pong",
 ]
 
-PING, PONG = "PerfPing", "PerfPong"
 DEFAULT_SIZES = (1, 64, 256, 1024, 4096, 10240, 65536)
 QUICK_SIZES = (64,)
 DEFAULT_INTERVALS_MS = (0.0, 1.0, 0.1)
@@ -71,12 +66,6 @@ IMPLS = (
     "fastdds",  # mcc pinging the Fast DDS peer's echo (interop/fastdds, make interop)
     "cyclone-c",  # mcc pinging the Cyclone C peer's echo (interop/c, make interop)
 )
-#: ``--peer NAME``: the foreign echoes mcc pings (docs/interop.md), and their executables
-#: under the build folder of `make interop` (``$MCC_INTEROP_BUILD``, default ./build).
-PEERS = {
-    "fastdds": ("interop-fastdds/mcc-fastdds-peer", "echo"),
-    "cyclone-c": ("interop/mcc-c-peer", "echo"),
-}
 SECURITY_IMPLS = ("mcc-secure", "ddsperf-11", "ddsperf-secure")
 DEFAULT_IMPLS = ("mcc", "ddsperf", "sockperf", "mpi")
 DEFAULT_COUNT = 100_000
@@ -103,395 +92,6 @@ COLUMNS = (
     "efficiency_vs_host",
     "error",
 )
-# No echo after this long: the ping (or its echo) was lost. Best effort: 100 ms. Reliable: a
-# late echo still comes and its round trip belongs in the tail, so wait much longer.
-_LOSS_TIMEOUT_BEST_EFFORT_NS = 100_000_000
-_LOSS_TIMEOUT_RELIABLE_NS = 2_000_000_000
-
-
-def _profile(reliable: bool) -> str:
-    return "perf_reliable" if reliable else "perf_best_effort"
-
-
-# -- MCC ping-pong ------------------------------------------------------------------------------
-
-
-def run_pong(
-    domain_id: int,
-    *,
-    reliable: bool,
-    tag: str | None = None,
-    mode: str = "listener",
-    keyed: bool = False,
-) -> int:
-    """Echo every ``PerfPing`` sample on ``PerfPong`` until a sample with seq 0 arrives.
-
-    ``tag`` confines the bus to loopback with that discovery tag; without it the transport
-    comes from the environment (``MCC_TRANSPORT``, set by the benchmark).
-    """
-    done = threading.Event()
-    kind = perftest.sample_type(keyed)
-    transport = Transport.loopback(tag) if tag else None
-    with Bus(domain_id, transport=transport, name="mcc-bench-pong", monitor_qos=False) as bus:
-        writer = bus.writer(PONG, type=kind, profile=_profile(reliable), validate=False)
-        write = writer.write
-
-        def echo(reader: Reader[Any]) -> None:
-            for sample in reader.take(64):
-                if sample.seq == 0:
-                    done.set()
-                else:
-                    write(sample)
-
-        if mode == "listener":
-            reader = bus.reader(PING, type=kind, profile=_profile(reliable), on_data=echo)
-            done.wait()
-            del reader
-        else:
-            reader = bus.reader(PING, type=kind, profile=_profile(reliable))
-            waitset = WaitSet(bus.participant)
-            waitset.attach(reader.condition)
-            forever = duration(seconds=5)
-            while not done.is_set():
-                waitset.wait(forever)
-                echo(reader)
-    return 0
-
-
-@dataclass
-class PingPong:
-    """One MCC ping-pong run: one-way latencies (RTT/2) and the pings never answered."""
-
-    recorder: LatencyRecorder
-    lost: int
-
-    def stats(self) -> LatencyStats:
-        return self.recorder.stats(lost=self.lost)
-
-
-def run_mcc_pingpong(
-    *,
-    size_bytes: int,
-    duration_s: float,
-    domain_id: int,
-    reliable: bool = True,
-    warmup: int = 200,
-    max_samples: int = 1_000_000,
-    tag: str | None = None,
-    mode: str = "listener",
-    interval_ms: float = 0.0,
-    keyed: bool = False,
-) -> LatencyStats:
-    """Ping-pong on loopback for ``duration_s`` seconds (or ``max_samples`` round trips);
-    one-way latency statistics in microseconds.
-
-    ``mode="listener"`` handles each sample in ``Reader.on_data`` (the bus's dispatcher
-    thread); ``mode="waitset"`` in a waitset loop of the bench's own. Both wake a Python thread
-    per hop, where ``ddsperf`` handles samples on Cyclone's receive thread.
-    """
-    options = PerfOptions(reliable=reliable, keyed=keyed)
-    with perftest.open_network("host", 2) as nodes:
-        return mcc_pingpong(
-            options,
-            nodes,
-            size_bytes=size_bytes,
-            duration_s=duration_s,
-            domain_id=domain_id,
-            warmup=warmup,
-            max_samples=max_samples,
-            mode=mode,
-            interval_ms=interval_ms,
-            tag=tag,
-        ).stats()
-
-
-def mcc_pingpong(
-    options: PerfOptions,
-    nodes: Sequence[Node],
-    *,
-    size_bytes: int,
-    duration_s: float,
-    domain_id: int,
-    warmup: int = 200,
-    max_samples: int = 1_000_000,
-    mode: str = "listener",
-    interval_ms: float = 0.0,
-    tag: str | None = None,
-) -> PingPong:
-    """MCC ping-pong from ``nodes[0]`` (ping) to ``nodes[-1]`` (pong) with ``options``.
-
-    The ping side runs in this process on the host network and in a child process in the
-    ping node's namespace otherwise.
-    """
-    if mode not in ("listener", "waitset"):
-        raise MccError(f"mode = {mode!r}: use 'listener' or 'waitset'")
-    if size_bytes < 0:
-        raise MccError(f"size_bytes = {size_bytes}: must be >= 0")
-    if not interval_ms >= 0:
-        raise MccError(f"interval_ms = {interval_ms}: must be >= 0 (0 = as fast as possible)")
-    reason = perftest.require_mcc_transport(options)
-    if reason is not None:
-        raise MccError(reason)
-    tag = tag or perftest.run_tag("lat")
-    ping_node, pong_node = nodes[0], nodes[-1]
-    ping_transport, pong_transport = perftest.pair_transports(options, nodes, tag=tag)
-    pong_env = perftest.child_env(pong_transport, options)
-    pong_argv = [
-        sys.executable,
-        "-m",
-        "mcc.bench.latency",
-        "pong",
-        "--domain",
-        str(domain_id),
-        "--mode",
-        mode,
-        *([] if options.reliable else ["--best-effort"]),
-        *(["--keyed"] if options.keyed else []),
-    ]
-    spec = _PingSpec(
-        domain_id=domain_id,
-        size_bytes=size_bytes,
-        duration_s=duration_s,
-        reliable=options.reliable,
-        keyed=options.keyed,
-        warmup=warmup,
-        max_samples=max_samples,
-        mode=mode,
-        interval_ms=interval_ms,
-    )
-    with perftest.workers() as ws:
-        pong = ws.start("pong", pong_node, pong_argv, env=pong_env)
-        if ping_node.netns is None:
-            perftest.claim_in_process(domain_id)
-            try:
-                result = _ping(spec, ping_transport, perftest.perf_qos_file(options.send_queue))
-            except MccError as exc:
-                said = pong.bg.output()[-2000:]
-                raise MccError(f"{exc}\n--- the pong process said:\n{said}") from None
-        else:
-            ping_env = perftest.child_env(ping_transport, options)
-            ping_argv = [
-                sys.executable,
-                "-m",
-                "mcc.bench.latency",
-                "ping",
-                "--spec",
-                json.dumps(dataclasses.asdict(spec)),
-            ]
-            raw = ws.start("ping", ping_node, ping_argv, env=ping_env).result(duration_s + 120)
-            result = PingPong(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            pong.bg.proc.wait(timeout=10)  # it ends on the seq-0 sample; else stopped below
-    return result
-
-
-@dataclass
-class _PingSpec:
-    domain_id: int
-    size_bytes: int
-    duration_s: float
-    reliable: bool
-    keyed: bool
-    warmup: int
-    max_samples: int
-    mode: str
-    interval_ms: float
-
-
-def _ping(spec: _PingSpec, transport: Transport | None, qos_file: Any) -> PingPong:
-    """The ping side, in this process: ping-pong until done, then tell the pong to stop."""
-    from mcc.bus import QosLibrary
-
-    kind = perftest.sample_type(spec.keyed)
-    profile = _profile(spec.reliable)
-    qos = QosLibrary.load(qos_file) if qos_file else None
-    tag = transport.discovery_tag if transport is not None else None
-    with Bus(
-        spec.domain_id,
-        transport=transport,
-        discovery_tag=tag,  # not the environment's: the pong has the run's tag
-        qos=qos,
-        name="mcc-bench-ping",
-        monitor_qos=False,
-    ) as bus:
-        writer = bus.writer(PING, type=kind, profile=profile, validate=False)
-        ping = _Pinger(writer, kind, spec)
-        reader = bus.reader(
-            PONG,
-            type=kind,
-            profile=profile,
-            on_data=ping.on_echo if spec.mode == "listener" else None,
-        )
-        if not (
-            writer.wait_for_readers(1, timeout_s=30) and reader.wait_for_writers(1, timeout_s=30)
-        ):
-            raise MccError("the pong process did not appear on the bus within 30 s")
-        if not ping.prime(reader if spec.mode == "waitset" else None, timeout_s=30):
-            raise MccError("the pong process matched but echoed nothing within 30 s")
-        ping.end = time.monotonic() + spec.duration_s  # from now: discovery took its time
-        ping.warmup_end_ns = time.perf_counter_ns() + int(spec.duration_s * 0.1e9)
-        if spec.mode == "listener":
-            ping.run_listener()
-        else:
-            ping.run_waitset(bus, reader)
-        recorder = LatencyRecorder()
-        recorder.record_many_ns([rtt // 2 for rtt in ping.rtts_ns])
-        writer.dds.write(kind(writer_id="ping", seq=0, send_ns=0, payload=b""))
-        with contextlib.suppress(Exception):
-            writer.dds.wait_for_acks(duration(seconds=2))
-        if recorder.count == 0:
-            raise MccError(
-                f"no round trip completed in {spec.duration_s:g} s ({ping.lost} pings lost)"
-            )
-        return PingPong(recorder, ping.lost)
-
-
-class _Pinger:
-    """The ping side: send, take the echo, record the round trip, send the next."""
-
-    def __init__(self, writer: Writer[Any], kind: type, spec: _PingSpec) -> None:
-        self.write = writer.write
-        self.sample = kind(writer_id="ping", seq=0, send_ns=0, payload=bytes(spec.size_bytes))
-        self.warmup = spec.warmup
-        self.warmup_end_ns = 0  # warm-up also ends after 10 % of the run: short rows
-        self.max_samples = spec.max_samples
-        self.interval_ns = int(spec.interval_ms * 1e6)
-        self.loss_timeout_ns = (
-            _LOSS_TIMEOUT_RELIABLE_NS if spec.reliable else _LOSS_TIMEOUT_BEST_EFFORT_NS
-        )
-        self.end = time.monotonic() + spec.duration_s
-        self.rtts_ns: list[int] = []
-        self.lost = 0
-        self.done = threading.Event()
-        self.echoed = threading.Event()
-        self._start_ns = 0
-        self._lock = threading.Lock()
-        self._priming = False
-
-    def prime(self, reader: Reader[Any] | None, *, timeout_s: float) -> bool:
-        """Ping until an echo comes back (None: the listener takes it), outside the record.
-
-        Discovery is not symmetric: our reader may see the pong's writer before that writer
-        sees our reader, and the first echoes would be dropped (lost, under load, for a whole
-        short run).
-        """
-        self._priming = True
-        deadline = time.monotonic() + timeout_s
-        try:
-            while time.monotonic() < deadline:
-                with self._lock:
-                    self.echoed.clear()
-                    self.sample.seq += 1
-                    self.write(self.sample)
-                if reader is None:
-                    if self.echoed.wait(0.2):
-                        return True
-                elif reader.wait(0.2) and any(s.seq == self.sample.seq for s in reader.take(8)):
-                    return True
-            return False
-        finally:
-            self._priming = False
-
-    def send_next(self) -> None:
-        if time.monotonic() >= self.end or len(self.rtts_ns) >= self.max_samples:
-            self.done.set()
-            return
-        self.sample.seq += 1
-        self._start_ns = time.perf_counter_ns()
-        self.write(self.sample)
-
-    def on_echo(self, reader: Reader[Any]) -> None:
-        now = time.perf_counter_ns()
-        if self.done.is_set():
-            return  # the bus may be closing: leave late echoes alone
-        with self._lock:
-            try:
-                echoes = reader.take(8)
-            except DDSException:
-                if self.done.is_set():
-                    return
-                raise
-            if self._priming:
-                if any(s.seq == self.sample.seq for s in echoes):
-                    self.echoed.set()
-                return
-            if any(s.seq == self.sample.seq for s in echoes) and not self.done.is_set():
-                if self.sample.seq > self.warmup or now > self.warmup_end_ns:
-                    self.rtts_ns.append(now - self._start_ns)
-                if self.interval_ns:
-                    self.echoed.set()
-                else:
-                    self.send_next()
-
-    def run_listener(self) -> None:
-        """Echoes drive the next ping from the dispatcher thread (flat out), or this thread sends
-        on the interval's schedule; this thread counts a ping lost after the loss timeout."""
-        if self.interval_ns:
-            self._run_paced(lambda timeout_ns: self.echoed.wait(timeout_ns / 1e9))
-            return
-        with self._lock:
-            self.send_next()
-        while True:
-            with self._lock:
-                seq = self.sample.seq
-            if self.done.wait(self.loss_timeout_ns / 1e9):
-                return
-            with self._lock:
-                if self.sample.seq == seq and not self.done.is_set():
-                    self.lost += 1  # no echo within the loss timeout
-                    self.send_next()
-
-    def _run_paced(self, wait_echo: Any) -> None:
-        next_ns = time.monotonic_ns()
-        while not self.done.is_set():
-            perftest.sleep_until(next_ns, spin_ns=200_000 if self.interval_ns < 500_000 else 0)
-            next_ns += self.interval_ns
-            now = time.monotonic_ns()
-            if now > next_ns:
-                next_ns = now  # the echo came after the next slot: send right away
-            with self._lock:
-                self.echoed.clear()
-                self.send_next()
-            if self.done.is_set():
-                return
-            if not wait_echo(self.loss_timeout_ns):
-                with self._lock:
-                    self.lost += 1
-
-    def run_waitset(self, bus: Bus, reader: Reader[Any]) -> None:
-        """Wait for each echo in this thread."""
-        waitset = WaitSet(bus.participant)
-        waitset.attach(reader.condition)
-        timeout = duration(nanoseconds=self.loss_timeout_ns)
-
-        def wait_echo(timeout_ns: int) -> bool:
-            deadline = time.perf_counter_ns() + timeout_ns
-            while True:
-                left = deadline - time.perf_counter_ns()
-                if left <= 0 or waitset.wait(duration(nanoseconds=left)) == 0:
-                    return False
-                now = time.perf_counter_ns()
-                if any(s.seq == self.sample.seq for s in reader.take(8)):
-                    if self.sample.seq > self.warmup or now > self.warmup_end_ns:
-                        self.rtts_ns.append(now - self._start_ns)
-                    return True
-
-        if self.interval_ns:
-            self._run_paced(wait_echo)
-            return
-        self.send_next()
-        while not self.done.is_set():
-            if waitset.wait(timeout) == 0:
-                self.lost += 1
-                self.send_next()
-                continue
-            now = time.perf_counter_ns()
-            if any(s.seq == self.sample.seq for s in reader.take(8)):
-                if self.sample.seq > self.warmup or now > self.warmup_end_ns:
-                    self.rtts_ns.append(now - self._start_ns)
-                self.send_next()
-
-
 # -- the bench: MCC and the anchors, row by row ---------------------------------------------------
 
 
@@ -529,7 +129,7 @@ class LatencyPlan:
             1
             for interval in self.intervals_ms
             for impl in self.impls
-            if impl != "mpi" or _mpi_meaningful(self.options, interval)
+            if impl != "mpi" or mpi_meaningful(self.options, interval)
         )
         return len(self.sizes) * per_size
 
@@ -550,7 +150,7 @@ def run_latency(
         for interval in plan.intervals_ms:
             group = []
             for impl in plan.impls:
-                if impl == "mpi" and not _mpi_meaningful(plan.options, interval):
+                if impl == "mpi" and not mpi_meaningful(plan.options, interval):
                     continue
                 if progress is not None:
                     progress(f"latency {impl} {size} B every {_interval_text(interval)}")
@@ -577,6 +177,10 @@ def _latency_row(
     }
     domain = perftest.next_domain()
     duration_s = plan.max_duration_s
+
+    def at(options: PerfOptions) -> RowSpec:
+        return RowSpec(options, nodes, size, interval_ms, duration_s, domain)
+
     try:
         if impl in ("mcc", "mcc-waitset", "mcc-secure"):
             if impl == "mcc-secure":
@@ -598,185 +202,20 @@ def _latency_row(
             if impl != "ddsperf":
                 options = dataclasses.replace(options, security=impl == "ddsperf-secure")
             own = impl != "ddsperf"  # MCC's Cyclone build: the same library as mcc's rows
-            row.update(_ddsperf_row(options, nodes, size, interval_ms, duration_s, domain, own))
+            row.update(ddsperf_row(at(options), own))
         elif impl in PEERS:
-            result = _peer_pingpong(
-                impl, options, nodes, size, interval_ms, duration_s, domain, plan.count
-            )
+            result = peer_pingpong(at(options), impl, plan.count)
             row.update({"multicast": False, **result.stats().as_row()})
             row["cdf_us"] = result.recorder.cdf()
         elif impl == "sockperf":
             row.update({"reliable": None, "keyed": None, "multicast": None, "send_queue": None})
-            row.update(_sockperf_row(options, nodes, size, interval_ms, duration_s))
+            row.update(sockperf_row(at(options)))
         else:
             row.update({"reliable": None, "keyed": None, "multicast": None, "send_queue": None})
-            row.update(_mpi_row(options, size, interval_ms, duration_s, plan.count))
+            row.update(mpi_row(at(options), plan.count))
     except MccError as exc:
         row["error"] = str(exc).splitlines()[0][:300]
     return row
-
-
-def _peer_pingpong(
-    peer: str,
-    options: PerfOptions,
-    nodes: Sequence[Node],
-    size: int,
-    interval_ms: float,
-    duration_s: float,
-    domain: int,
-    count: int,
-) -> PingPong:
-    """mcc (this process) pinging a foreign echo: loopback unicast without a discovery tag
-    (other vendors never see Cyclone's), XCDR1 as the profile says, QoS from the same
-    profiles (the Fast DDS echo loads `mcc qos export --vendor fastdds`)."""
-    import tempfile
-
-    from mcc.bus.qos import default_library, export_profiles
-
-    if any(node.netns is not None for node in nodes):
-        raise MccError(f"--peer {peer}: host network only (the peer knows no namespaces)")
-    if options.keyed or (peer == "cyclone-c" and not options.reliable):
-        raise MccError(f"--peer {peer}: reliable, keyless PerfSample only")
-    if options.security:
-        raise MccError(f"--peer {peer}: not over DDS Security (docs/interop.md)")
-    path, role = PEERS[peer]
-    exe = Path(os.environ.get("MCC_INTEROP_BUILD", "build")) / path
-    if not os.access(exe, os.X_OK):
-        raise MccError(f"--peer {peer}: {exe} not built; run `make interop` in the repository")
-    transport = Transport.loopback(None)
-    env = transport.apply_to_env({k: v for k, v in os.environ.items() if k != "MCC_DISCOVERY_TAG"})
-    with tempfile.TemporaryDirectory(prefix="mcc-peer-") as tmp:
-        qos = Path(tmp) / "fastdds.xml"
-        qos.write_text(export_profiles(default_library(), "fastdds"))
-        env.update(MCC_DOMAIN=str(domain), MCC_FASTDDS_PEERS="127.0.0.1", MCC_FASTDDS_QOS=str(qos))
-        argv = [str(exe), role]
-        if peer == "fastdds":
-            argv += ["--profile", _profile(options.reliable)]
-        echo = subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        spec = _PingSpec(
-            domain_id=domain,
-            size_bytes=size,
-            duration_s=duration_s,
-            reliable=options.reliable,
-            keyed=False,
-            warmup=200,
-            max_samples=count,
-            mode="listener",
-            interval_ms=interval_ms,
-        )
-        saved = os.environ.pop("MCC_DISCOVERY_TAG", None)  # _ping's bus would take it
-        try:
-            perftest.claim_in_process(domain)
-            return _ping(spec, transport, perftest.perf_qos_file(options.send_queue))
-        except MccError as exc:
-            echo.kill()
-            said = echo.communicate(timeout=10)[0][-2000:]
-            raise MccError(f"{exc}\n--- the {peer} echo said:\n{said}") from None
-        finally:
-            if saved is not None:
-                os.environ["MCC_DISCOVERY_TAG"] = saved
-            try:
-                echo.communicate(timeout=10)  # it ends on the seq-0 sample
-            except subprocess.TimeoutExpired:
-                echo.kill()
-                echo.communicate()
-
-
-def _ddsperf_row(
-    options: PerfOptions,
-    nodes: Sequence[Node],
-    size: int,
-    interval_ms: float,
-    duration_s: float,
-    domain: int,
-    own_build: bool = False,
-) -> dict[str, Any]:
-    from mcc.bench.anchors import DDSPERF_MIN_SIZE_BYTES, run_ddsperf_pingpong
-    from mcc.bus import _native
-
-    sent = max(size, DDSPERF_MIN_SIZE_BYTES)
-    ping_config: str | None
-    pong_config: str | None
-    if options.security:
-        tag = perftest.run_tag("anchor")
-        ping_t, pong_t = perftest.pair_transports(options, nodes, tag=tag)
-        ping_config, pong_config = ping_t.to_xml(), pong_t.to_xml()
-    else:
-        ping_config, pong_config = perftest.anchor_configs(options, nodes)
-    own = Path(_native.LIBRARY).resolve().parent.parent / "bin" / "ddsperf"
-    stats = run_ddsperf_pingpong(
-        size_bytes=sent,
-        duration_s=duration_s,
-        domain_id=domain,
-        reliable=options.reliable,
-        rate_hz=1000.0 / interval_ms if interval_ms else 0.0,
-        ping_config=ping_config,
-        pong_config=pong_config,
-        ping_prefix=nodes[0].argv([]),
-        pong_prefix=nodes[-1].argv([]),
-        executable=str(own) if own_build else None,
-    )
-    unicast: dict[str, Any] = {"multicast": False} if ping_config is None else {}
-    # ddsperf counts a "ping timed out" when a pong is not back by the next ping: at a rate
-    # that is a late pong (it still comes), and reliable pongs are never lost. Only best
-    # effort flat out (1 s without a pong) is a loss.
-    lost = stats.lost if not options.reliable and not interval_ms else None
-    return {
-        **stats.as_row(),
-        "lost": lost,
-        "ping_timeouts": stats.lost,
-        **unicast,
-        **({"sent_size_bytes": sent} if sent != size else {}),
-    }
-
-
-def _sockperf_row(
-    options: PerfOptions,
-    nodes: Sequence[Node],
-    size: int,
-    interval_ms: float,
-    duration_s: float,
-) -> dict[str, Any]:
-    from mcc.bench.anchors import (
-        SOCKPERF_MAX_SIZE_BYTES,
-        SOCKPERF_MIN_SIZE_BYTES,
-        run_sockperf_pingpong,
-    )
-
-    sent = min(max(size, SOCKPERF_MIN_SIZE_BYTES), SOCKPERF_MAX_SIZE_BYTES)
-    tcp = options.transport == "tcp"
-    server = nodes[-1]
-    port = perftest.free_port(socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM)
-    stats = run_sockperf_pingpong(
-        size_bytes=sent,
-        duration_s=duration_s,
-        port=port,
-        address=server.address,
-        tcp=tcp,
-        mps=round(1000.0 / interval_ms) if interval_ms else None,
-        server_prefix=server.argv([]),
-        client_prefix=nodes[0].argv([]),
-    )
-    return {**stats.as_row(), **({"sent_size_bytes": sent} if sent != size else {})}
-
-
-def _mpi_meaningful(options: PerfOptions, interval_ms: float) -> bool:
-    """MPICH moves bytes through shared memory between ranks on one host: it has no DDS
-    transport, network namespace or send interval, so it anchors host, UDP, flat-out rows."""
-    return options.net == "host" and options.transport == "udp" and not interval_ms
-
-
-def _mpi_row(
-    options: PerfOptions, size: int, interval_ms: float, duration_s: float, count: int
-) -> dict[str, Any]:
-    from mcc.bench.anchors import run_mpi_pingpong
-
-    if not _mpi_meaningful(options, interval_ms):
-        raise MccError("the MPI anchor runs on the host network, UDP, flat out only")
-    stats = run_mpi_pingpong(size_bytes=size, duration_s=duration_s, max_samples=count)
-    return stats.as_row()
 
 
 def _add_ratios(group: list[dict[str, Any]]) -> None:
@@ -958,38 +397,3 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
         notes=lambda rows: notes(rows, options),
         targets=targets,
     )
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m mcc.bench.latency")
-    parser.add_argument("role", choices=["pong", "ping"])
-    parser.add_argument("--domain", type=int)
-    parser.add_argument("--tag")
-    parser.add_argument("--best-effort", action="store_true")
-    parser.add_argument("--keyed", action="store_true")
-    parser.add_argument("--mode", choices=["listener", "waitset"], default="listener")
-    parser.add_argument("--spec", help="ping: JSON of the run")
-    args = parser.parse_args()
-    if args.role == "ping":
-        spec = _PingSpec(**json.loads(args.spec))
-        try:
-            result = _ping(spec, None, os.environ.get("MCC_QOS_FILE"))
-        except MccError as exc:
-            print(f"mcc.bench.latency ping: {exc}", file=sys.stderr, flush=True)
-            return 2
-        out = {"hist": result.recorder.encode(), "lost": result.lost}
-        print(perftest.RESULT_PREFIX + json.dumps(out), flush=True)
-        return 0
-    if args.domain is None:
-        parser.error("pong needs --domain")
-    return run_pong(
-        args.domain,
-        reliable=not args.best_effort,
-        tag=args.tag,
-        mode=args.mode,
-        keyed=args.keyed,
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

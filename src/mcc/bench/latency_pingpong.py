@@ -1,0 +1,454 @@
+"""MCC's side of ``mcc bench latency`` (``mcc.bench.latency``): the pong process that echoes
+every ``PerfPing`` on ``PerfPong``, the ping side that measures the round trips, and
+``python -m mcc.bench.latency_pingpong ping|pong``, the entry of those processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cyclonedds.core import DDSException, WaitSet
+from cyclonedds.util import duration
+
+from mcc.bench import perftest
+from mcc.bench.perftest import Node, PerfOptions
+from mcc.bench.stats import LatencyRecorder, LatencyStats
+from mcc.bus import Bus, Reader, Transport, Writer
+from mcc.errors import MccError
+from mcc.settings import current
+
+__all__ = ["PingPong", "PingSpec", "mcc_pingpong", "ping_here", "run_mcc_pingpong", "run_pong"]
+
+PING, PONG = "PerfPing", "PerfPong"
+# No echo after this long: the ping (or its echo) was lost. Best effort: 100 ms. Reliable: a
+# late echo still comes and its round trip belongs in the tail, so wait much longer.
+_LOSS_TIMEOUT_BEST_EFFORT_NS = 100_000_000
+_LOSS_TIMEOUT_RELIABLE_NS = 2_000_000_000
+
+
+def perf_profile(reliable: bool) -> str:
+    return "perf_reliable" if reliable else "perf_best_effort"
+
+
+# -- MCC ping-pong ------------------------------------------------------------------------------
+
+
+def run_pong(
+    domain_id: int,
+    *,
+    reliable: bool,
+    tag: str | None = None,
+    mode: str = "listener",
+    keyed: bool = False,
+) -> int:
+    """Echo every ``PerfPing`` sample on ``PerfPong`` until a sample with seq 0 arrives.
+
+    ``tag`` confines the bus to loopback with that discovery tag; without it the transport
+    comes from the environment (``MCC_TRANSPORT``, set by the benchmark).
+    """
+    done = threading.Event()
+    kind = perftest.sample_type(keyed)
+    transport = Transport.loopback(tag) if tag else None
+    with Bus(domain_id, transport=transport, name="mcc-bench-pong", monitor_qos=False) as bus:
+        writer = bus.writer(PONG, type=kind, profile=perf_profile(reliable), validate=False)
+        write = writer.write
+
+        def echo(reader: Reader[Any]) -> None:
+            for sample in reader.take(64):
+                if sample.seq == 0:
+                    done.set()
+                else:
+                    write(sample)
+
+        if mode == "listener":
+            reader = bus.reader(PING, type=kind, profile=perf_profile(reliable), on_data=echo)
+            done.wait()
+            del reader
+        else:
+            reader = bus.reader(PING, type=kind, profile=perf_profile(reliable))
+            waitset = WaitSet(bus.participant)
+            waitset.attach(reader.condition)
+            forever = duration(seconds=5)
+            while not done.is_set():
+                waitset.wait(forever)
+                echo(reader)
+    return 0
+
+
+@dataclass
+class PingPong:
+    """One MCC ping-pong run: one-way latencies (RTT/2) and the pings never answered."""
+
+    recorder: LatencyRecorder
+    lost: int
+
+    def stats(self) -> LatencyStats:
+        return self.recorder.stats(lost=self.lost)
+
+
+def run_mcc_pingpong(
+    *,
+    size_bytes: int,
+    duration_s: float,
+    domain_id: int,
+    reliable: bool = True,
+    warmup: int = 200,
+    max_samples: int = 1_000_000,
+    tag: str | None = None,
+    mode: str = "listener",
+    interval_ms: float = 0.0,
+    keyed: bool = False,
+) -> LatencyStats:
+    """Ping-pong on loopback for ``duration_s`` seconds (or ``max_samples`` round trips);
+    one-way latency statistics in microseconds.
+
+    ``mode="listener"`` handles each sample in ``Reader.on_data`` (the bus's dispatcher
+    thread); ``mode="waitset"`` in a waitset loop of the bench's own. Both wake a Python thread
+    per hop, where ``ddsperf`` handles samples on Cyclone's receive thread.
+    """
+    options = PerfOptions(reliable=reliable, keyed=keyed)
+    with perftest.open_network("host", 2) as nodes:
+        return mcc_pingpong(
+            options,
+            nodes,
+            size_bytes=size_bytes,
+            duration_s=duration_s,
+            domain_id=domain_id,
+            warmup=warmup,
+            max_samples=max_samples,
+            mode=mode,
+            interval_ms=interval_ms,
+            tag=tag,
+        ).stats()
+
+
+def mcc_pingpong(
+    options: PerfOptions,
+    nodes: Sequence[Node],
+    *,
+    size_bytes: int,
+    duration_s: float,
+    domain_id: int,
+    warmup: int = 200,
+    max_samples: int = 1_000_000,
+    mode: str = "listener",
+    interval_ms: float = 0.0,
+    tag: str | None = None,
+) -> PingPong:
+    """MCC ping-pong from ``nodes[0]`` (ping) to ``nodes[-1]`` (pong) with ``options``.
+
+    The ping side runs in this process on the host network and in a child process in the
+    ping node's namespace otherwise.
+    """
+    if mode not in ("listener", "waitset"):
+        raise MccError(f"mode = {mode!r}: use 'listener' or 'waitset'")
+    if size_bytes < 0:
+        raise MccError(f"size_bytes = {size_bytes}: must be >= 0")
+    if not interval_ms >= 0:
+        raise MccError(f"interval_ms = {interval_ms}: must be >= 0 (0 = as fast as possible)")
+    reason = perftest.require_mcc_transport(options)
+    if reason is not None:
+        raise MccError(reason)
+    tag = tag or perftest.run_tag("lat")
+    ping_node, pong_node = nodes[0], nodes[-1]
+    ping_transport, pong_transport = perftest.pair_transports(options, nodes, tag=tag)
+    pong_env = perftest.child_env(pong_transport, options)
+    pong_argv = [
+        sys.executable,
+        "-m",
+        "mcc.bench.latency_pingpong",
+        "pong",
+        "--domain",
+        str(domain_id),
+        "--mode",
+        mode,
+        *([] if options.reliable else ["--best-effort"]),
+        *(["--keyed"] if options.keyed else []),
+    ]
+    spec = PingSpec(
+        domain_id=domain_id,
+        size_bytes=size_bytes,
+        duration_s=duration_s,
+        reliable=options.reliable,
+        keyed=options.keyed,
+        warmup=warmup,
+        max_samples=max_samples,
+        mode=mode,
+        interval_ms=interval_ms,
+    )
+    with perftest.workers() as ws:
+        pong = ws.start("pong", pong_node, pong_argv, env=pong_env)
+        if ping_node.netns is None:
+            perftest.claim_in_process(domain_id)
+            try:
+                result = ping_here(spec, ping_transport, perftest.perf_qos_file(options.send_queue))
+            except MccError as exc:
+                said = pong.bg.output()[-2000:]
+                raise MccError(f"{exc}\n--- the pong process said:\n{said}") from None
+        else:
+            ping_env = perftest.child_env(ping_transport, options)
+            ping_argv = [
+                sys.executable,
+                "-m",
+                "mcc.bench.latency_pingpong",
+                "ping",
+                "--spec",
+                json.dumps(dataclasses.asdict(spec)),
+            ]
+            raw = ws.start("ping", ping_node, ping_argv, env=ping_env).result(duration_s + 120)
+            result = PingPong(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            pong.bg.proc.wait(timeout=10)  # it ends on the seq-0 sample; else stopped below
+    return result
+
+
+@dataclass
+class PingSpec:
+    domain_id: int
+    size_bytes: int
+    duration_s: float
+    reliable: bool
+    keyed: bool
+    warmup: int
+    max_samples: int
+    mode: str
+    interval_ms: float
+
+
+def ping_here(spec: PingSpec, transport: Transport | None, qos_file: Any) -> PingPong:
+    """The ping side, in this process: ping-pong until done, then tell the pong to stop."""
+    from mcc.bus import QosLibrary
+
+    kind = perftest.sample_type(spec.keyed)
+    profile = perf_profile(spec.reliable)
+    qos = QosLibrary.load(qos_file) if qos_file else None
+    tag = transport.discovery_tag if transport is not None else None
+    with Bus(
+        spec.domain_id,
+        transport=transport,
+        discovery_tag=tag,  # not the environment's: the pong has the run's tag
+        qos=qos,
+        name="mcc-bench-ping",
+        monitor_qos=False,
+    ) as bus:
+        writer = bus.writer(PING, type=kind, profile=profile, validate=False)
+        ping = _Pinger(writer, kind, spec)
+        reader = bus.reader(
+            PONG,
+            type=kind,
+            profile=profile,
+            on_data=ping.on_echo if spec.mode == "listener" else None,
+        )
+        if not (
+            writer.wait_for_readers(1, timeout_s=30) and reader.wait_for_writers(1, timeout_s=30)
+        ):
+            raise MccError("the pong process did not appear on the bus within 30 s")
+        if not ping.prime(reader if spec.mode == "waitset" else None, timeout_s=30):
+            raise MccError("the pong process matched but echoed nothing within 30 s")
+        ping.end = time.monotonic() + spec.duration_s  # from now: discovery took its time
+        ping.warmup_end_ns = time.perf_counter_ns() + int(spec.duration_s * 0.1e9)
+        if spec.mode == "listener":
+            ping.run_listener()
+        else:
+            ping.run_waitset(bus, reader)
+        recorder = LatencyRecorder()
+        recorder.record_many_ns([rtt // 2 for rtt in ping.rtts_ns])
+        writer.dds.write(kind(writer_id="ping", seq=0, send_ns=0, payload=b""))
+        with contextlib.suppress(Exception):
+            writer.dds.wait_for_acks(duration(seconds=2))
+        if recorder.count == 0:
+            raise MccError(
+                f"no round trip completed in {spec.duration_s:g} s ({ping.lost} pings lost)"
+            )
+        return PingPong(recorder, ping.lost)
+
+
+class _Pinger:
+    """The ping side: send, take the echo, record the round trip, send the next."""
+
+    def __init__(self, writer: Writer[Any], kind: type, spec: PingSpec) -> None:
+        self.write = writer.write
+        self.sample = kind(writer_id="ping", seq=0, send_ns=0, payload=bytes(spec.size_bytes))
+        self.warmup = spec.warmup
+        self.warmup_end_ns = 0  # warm-up also ends after 10 % of the run: short rows
+        self.max_samples = spec.max_samples
+        self.interval_ns = int(spec.interval_ms * 1e6)
+        self.loss_timeout_ns = (
+            _LOSS_TIMEOUT_RELIABLE_NS if spec.reliable else _LOSS_TIMEOUT_BEST_EFFORT_NS
+        )
+        self.end = time.monotonic() + spec.duration_s
+        self.rtts_ns: list[int] = []
+        self.lost = 0
+        self.done = threading.Event()
+        self.echoed = threading.Event()
+        self._start_ns = 0
+        self._lock = threading.Lock()
+        self._priming = False
+
+    def prime(self, reader: Reader[Any] | None, *, timeout_s: float) -> bool:
+        """Ping until an echo comes back (None: the listener takes it), outside the record.
+
+        Discovery is not symmetric: our reader may see the pong's writer before that writer
+        sees our reader, and the first echoes would be dropped (lost, under load, for a whole
+        short run).
+        """
+        self._priming = True
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                with self._lock:
+                    self.echoed.clear()
+                    self.sample.seq += 1
+                    self.write(self.sample)
+                if reader is None:
+                    if self.echoed.wait(0.2):
+                        return True
+                elif reader.wait(0.2) and any(s.seq == self.sample.seq for s in reader.take(8)):
+                    return True
+            return False
+        finally:
+            self._priming = False
+
+    def send_next(self) -> None:
+        if time.monotonic() >= self.end or len(self.rtts_ns) >= self.max_samples:
+            self.done.set()
+            return
+        self.sample.seq += 1
+        self._start_ns = time.perf_counter_ns()
+        self.write(self.sample)
+
+    def on_echo(self, reader: Reader[Any]) -> None:
+        now = time.perf_counter_ns()
+        if self.done.is_set():
+            return  # the bus may be closing: leave late echoes alone
+        with self._lock:
+            try:
+                echoes = reader.take(8)
+            except DDSException:
+                if self.done.is_set():
+                    return
+                raise
+            if self._priming:
+                if any(s.seq == self.sample.seq for s in echoes):
+                    self.echoed.set()
+                return
+            if any(s.seq == self.sample.seq for s in echoes) and not self.done.is_set():
+                if self.sample.seq > self.warmup or now > self.warmup_end_ns:
+                    self.rtts_ns.append(now - self._start_ns)
+                if self.interval_ns:
+                    self.echoed.set()
+                else:
+                    self.send_next()
+
+    def run_listener(self) -> None:
+        """Echoes drive the next ping from the dispatcher thread (flat out), or this thread sends
+        on the interval's schedule; this thread counts a ping lost after the loss timeout."""
+        if self.interval_ns:
+            self._run_paced(lambda timeout_ns: self.echoed.wait(timeout_ns / 1e9))
+            return
+        with self._lock:
+            self.send_next()
+        while True:
+            with self._lock:
+                seq = self.sample.seq
+            if self.done.wait(self.loss_timeout_ns / 1e9):
+                return
+            with self._lock:
+                if self.sample.seq == seq and not self.done.is_set():
+                    self.lost += 1  # no echo within the loss timeout
+                    self.send_next()
+
+    def _run_paced(self, wait_echo: Any) -> None:
+        next_ns = time.monotonic_ns()
+        while not self.done.is_set():
+            perftest.sleep_until(next_ns, spin_ns=200_000 if self.interval_ns < 500_000 else 0)
+            next_ns += self.interval_ns
+            now = time.monotonic_ns()
+            if now > next_ns:
+                next_ns = now  # the echo came after the next slot: send right away
+            with self._lock:
+                self.echoed.clear()
+                self.send_next()
+            if self.done.is_set():
+                return
+            if not wait_echo(self.loss_timeout_ns):
+                with self._lock:
+                    self.lost += 1
+
+    def run_waitset(self, bus: Bus, reader: Reader[Any]) -> None:
+        """Wait for each echo in this thread."""
+        waitset = WaitSet(bus.participant)
+        waitset.attach(reader.condition)
+        timeout = duration(nanoseconds=self.loss_timeout_ns)
+
+        def wait_echo(timeout_ns: int) -> bool:
+            deadline = time.perf_counter_ns() + timeout_ns
+            while True:
+                left = deadline - time.perf_counter_ns()
+                if left <= 0 or waitset.wait(duration(nanoseconds=left)) == 0:
+                    return False
+                now = time.perf_counter_ns()
+                if any(s.seq == self.sample.seq for s in reader.take(8)):
+                    if self.sample.seq > self.warmup or now > self.warmup_end_ns:
+                        self.rtts_ns.append(now - self._start_ns)
+                    return True
+
+        if self.interval_ns:
+            self._run_paced(wait_echo)
+            return
+        self.send_next()
+        while not self.done.is_set():
+            if waitset.wait(timeout) == 0:
+                self.lost += 1
+                self.send_next()
+                continue
+            now = time.perf_counter_ns()
+            if any(s.seq == self.sample.seq for s in reader.take(8)):
+                if self.sample.seq > self.warmup or now > self.warmup_end_ns:
+                    self.rtts_ns.append(now - self._start_ns)
+                self.send_next()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcc.bench.latency_pingpong")
+    parser.add_argument("role", choices=["pong", "ping"])
+    parser.add_argument("--domain", type=int)
+    parser.add_argument("--tag")
+    parser.add_argument("--best-effort", action="store_true")
+    parser.add_argument("--keyed", action="store_true")
+    parser.add_argument("--mode", choices=["listener", "waitset"], default="listener")
+    parser.add_argument("--spec", help="ping: JSON of the run")
+    args = parser.parse_args()
+    if args.role == "ping":
+        spec = PingSpec(**json.loads(args.spec))
+        try:
+            result = ping_here(spec, None, current().qos_file)
+        except MccError as exc:
+            print(f"mcc.bench.latency_pingpong ping: {exc}", file=sys.stderr, flush=True)
+            return 2
+        out = {"hist": result.recorder.encode(), "lost": result.lost}
+        print(perftest.RESULT_PREFIX + json.dumps(out), flush=True)
+        return 0
+    if args.domain is None:
+        parser.error("pong needs --domain")
+    return run_pong(
+        args.domain,
+        reliable=not args.best_effort,
+        tag=args.tag,
+        mode=args.mode,
+        keyed=args.keyed,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
