@@ -379,7 +379,8 @@ def imm_mix(state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None) -
         w = mu[:, :, None] * pi
     w = w / xp.maximum(c_bar[:, None, :], 1e-300)
     n_tracks, n_models, n = x.shape
-    wT = _mT(w)  # (N, j, i)
+    # A contiguous (N, j, i): the batched products below stay on their fast path.
+    wT = xp.ascontiguousarray(_mT(w))
     x0 = wT @ x
     # P0_j = Σ_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)ᵀ) = Σ_i w_ij (P_i + d_i d_iᵀ) - e_j e_jᵀ
     # with d_i = x_i - r and e_j = x0_j - r for any r: one (M × M) @ (M × n²) product per
@@ -390,8 +391,8 @@ def imm_mix(state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None) -
     e = x0 - ref
     second = P + d[..., :, None] * d[..., None, :]
     P0 = (wT @ second.reshape(n_tracks, n_models, n * n)).reshape(P.shape)
-    P0 = _symmetrise(P0 - e[..., :, None] * e[..., None, :])
-    return IMMState(x0, P0, c_bar)
+    P0 -= e[..., :, None] * e[..., None, :]
+    return IMMState(x0, _symmetrise(P0), c_bar)
 
 
 def imm_predict(

@@ -140,7 +140,19 @@ class IMMPredictor:
         w = np.exp(log_w)
         self.state.x[rows], self.state.P[rows] = x, P
         self.state.mu[rows] = w / w.sum(axis=1, keepdims=True)
-        self._combined = None
+        self._recombine(rows)
+
+    def _recombine(self, rows: I64) -> None:
+        """Refresh the cached combined estimate of ``rows`` only (new arrays: an estimate
+        handed out before stays as it was)."""
+        if self._combined is None:
+            return
+        st = self.state
+        xc, Pc = self._combined[0].copy(), self._combined[1].copy()
+        xc[rows], Pc[rows] = kalman.imm_combine(
+            kalman.IMMState(st.x[rows], st.P[rows], st.mu[rows]), xp=np
+        )
+        self._combined = (xc, Pc)
 
     def pda_update(
         self, ti: I64, updater: Updater, meas: Measurements, mj: I64, weigh: Weigh
@@ -156,7 +168,7 @@ class IMMPredictor:
         at = np.searchsorted(tracks, ti)
         xs, Ps, mus = pda_mix(st.x[tracks], st.P[tracks], st.mu[tracks], x, P, ll, at, beta, beta0)
         st.x[tracks], st.P[tracks], st.mu[tracks] = xs, Ps, mus
-        self._combined = None
+        self._recombine(tracks)
         return beta, tracks, beta0
 
     def append(self, x: F64, P: F64) -> None:
@@ -164,11 +176,14 @@ class IMMPredictor:
         self.state = kalman.IMMState(
             *(np.concatenate([a, b]) for a, b in zip(self.state, new, strict=True))
         )
-        self._combined = None
+        if self._combined is not None:  # every model of a new track holds (x, P)
+            xc, Pc = self._combined
+            self._combined = (np.concatenate([xc, x]), np.concatenate([Pc, P]))
 
     def keep(self, mask: npt.NDArray[np.bool_]) -> None:
         self.state = kalman.IMMState(*(a[mask] for a in self.state))
-        self._combined = None
+        if self._combined is not None:
+            self._combined = (self._combined[0][mask], self._combined[1][mask])
 
 
 def _imm_models(dt_s: F64, rates: F64, sigma_a: float, d: int, noise_model: str) -> tuple[F64, F64]:
