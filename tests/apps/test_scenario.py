@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from mcc.apps.scenario import (
     parse_scenario,
 )
 from mcc.errors import MccError, ScenarioError
-from mcc.types import TargetClass
+from mcc.types import IffAnswer, TargetClass
 from tests.conftest import REPO
 
 BASE = """\
@@ -118,6 +119,26 @@ BAD = [
         " radars, targets, raids; did you mean 'duration_s'? (got 3)",
     ),
     ("duration_s: 60", "duration_s: .inf", "2: duration_s: must be a finite number (got Infinity)"),
+    (
+        "    coverage: {max_range_m: 20000}\n",
+        "    coverage: {max_range_m: 20000}\n    iff: {p_reply: 1.5}\n",
+        "16: radars[0].iff.p_reply: must be <= 1.0 (got 1.5)",
+    ),
+    (
+        "    coverage: {max_range_m: 20000}\n",
+        "    coverage: {max_range_m: 20000}\n    iff: {p_reply: 0.9, p_false_reply: -0.1}\n",
+        "16: radars[0].iff.p_false_reply: must be >= 0.0 (got -0.1)",
+    ),
+    (
+        "    motion: {model: constant_velocity, velocity_mps: [100, 0, 0]}\n",
+        "    motion: {model: constant_velocity, velocity_mps: [100, 0, 0]}\n    iff: {mode5: 1}\n",
+        "20: targets[0].iff.mode5: must be true or false (got 1)",
+    ),
+    (
+        "     speed_mps: 250}",
+        "     speed_mps: 250, iff: {mode5: true, friend: true}}",
+        "22: raids[0].iff.friend: unknown field; allowed here: mode5 (got true)",
+    ),
     ("seed: 7", "seed: [7", "2: not valid YAML: expected ',' or ']', but got ':'"),
 ]
 
@@ -546,3 +567,79 @@ def test_classic_2d_is_reproducible_and_scales() -> None:
     assert abs(hits / alive.sum() - 0.98) < 0.02
     with pytest.raises(ValueError, match="n_targets >= 1"):
         classic_2d(0)
+
+
+# -- IFF -----------------------------------------------------------------------------------
+
+
+def _friendly_truth() -> TruthState:
+    """Targets 1 and 2 answer Mode 5, 3 and 4 do not; all in coverage."""
+    truth = _truth([[5000.0 + 500 * i, 3000.0, 1000.0] for i in range(4)])
+    return replace(truth, mode5=np.array([True, True, False, False]))
+
+
+def test_an_interrogator_answers_friends_and_nothing_else() -> None:
+    trials = 400
+    radar = _radar(clutter_rate=3.0, iff_p_reply=0.9)
+    truth = _friendly_truth()
+    rng = np.random.default_rng(3)
+    friend_answers, others = [], []
+    for _ in range(trials):
+        dets = radar.scan(truth, 0.0, rng)
+        assert dets.iff is not None and dets.iff.shape == (dets.count,)
+        is_friend = np.isin(dets.target_id, [1, 2])
+        friend_answers.append(dets.iff[is_friend])
+        others.append(dets.iff[~is_friend])  # hostiles and clutter (-1)
+    friends, rest = np.concatenate(friend_answers), np.concatenate(others)
+    assert set(friends.tolist()) == {IffAnswer.IFF_FRIEND.value, IffAnswer.IFF_NO_REPLY.value}
+    assert (friends == IffAnswer.IFF_FRIEND.value).mean() == pytest.approx(0.9, abs=0.03)
+    assert set(rest.tolist()) == {IffAnswer.IFF_NO_REPLY.value}  # no false replies by default
+    assert rest.size > 2 * trials  # hostiles and clutter were there to answer nothing
+    spoofed = _radar(clutter_rate=3.0, iff_p_reply=0.9, iff_p_false_reply=0.2)
+    answers = np.concatenate(
+        [d.iff[d.target_id < 0] for d in (spoofed.scan(truth, 0.0, rng) for _ in range(trials))]
+    )
+    assert (answers == IffAnswer.IFF_INVALID.value).mean() == pytest.approx(0.2, abs=0.05)
+
+
+def test_without_an_interrogator_iff_stays_empty_and_the_scan_is_unchanged() -> None:
+    truth = _friendly_truth()
+    plain = _radar(clutter_rate=2.0).scan(truth, 0.0, np.random.default_rng(5))
+    asked = _radar(clutter_rate=2.0, iff_p_reply=1.0).scan(truth, 0.0, np.random.default_rng(5))
+    assert plain.iff is None
+    msg = plain.to_msg(
+        sensor_id="r", scan_id=1, origin_ns=1, publish_ns=2, sensor_position_m=(0, 0, 0)
+    )
+    assert msg.iff == b"" and Detections.from_msg(msg).iff is None
+    # The answers are drawn after everything else: the detections themselves do not move.
+    np.testing.assert_array_equal(plain.range_m, asked.range_m)
+    np.testing.assert_array_equal(plain.target_id, asked.target_id)
+    back = Detections.from_msg(
+        asked.to_msg(
+            sensor_id="r", scan_id=1, origin_ns=1, publish_ns=2, sensor_position_m=(0, 0, 0)
+        )
+    )
+    assert asked.iff is not None and back.iff is not None
+    np.testing.assert_array_equal(back.iff, asked.iff)
+    assert set(asked.iff[np.isin(asked.target_id, [1, 2])].tolist()) == {IffAnswer.IFF_FRIEND.value}
+
+
+def test_friends_from_the_file_and_a_friendly_raid_lands_without_impact() -> None:
+    s = _scenario(
+        "  - {id: 5, class: aircraft, position_m: [0, 5000, 3000],"
+        " motion: {model: direct, towards: base, speed_mps: 250}, iff: {mode5: true}}\n"
+        "  - {id: 6, class: cruise_missile, position_m: [5000, 0, 50],"
+        " motion: {model: direct, towards: base, speed_mps: 250}}\n",
+        assets="  - {id: base, position_m: [0, 0, 0]}",
+    )
+    assert s.mode5.tolist() == [True, False]
+    assert [i.target_id for i in s.impacts(100)] == [6]  # the friend lands, the missile hits
+    assert not s.truth_at(30.0).alive[0]  # landed: no longer flying
+    truth = s.truth_at(1.0)
+    assert truth.mode5 is not None and truth.mode5.tolist() == [True, False]
+    from_bus = TruthState.from_msg(truth.to_msg(scenario_id="t", time_ns=1))
+    assert from_bus.mode5 is None  # Truth does not carry IFF: the radar app asks the scenario
+    assert s.with_iff(from_bus).answers_mode5([6, 5, -1]).tolist() == [False, True, False]
+    sam = load_scenario(REPO / "scenarios/sam-toc.yaml")
+    assert sorted(sam.ids[sam.mode5].tolist()) == [901, 902]
+    assert all(r.iff_p_reply for r in sam.radars)

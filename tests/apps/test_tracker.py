@@ -849,3 +849,60 @@ def test_a_corrupt_state_file_is_set_aside_and_the_tracker_starts_clean(
         pictures = _run_app(bus, tmp_path, state, base_ns, range(4), [np.array([9e3, 9e3, 5e3])])
     assert pictures[-1][0] == [1]
     assert (tmp_path / "tracker-0.json.corrupt").exists()
+
+
+def test_iff_answers_fuse_into_the_published_identity_and_bad_ones_are_dropped(
+    domain_id: int, tmp_path: Path
+) -> None:
+    """Detections answering IFF_FRIEND make a FRIEND track on Track and AirPicture; a batch
+    whose iff is neither empty nor `count` IffAnswer values is counted and dropped on arrival,
+    like the bus drops other packed arrays of the wrong length."""
+    from mcc.apps.tracker import _app_config, _app_parser, _TrackerApp
+    from mcc.types import Identity as StdIdentity
+    from mcc.types import IffAnswer
+
+    friend = int(IffAnswer.IFF_FRIEND.value)
+    with Bus(domain_id) as bus:
+        args = ["--reorder-ms", "0"]
+        opts = _app_parser().parse_args(args)
+        app = _TrackerApp(_context(bus, tmp_path, *args), _app_config(opts), {}, opts)
+        app.pictures, app.tracks_out = bus.writer("AirPicture"), bus.writer("Track")
+        pictures, tracks = bus.reader("AirPicture"), bus.reader("Track")
+        now_ns = time.time_ns()
+        bad = [
+            replace(_batch(now_ns), iff=bytes([friend, friend])),  # 2 answers, 1 detection
+            replace(_batch(now_ns), iff=bytes([9])),  # not an IffAnswer
+        ]
+        for batch in bad:
+            app._hold(batch, now_ns)  # type: ignore[arg-type]
+        assert app.dropped == {"iff": 2} and app.pending == []
+        base = now_ns - 10 * 10**9
+        for k in range(6):
+            pos = np.array([3500.0 + 150.0 * k, 3500.0, 1000.0])
+            msg = replace(_detections(pos), iff=np.array([friend], np.uint8)).to_msg(
+                sensor_id="r1",
+                scan_id=k,
+                origin_ns=base + k * 10**9,
+                publish_ns=base + k * 10**9,
+                sensor_position_m=(0.0, 0.0, 0.0),
+            )
+            app._hold(msg, msg.origin_ns)
+            app._cycle([_pop_held(app)])
+        last = pictures.take_until(6, timeout_s=10)[-1]
+        sent = [
+            t for t in tracks.take_until(1, timeout_s=10) if t.status == TrackStatus.TRACK_CONFIRMED
+        ]
+    assert packed_field(last, "identity").tolist() == [int(StdIdentity.IDENTITY_FRIEND.value)]
+    assert packed_field(last, "iff").tolist() == [friend]
+    assert sent and sent[-1].identity == StdIdentity.IDENTITY_FRIEND
+    assert sent[-1].iff == IffAnswer.IFF_FRIEND
+
+
+def _pop_held(app: object) -> object:
+    """The next batch the app holds (what its loop pops when the reorder time is up)."""
+    import heapq
+
+    held = app.pending  # type: ignore[attr-defined]
+    batch = heapq.heappop(held)[2]
+    app.pending_detections -= int(batch.count)  # type: ignore[attr-defined]
+    return batch

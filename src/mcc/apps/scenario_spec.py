@@ -369,6 +369,8 @@ def _describe(err: Any, data: Any, lines: dict[tuple[Any, ...], int], source: st
         message = "must be a finite number"
     elif kind in {"int_type", "int_parsing", "int_from_float"}:
         message = "must be an integer"
+    elif kind in {"bool_type", "bool_parsing"}:
+        message = "must be true or false"
     elif kind in {"string_type"}:
         message = "must be a string"
     elif kind in {"list_type"}:
