@@ -18,11 +18,9 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 from cyclonedds.builtin import (
     BuiltinDataReader,
@@ -32,29 +30,23 @@ from cyclonedds.builtin import (
 from cyclonedds.core import (
     DDSException,
     Entity,
-    InstanceState,
     Policy,
     Qos,
-    ReadCondition,
-    SampleState,
-    ViewState,
-    WaitSet,
 )
 from cyclonedds.domain import Domain, DomainParticipant
-from cyclonedds.pub import DataWriter, Publisher
-from cyclonedds.sub import DataReader, Subscriber
+from cyclonedds.pub import Publisher
+from cyclonedds.sub import Subscriber
 from cyclonedds.topic import Topic
-from cyclonedds.util import duration
 
 from mcc.bus import _native
-from mcc.bus.codec import flat_codec
 from mcc.bus.dispatch import Dispatcher
+from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll  # noqa: F401
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport, port_clash_hint
-from mcc.bus.validate import received_check, validate_sample
-from mcc.errors import MccError, TopicError, WriteTimeoutError
+from mcc.errors import MccError, TopicError
+from mcc.lifecycle import Closeable
 
 T = TypeVar("T")
 #: Set by the supervisor for an instance of a secured mission: ``file:line: systems.NAME``,
@@ -63,10 +55,6 @@ GRANTS_ENV = "MCC_GRANTS_AT"
 log = logging.getLogger("mcc.bus")
 
 PROFILE_TAG = b"mcc.profile="
-
-_ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
-_NOT_READ = SampleState.NotRead | ViewState.Any | InstanceState.Any
-_TAKE_BATCH = 4096  # the most samples one take of take_until asks for
 
 
 @dataclass(frozen=True)
@@ -159,286 +147,7 @@ class BusStatistics:
     events: list[QosEvent] = field(default_factory=list)
 
 
-class Writer(Generic[T]):
-    """A typed writer bound to a topic and a QoS profile; samples are validated before sending."""
-
-    def __init__(
-        self,
-        bus: Bus,
-        topic: Topic[Any],
-        profile: str,
-        *,
-        validate: bool,
-        partitions: Sequence[str] | None = None,
-    ) -> None:
-        self.bus = bus
-        self.topic_name: str = topic.name
-        self.profile = profile
-        self.type = topic.data_type
-        self._validate = validate
-        publisher = cast(Publisher, bus._group(partitions, writer=True))
-        self._dds = DataWriter(publisher, topic, qos=bus._endpoint_qos(profile, writer=True))
-        self._ref = int(self._dds._ref)
-        self._closed = False
-        codec = flat_codec(self.type)  # type: ignore[arg-type]
-        version_2 = self._dds._use_version_2
-        if codec is None:
-            self._encode: Callable[[Any], bytes] = lambda s: s.serialize(use_version_2=version_2)
-        else:
-            self._encode = codec.encoder(version_2)
-        bus._dispatcher.watch(self._dds, topic.name, profile, writer=True)
-
-    def write(self, sample: T) -> None:
-        """Validate ``sample`` (``SampleError`` if bad) and publish it."""
-        self.write_cdr(self._checked(sample))
-
-    def write_many(self, samples: Sequence[T]) -> None:
-        """Validate and publish ``samples`` in one crossing into Cyclone."""
-        datas = [self._checked(s) for s in samples]
-        written, ret = _native.write_many(self._ref, datas)
-        if ret < 0:
-            raise DDSException(
-                ret, f"writing to topic {self.topic_name!r} ({written} of {len(datas)} written)"
-            )
-
-    def _checked(self, sample: T) -> bytes:
-        if type(sample) is not self.type:
-            raise TypeError(f"{sample!r} is not a {self.type.__name__}")
-        if self._validate:
-            try:
-                validate_sample(sample)
-            except MccError:
-                self.bus.stats.invalid_samples_refused += 1
-                raise
-        return self._encode(sample)
-
-    def write_cdr(self, data: bytes, *, timestamp_ns: int = -1, dispose: bool = False) -> None:
-        """Publish an already serialized sample (encapsulation header included), stamped
-        ``timestamp_ns`` (default: now), disposing its instance if ``dispose``; Cyclone checks
-        it against the topic type (``DDSException`` BAD_PARAMETER if it does not fit)."""
-        ret = _native.write(self._ref, data, timestamp_ns, dispose)
-        if ret < 0:
-            raise DDSException(ret, f"writing to topic {self.topic_name!r}")
-
-    def flush(self) -> None:
-        """Send what Cyclone's write batching holds for this writer now."""
-        ret = _native.flush(self._ref)
-        if ret < 0:
-            raise DDSException(ret, f"flushing topic {self.topic_name!r}")
-
-    def write_blocking(self, sample: T, *, timeout_s: float = 60.0) -> None:
-        """`write`, tried again while flow control refuses ``sample`` (a reliable reader is
-        behind and each try blocked the profile's max_blocking_time); `WriteTimeoutError`
-        when it is still refused after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                self.write(sample)
-                return
-            except DDSException as exc:
-                if exc.code != DDSException.DDS_RETCODE_TIMEOUT:
-                    raise
-                if time.monotonic() >= deadline:
-                    raise WriteTimeoutError(
-                        f"topic {self.topic_name!r}: the readers took nothing for "
-                        f"{timeout_s:g} s, so flow control kept refusing the sample; is every "
-                        "matched reader alive and taking?"
-                    ) from exc
-
-    def write_dispose(self, sample: T) -> None:
-        """Write ``sample`` and dispose its instance in one message (keyed topics)."""
-        self.write_cdr(self._checked(sample), dispose=True)
-
-    def dispose(self, sample: T) -> None:
-        """Dispose the instance ``sample`` belongs to (keyed topics)."""
-        self._dds.dispose(sample)
-
-    def matched(self) -> int:
-        """Number of readers currently matched."""
-        return int(self._dds.get_publication_matched_status().current_count)
-
-    def wait_for_readers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
-        """Wait until ``count`` readers match; False on timeout."""
-        return _poll(lambda: self.matched() >= count, timeout_s)
-
-    def close(self) -> None:
-        """Delete the DDS writer (idempotent; later writes raise)."""
-        if self._closed:
-            return
-        self._closed = True
-        self.bus._dispatcher.forget(self._dds)
-        Entity.__del__(self._dds)
-
-    @property
-    def dds(self) -> DataWriter[T]:
-        """The underlying cyclonedds DataWriter (QoS, statuses, acknowledgements)."""
-        return self._dds
-
-
-class Reader(Generic[T]):
-    """A typed reader bound to a topic and a QoS profile.
-
-    ``on_data(reader)`` runs on the bus's dispatcher thread when unread samples arrive; the
-    bus keeps such a reader alive (and calling) until ``close()`` or the bus closes.
-    Received samples are checked like written ones (``validate``); one that fails is dropped,
-    counted in ``bus.stats.samples_dropped`` and logged once per writer.
-    """
-
-    #: Conditions beyond the reader's own that signal data (a subclass's guard condition).
-    _extra_conditions: tuple[Any, ...] = ()
-
-    def __init__(
-        self,
-        bus: Bus,
-        topic: Topic[Any],
-        profile: str,
-        *,
-        on_data: Callable[[Reader[T]], None] | None = None,
-        validate: bool = True,
-        partitions: Sequence[str] | None = None,
-    ) -> None:
-        self.bus = bus
-        self.topic_name: str = topic.name
-        self.profile = profile
-        self.type = topic.data_type
-        self._on_data = on_data
-        self._validate = validate
-        subscriber = cast(Subscriber, bus._group(partitions, writer=False))
-        self._dds = DataReader(subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
-        self._ref = int(self._dds._ref)
-        self._closed = False
-        self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
-        self.condition = ReadCondition(self._dds, _ANY_STATE)
-        # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
-        self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
-        codec = flat_codec(self.type)  # type: ignore[arg-type]
-        self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
-        self._waitset: WaitSet | None = None
-        bus._dispatcher.watch(self._dds, topic.name, profile, writer=False)
-        if on_data is not None:
-            # Unread samples only: a handler that reads (or takes) clears it.
-            fresh = ReadCondition(self._dds, _NOT_READ)
-            bus._dispatcher.serve(self, (fresh, *self._extra_conditions))
-
-    def take(self, max_samples: int = 256) -> list[T]:
-        """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
-        return self._valid(_native.take(self._ref, _ANY_STATE, max_samples))
-
-    def read(self, max_samples: int = 256) -> list[T]:
-        """Read (leave in the cache) up to ``max_samples`` valid samples."""
-        return self._valid(_native.read(self._ref, _ANY_STATE, max_samples))
-
-    def take_cdr(self, max_samples: int = 256) -> list[tuple[bytes, Any]]:
-        """Take up to ``max_samples`` serialized samples with their ``SampleInfo``, dispose and
-        unregister notices included (their bytes hold the key); nothing is decoded."""
-        raw = _native.take(self._ref, _ANY_STATE, max_samples)
-        self.consumed += 1
-        if isinstance(raw, int):
-            raise DDSException(raw, f"taking from topic {self.topic_name!r}")
-        return cast(list[tuple[bytes, Any]], raw)
-
-    def _valid(self, raw: Any) -> list[T]:
-        """Decode and check each sample with data; drop (and count) what fails."""
-        self.consumed += 1
-        if isinstance(raw, int):
-            if self._closed:
-                raise MccError(f"reader of topic {self.topic_name!r} is closed")
-            raise DDSException(raw, f"taking from topic {self.topic_name!r}")
-        decode = self._decode
-        check = received_check(self.type) if self._validate else None  # type: ignore[arg-type]
-        out = []
-        for data, info in raw:
-            if not info.valid_data:
-                continue
-            try:
-                sample = decode(data)
-                if check is not None:
-                    check(sample)
-            except Exception as exc:  # hostile input is normal input: drop, count, go on
-                self.bus._dropped(self, info, exc)
-                continue
-            sample.sample_info = info
-            out.append(sample)
-        return out
-
-    def wait(self, timeout_s: float) -> bool:
-        """Block until data is available; False on timeout."""
-        if self._waitset is None:
-            self._waitset = WaitSet(self.bus.participant)
-            for condition in self.conditions:
-                self._waitset.attach(condition)
-        return self._waitset.wait(duration(seconds=max(timeout_s, 0.0))) > 0
-
-    def take_wait(self, max_samples: int = 256, *, timeout_s: float = 1.0) -> list[T]:
-        """Take what is there, waiting up to ``timeout_s`` for the first sample."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            samples = self.take(max_samples)
-            remaining = deadline - time.monotonic()
-            if samples or remaining <= 0:
-                return samples
-            self.wait(remaining)
-
-    def take_until(self, count: int, *, timeout_s: float) -> list[T]:
-        """Take until ``count`` samples arrived or ``timeout_s`` passed; returns what came."""
-        deadline = time.monotonic() + timeout_s
-        out: list[T] = []
-        while len(out) < count:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            batch = min(max(count - len(out), 1), _TAKE_BATCH)
-            out.extend(self.take_wait(batch, timeout_s=remaining))
-        return out
-
-    def matched(self) -> int:
-        """Number of writers currently matched."""
-        return int(self._dds.get_subscription_matched_status().current_count)
-
-    def wait_for_writers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
-        """Wait until ``count`` writers match; False on timeout."""
-        return _poll(lambda: self.matched() >= count, timeout_s)
-
-    def writer_partitions(self, publication_handle: int) -> tuple[str, ...]:
-        """The partitions of the matched writer behind ``publication_handle`` (a sample's
-        ``SampleInfo.publication_handle``); () when it is no longer matched. In a secured
-        mission they are authenticated: access control checks a remote writer's partitions
-        against its signed permissions, so `mcc.bus.rpc` attributes requests by them."""
-        try:
-            endpoint = self._dds.get_matched_publication_data(publication_handle)
-        except DDSException:
-            return ()
-        if endpoint is None or endpoint.qos is None:
-            return ()
-        if Policy.Partition not in endpoint.qos:
-            return ("",)
-        return tuple(endpoint.qos[Policy.Partition].partitions)
-
-    def writer_name(self, publication_handle: int) -> str:
-        """The GUID of the matched writer behind ``publication_handle`` (for logs)."""
-        try:
-            endpoint = self._dds.get_matched_publication_data(publication_handle)
-        except DDSException:
-            endpoint = None
-        return str(endpoint.key) if endpoint is not None else f"handle:{publication_handle:x}"
-
-    def close(self) -> None:
-        """Stop ``on_data`` and delete the DDS reader (idempotent; later takes raise)."""
-        if self._closed:
-            return
-        self._closed = True
-        self.bus._dispatcher.forget(self._dds, reader=self)
-        if self._waitset is not None:
-            Entity.__del__(self._waitset)
-        Entity.__del__(self._dds)
-
-    @property
-    def dds(self) -> DataReader[T]:
-        """The underlying cyclonedds DataReader."""
-        return self._dds
-
-
-class Bus:
+class Bus(Closeable):
     """A participant on one DDS domain, with optional partitions and transport.
 
     Args:
@@ -717,30 +426,10 @@ class Bus:
         self._builtin = None
         _release_domain(self.domain_id, self._domain)
 
-    def __enter__(self) -> Bus:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def open_bus(domain_id: int = 0, **options: Any) -> Bus:
     """Open a bus (a context manager); options as for ``Bus``."""
     return Bus(domain_id, **options)
-
-
-def _poll(condition: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval_s)
-    return True
 
 
 def _participant_userdata(name: str) -> bytes:

@@ -12,6 +12,7 @@ from types import TracebackType
 import numpy as np
 
 from mcc.bus.core import Bus
+from mcc.lifecycle import Service
 from mcc.types import Heartbeat, SystemState
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -29,7 +30,7 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-class HeartbeatPublisher:
+class HeartbeatPublisher(Service):
     """Publish a ``Heartbeat`` for ``system_id`` every ``period_s`` from a daemon thread.
 
     The owner reports its traffic with ``count_in``/``count_out`` and its end-to-end
@@ -139,15 +140,13 @@ class HeartbeatPublisher:
         self.state = final_state
         self.beat()
 
-    def __enter__(self) -> HeartbeatPublisher:
-        return self.start()
-
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # Service's exit, saying how it ended: a block left by an exception ends FAILED.
         self.stop(final_state=SystemState.SYSTEM_FAILED if exc else SystemState.SYSTEM_STOPPED)
 
 

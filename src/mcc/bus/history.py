@@ -44,7 +44,8 @@ from cyclonedds.core import (
 )
 
 from mcc.bus import _native
-from mcc.bus.core import _ANY_STATE, Reader, Writer, _poll, register_durable
+from mcc.bus.core import register_durable
+from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll
 from mcc.bus.rpc.common import PeerCache, matched_participants
 from mcc.bus.rpc.gather import Gathering, ScatterGather
 from mcc.errors import MccError, RequestTimeoutError, StoreError

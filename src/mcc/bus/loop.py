@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 from cyclonedds.core import DDSException, GuardCondition, WaitSet
@@ -19,12 +18,13 @@ from cyclonedds.util import duration
 
 from mcc.bus.core import Bus, Reader
 from mcc.errors import MccError
+from mcc.lifecycle import Service
 
 Handler = Callable[[list[Any]], None]
 log = logging.getLogger("mcc.bus")
 
 
-class ReaderLoop:
+class ReaderLoop(Service):
     """Dispatch samples from several readers to their handlers until stopped.
 
     Args:
@@ -127,14 +127,3 @@ class ReaderLoop:
         self._guard.set(True)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
-
-    def __enter__(self) -> ReaderLoop:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

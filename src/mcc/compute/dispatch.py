@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +29,7 @@ from mcc.compute.backend import device_kind, get_xp, to_numpy
 from mcc.compute.kernels import KERNELS, kernel_spec
 from mcc.compute.registry import KernelSpec
 from mcc.errors import ComputeError
+from mcc.lifecycle import Closeable
 
 __all__ = ["ENV_DEVICE", "CallTiming", "Executor", "Kernels", "open_compute", "run_kernel"]
 
@@ -119,7 +120,7 @@ class LocalExecutor:
         """Nothing to release: the array module stays loaded."""
 
 
-class Kernels:
+class Kernels(Closeable):
     """The registered kernels as methods, run by one executor; see the module docstring."""
 
     def __init__(self, executor: Executor) -> None:
@@ -193,17 +194,6 @@ class Kernels:
     def close(self) -> None:
         """Release the executor (a remote client's bus participant)."""
         self._executor.close()
-
-    def __enter__(self) -> Kernels:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Kernels on {self.device}>"

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from types import TracebackType
 
 from mcc.bus.history import StoreError
+from mcc.lifecycle import Closeable
 from mcc.persist.limits import PersistLimits
 from mcc.types import PersistSample, PersistTopic
 
@@ -197,7 +197,7 @@ class HistoryPage:
     denied: int = 0  # samples left out because their partition was not allowed
 
 
-class Store:
+class Store(Closeable):
     """One replica's SQLite file. Not thread-safe: one thread (the service loop) uses it."""
 
     def __init__(
@@ -301,17 +301,6 @@ class Store:
         self._conn.close()
         _unlock(self._lock_fd)
         self._lock_fd = None
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- topics -----------------------------------------------------------------------------
     def topics(self) -> list[TopicPolicy]:
