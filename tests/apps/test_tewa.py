@@ -3,6 +3,7 @@ and the whole loop truth → (test as tracker) → tewa → launcher → truth a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -27,6 +28,8 @@ from mcc.orchestrate.client import ControlClient
 from mcc.types import (
     AirPicture,
     EngagementOrder,
+    Identity,
+    IffAnswer,
     OrderStatus,
     TargetClass,
     Threat,
@@ -980,3 +983,171 @@ def test_a_tewa_record_that_does_not_fit_is_set_aside_and_tewa_starts_clean(
     assert "tewa state" in log and "starting clean" in log and "not a list" in log
     assert (tmp_path / "state" / "tewa-0.json.corrupt").exists()
     assert json.loads(record.read_text())["orders"][0]["order_id"] == orders[0].order_id
+
+
+# -- identity: friends are never engaged -----------------------------------------------------
+
+FRIEND, ASSUMED, HOSTILE, SUSPECT, UNKNOWN, PENDING = (
+    Identity.IDENTITY_FRIEND.value,
+    Identity.IDENTITY_ASSUMED_FRIEND.value,
+    Identity.IDENTITY_HOSTILE.value,
+    Identity.IDENTITY_SUSPECT.value,
+    Identity.IDENTITY_UNKNOWN.value,
+    Identity.IDENTITY_PENDING.value,
+)
+
+
+def with_identity(pic: Picture, *identity: int) -> Picture:
+    return dataclasses.replace(pic, identity=np.array(identity, dtype=np.uint8))
+
+
+def test_friends_are_never_engaged_and_the_vetoes_are_counted() -> None:
+    # Two weapons, two threats straight at the depot: without identities both get an order.
+    both = two_weapon_engine(max_looks=0).step(picture(*TWO_THREATS), T0)
+    assert {o.track_id for o in both.orders} == {10, 11}
+    for friendly in (FRIEND, ASSUMED):
+        engine = two_weapon_engine(max_looks=0)
+        for k in range(3):
+            now = T0 + k * S
+            for w, pos in (("long", (0.0, 0.0, 0.0)), ("short", (8000.0, 0.0, 0.0))):
+                engine.update_weapon(weapon(w, pos, max_range_m=15000.0), now)
+            pic = with_identity(picture(*TWO_THREATS, time_ns=now), friendly, HOSTILE)
+            result = engine.step(pic, now)
+            assert all(o.track_id == 11 for o in result.orders)  # never the friend (10)
+            msgs = {m.track_id: m for m in result.threats.to_msgs(DEPOT.ids)}
+            assert msgs[10].identity == Identity(friendly) and msgs[10].rank == 2
+            assert msgs[11].identity == Identity.IDENTITY_HOSTILE and msgs[11].rank == 1
+        stats = engine.statistics()
+        assert stats.issued >= 1 and stats.friend_vetoes == 3  # one per cycle it was wanted
+
+
+def test_identity_ranks_hostile_over_suspect_unknown_pending() -> None:
+    # The same kinematics four times over: the identity alone decides the order.
+    tracks = [(i, MISSILE, (9000.0 + 10 * i, 0.0, 50.0), (-250.0, 0.0, 0.0)) for i in (1, 2, 3, 4)]
+    pic = with_identity(picture(*tracks), PENDING, UNKNOWN, HOSTILE, SUSPECT)
+    threats = TewaEngine(DEPOT).evaluate(pic)
+    by_rank = threats.track_id[threats.ranked()].tolist()
+    assert by_rank == [3, 4, 2, 1]  # hostile, suspect, unknown, pending
+    # Without identities (a tracker that predates them) the kinematic order stands.
+    plain = TewaEngine(DEPOT).evaluate(picture(*tracks))
+    assert plain.track_id[plain.ranked()].tolist() == [1, 2, 3, 4]  # nearest first
+
+
+def test_an_order_whose_track_turned_friend_is_stopped_before_it_goes_out() -> None:
+    threat = (1, MISSILE, (9000.0, 0.0, 50.0), (-250.0, 0.0, 0.0))
+    engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, approval=True)
+    engine.update_weapon(weapon("a", (0.0, 0.0, 0.0)), T0)
+    (proposal,) = engine.step(with_identity(picture(threat), PENDING), T0).orders
+    assert engine.release(proposal)  # still pending: it may go out
+    # The next picture identifies it (a Mode 5 reply): the approval is refused.
+    engine.step(with_identity(picture(threat, time_ns=T0 + S), FRIEND), T0 + S)
+    with pytest.raises(MccError, match="track 1 is identified as a friend now"):
+        engine.approve(proposal.order_id, T0 + 2 * S)
+    assert engine.order_status(proposal.order_id) == OrderStatus.ORDER_ABORTED
+    assert not engine.release(proposal)
+    assert engine.statistics().friend_orders_stopped == 2
+
+
+def test_a_picture_with_malformed_identities_is_refused() -> None:
+    msg = AirPicture(
+        count=1,
+        track_id=pack([5], "<u4"),
+        status=pack([1], "u1"),
+        classification=pack([2], "u1"),
+        quality=pack([0.9], "<f8"),
+        state=pack(np.zeros(6), "<f8"),
+        covariance=pack(np.zeros((1, 6, 6)), "<f8"),
+    )
+    assert Picture.from_msg(msg).identity.tolist() == [PENDING]  # empty: a tracker of old
+    for identity, why in (
+        (b"\x03\x03", "identity: 2 bytes but count=1"),
+        (b"\x09", "not an Identity"),
+    ):
+        with pytest.raises(MccError, match=why):
+            Picture.from_msg(dataclasses.replace(msg, identity=identity))
+    msg.identity, msg.iff = bytes([FRIEND]), bytes([IffAnswer.IFF_FRIEND.value])
+    pic = Picture.from_msg(msg)
+    assert pic.identity.tolist() == [FRIEND] and pic.iff.tolist() == [IffAnswer.IFF_FRIEND.value]
+
+
+def _sam_toc_run(*, with_identity: bool, seconds: float = 45.0) -> tuple[list, TewaEngine]:
+    """SAM TOC offline: its radars (IFF answers on the wire format) → the tracker → TEWA with
+    its weapons always ready (no launcher: orders are given up and assignments go on). Each
+    order as (time, track id, truth target nearest its track)."""
+    from mcc.apps.launcher import load_weapons
+    from mcc.apps.scenario import load_scenario
+    from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
+    from mcc.tracking.classify import classify
+    from mcc.types.arrays import optional_field, packed_field
+
+    scenario = load_scenario(REPO / "scenarios/sam-toc.yaml")
+    weapons = load_weapons(REPO / "scenarios/weapons-sam-toc.yaml")
+    engine = TewaEngine(
+        Assets.from_scenario(scenario),
+        weapons=weapons.by_id(),
+        pk_model=weapons.pk_model,
+        mc_trials=200,
+    )
+    tracker = MultiTargetTracker(TrackerConfig())
+    rngs = [np.random.default_rng(i) for i in range(len(scenario.radars))]
+    orders = []
+    for k in range(1, int(seconds / 0.5)):
+        t_s, now = 0.5 * k, T0 + k * S // 2
+        truth = scenario.truth_at(t_s)
+        for radar, rng in zip(scenario.radars, rngs, strict=True):
+            if k % round(radar.scan_period_s / 0.5):
+                continue
+            msg = radar.scan(truth, t_s, rng).to_msg(
+                sensor_id=radar.id,
+                scan_id=k,
+                origin_ns=now,
+                publish_ns=now,
+                sensor_position_m=radar.position_m,
+            )
+            polar = (packed_field(msg, n) for n in ("range_m", "azimuth_rad", "elevation_rad"))
+            scan = Scan.from_polar(
+                t_s,
+                *polar,
+                sigma_range_m=radar.sigma_range_m,
+                sigma_azimuth_rad=radar.sigma_azimuth_rad,
+                sigma_elevation_rad=radar.sigma_elevation_rad,
+                sensor_position_m=radar.position_m,
+                coverage=radar.in_coverage,
+                iff=optional_field(msg, "iff"),
+            )
+            tracker.step(scan)
+        table = tracker.tracks()
+        for w in weapons.weapons:
+            x, y, z = w.position_m
+            ready = WeaponStatus(w.id, WeaponState.WEAPON_READY, w.rounds, w.rounds, x, y, z)
+            ready.min_range_m, ready.max_range_m = w.min_range_m, w.max_range_m
+            engine.update_weapon(ready, now)
+        pic = Picture(
+            time_ns=now,
+            origin_ns=now,
+            track_id=table.ids.astype(np.uint32),
+            status=table.status,
+            classification=classify(table.x, ndim=3)[0],
+            state=table.x,
+            identity=table.identity if with_identity else None,
+        )
+        live = truth.live()
+        for order in engine.step(pic, now).orders:
+            if engine.release(order):
+                row = int(np.flatnonzero(table.ids == order.track_id)[0])
+                nearest = np.argmin(np.linalg.norm(live.positions_m - table.x[row, :3], axis=1))
+                orders.append((t_s, order.track_id, int(live.ids[nearest])))
+    return orders, engine
+
+
+def test_sam_toc_the_friendly_cap_flight_is_never_engaged() -> None:
+    """The returning CAP flight (targets 901, 902, Mode 5) flies through the engagement zone
+    at the airbase: with the tracker's identities no order ever names it, the raid is still
+    engaged, and TEWA counts the vetoes. Without identities it would have been engaged."""
+    friends = {901, 902}
+    orders, engine = _sam_toc_run(with_identity=True)
+    assert len({target for _, _, target in orders}) >= 5  # hostiles engaged
+    assert not [o for o in orders if o[2] in friends], orders
+    assert engine.statistics().friend_vetoes > 0
+    blind, _ = _sam_toc_run(with_identity=False, seconds=10.0)
+    assert [o for o in blind if o[2] in friends]  # the check above means something
