@@ -354,22 +354,26 @@ def _check_probabilities(name: str, p: Any, xp: ModuleType) -> None:
         raise ComputeError(f"{name} must be probabilities >= 0 whose rows sum to 1")
 
 
-def imm_mix(state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None) -> IMMState:
+def imm_mix(
+    state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None, validate: bool = True
+) -> IMMState:
     """IMM mixing step: model-conditioned initial conditions and predicted model probabilities.
 
     ``trans_prob[i, j]`` is P(model j now | model i before), ``(M, M)`` for every track or
     ``(N, M, M)`` per track (e.g. from each track's step, `imm_transition`), rows summing to 1.
     Returns mixed ``x0``, ``P0`` and ``mu`` = the predicted probabilities c̄.
+    ``validate=False`` skips the checks of ``trans_prob`` (a caller that checked it once).
     """
     xp = _xp(xp, state.x)
-    pi = as_float_array("trans_prob", trans_prob, xp=xp)
+    pi = as_float_array("trans_prob", trans_prob, xp=xp) if validate else trans_prob
     n_models = state.mu.shape[-1]
-    if pi.shape[-2:] != (n_models, n_models) or pi.ndim not in (2, 3):
-        raise ComputeError(
-            f"trans_prob must be ({n_models}, {n_models}) or (N, {n_models}, {n_models}) for "
-            f"{n_models} models, got {tuple(pi.shape)}"
-        )
-    _check_probabilities("trans_prob", pi, xp)
+    if validate:
+        if pi.shape[-2:] != (n_models, n_models) or pi.ndim not in (2, 3):
+            raise ComputeError(
+                f"trans_prob must be ({n_models}, {n_models}) or (N, {n_models}, {n_models}) "
+                f"for {n_models} models, got {tuple(pi.shape)}"
+            )
+        _check_probabilities("trans_prob", pi, xp)
     x, P, mu = state
     if pi.ndim == 2:
         c_bar = mu @ pi  # (N, M)

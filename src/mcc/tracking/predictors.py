@@ -113,7 +113,8 @@ class IMMPredictor:
             FT, FFT, Q, pi = _imm_step(
                 lo, rates, self.sigma_a, self.d, self.noise_model, self.sojourn_s
             )
-            mixed = kalman.imm_mix(self.state, pi, xp=np)
+            # pi comes from `kalman.imm_transition` (checked there), cached per step length.
+            mixed = kalman.imm_mix(self.state, pi, xp=np, validate=False)
             n_tracks, n_models, n = mixed.x.shape
             x = np.empty_like(mixed.x)
             P = np.empty_like(mixed.P)

@@ -40,9 +40,14 @@ class PolarDetections:
         return 2 + int(self.elevation_rad is not None) + int(self.range_rate_mps is not None)
 
     def z(self) -> F64:
-        """The measurements as rows ``(M, dim)``."""
+        """The measurements as rows ``(M, dim)`` (built once: gating and update both ask)."""
+        cached = self.__dict__.get("_z")
+        if cached is not None:
+            return cached
         cols = [self.range_m, self.azimuth_rad, self.elevation_rad, self.range_rate_mps]
-        return np.stack([c for c in cols if c is not None], axis=1)
+        z = np.stack([c for c in cols if c is not None], axis=1)
+        self.__dict__["_z"] = z  # a frozen dataclass: the cache bypasses __setattr__
+        return z
 
     def R(self) -> F64:
         """The (diagonal) measurement covariance ``(dim, dim)``."""

@@ -113,19 +113,19 @@ def _ekf_position_update(x: F64, P: F64, y: F64, Hp: F64, R: F64) -> tuple[F64, 
     """
     shape, n = x.shape[:-1], x.shape[-1]
     m, d = Hp.shape[-2], Hp.shape[-1]
-    Pt = np.ascontiguousarray(np.moveaxis(P.reshape(-1, n, n), 0, -1))  # (n, n, B)
-    Ht = np.ascontiguousarray(np.moveaxis(Hp.reshape(-1, m, d), 0, -1))  # (m, d, B)
+    Pt = np.ascontiguousarray(P.reshape(-1, n, n).transpose(1, 2, 0))  # (n, n, B)
+    Ht = np.ascontiguousarray(Hp.reshape(-1, m, d).transpose(1, 2, 0))  # (m, d, B)
     yt = np.ascontiguousarray(y.reshape(-1, m).T)  # (m, B)
     PHt = (Pt[:, None, :d] * Ht[None]).sum(axis=2)  # (n, m, B)
     S = (Ht[:, :, None] * PHt[None, :d]).sum(axis=1) + R[..., None]  # (m, m, B)
-    S_inv, det = _inv_small(np.moveaxis(S, -1, 0), with_det=True)
-    Si = np.ascontiguousarray(np.moveaxis(S_inv, 0, -1))  # (m, m, B)
+    S_inv, det = _inv_small(S.transpose(2, 0, 1), with_det=True)
+    Si = np.ascontiguousarray(S_inv.transpose(1, 2, 0))  # (m, m, B)
     K = (PHt[:, :, None] * Si[None]).sum(axis=1)  # (n, m, B)
     Pp = Pt - (K[:, None] * PHt[None]).sum(axis=2)  # (n, n, B)
     Pp += Pp.transpose(1, 0, 2)
     Pp *= 0.5
     x_post = x + (K * yt[None]).sum(axis=1).T.reshape(*shape, n)
-    P_post = np.ascontiguousarray(np.moveaxis(Pp, -1, 0)).reshape(*shape, n, n)
+    P_post = np.ascontiguousarray(Pp.transpose(2, 0, 1)).reshape(*shape, n, n)
     d2 = (yt[:, None] * Si * yt[None]).sum(axis=(0, 1))
     return x_post, P_post, d2.reshape(shape), det.reshape(shape)
 
