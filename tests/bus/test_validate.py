@@ -67,11 +67,11 @@ def _batch(values: list[float], count: int | None = None) -> DetectionBatch:
             ComputeRequest(
                 request_id="r", args=[NDArray(dtype="<f8", shape=[2, 2], data=b"\0" * 24)]
             ),
-            r"ComputeRequest\.args\[0\]\.data: 24 bytes but shape \(2, 2\) of <f8 needs 32",
+            r"ComputeRequest\.args\[0\]: 24 bytes of data but shape \(2, 2\) of <f8 needs 32",
         ),
         (
             ComputeRequest(request_id="r", args=[NDArray(dtype="float128x", shape=[1], data=b"")]),
-            r"ComputeRequest\.args\[0\]\.dtype = 'float128x': not a numpy dtype",
+            r"ComputeRequest\.args\[0\]: dtype 'float128x' is not a numpy dtype",
         ),
         (
             MissionStatus(mission="m", systems=[SystemEntry(system_id="a", state=99)]),

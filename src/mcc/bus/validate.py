@@ -176,15 +176,54 @@ def _check_packed(
 
 
 def _check_ndarray(msg: NDArray, where: str) -> None:
+    ndarray_layout(msg.dtype, msg.shape, len(msg.data), where=where)
+
+
+#: numpy dtype kinds that an array on the wire may have: numbers (no objects or records).
+NUMBER_KINDS = "biufc"
+
+
+def ndarray_layout(
+    dtype_text: str,
+    shape: typing.Sequence[int],
+    nbytes: int,
+    *,
+    where: str,
+    error: type[Exception] = SampleError,
+    plain: bool = False,
+) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    """The dtype and shape of an ``NDArray`` (``dtype_text``, ``shape``, ``nbytes`` of data),
+    checked: a numpy dtype (``plain``: a plain number type) whose size times the shape is
+    ``nbytes``; else ``error`` naming ``where``. The one check of arrays on the wire: the
+    writer's `validate_sample` and the compute service's decoder both use it."""
     try:
-        dtype = np.dtype(msg.dtype)
-    except TypeError:
-        raise SampleError(
-            f"{where}.dtype = {msg.dtype!r}: not a numpy dtype (e.g. '<f8')"
-        ) from None
-    expected = math.prod(msg.shape) * dtype.itemsize
-    if len(msg.data) != expected:
-        raise SampleError(
-            f"{where}.data: {len(msg.data)} bytes but shape {tuple(msg.shape)} of {dtype.str} "
-            f"needs {expected}; build it with mcc.types.arrays.to_ndarray_msg"
+        dtype = np.dtype(dtype_text)
+    except (TypeError, ValueError, SyntaxError):
+        raise error(f"{where}: dtype {dtype_text!r} is not a numpy dtype (e.g. '<f8')") from None
+    if plain and (dtype.kind not in NUMBER_KINDS or dtype.fields or dtype.subdtype is not None):
+        raise error(f"{where}: dtype {dtype_text!r} is not a plain number type (e.g. '<f8')")
+    dims = tuple(int(n) for n in shape)
+    expected = math.prod(dims) * dtype.itemsize
+    if nbytes != expected:
+        raise error(
+            f"{where}: {nbytes} bytes of data but shape {dims} of {dtype.str} needs {expected}; "
+            "build it with mcc.types.arrays.to_ndarray_msg"
         )
+    return dtype, dims
+
+
+def ndarray_view(
+    data: Any, dtype: np.dtype[Any], shape: tuple[int, ...], offset: int = 0
+) -> np.ndarray[Any, Any]:
+    """A read-only array of ``shape`` over ``data`` from ``offset`` (checked by
+    `ndarray_layout`); copied only when the bytes are not aligned for ``dtype``."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes == 0:
+        arr = np.empty(shape, dtype=dtype)
+    else:
+        arr = np.frombuffer(data, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)
+        if not arr.flags.aligned:
+            arr = arr.copy()
+        arr = arr.reshape(shape)
+    arr.flags.writeable = False
+    return arr

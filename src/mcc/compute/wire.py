@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mcc.bus.validate import ndarray_layout, ndarray_view
 from mcc.compute.registry import canonical_dtype
 from mcc.errors import ComputeError
 from mcc.types import ComputeReply, ComputeRequest
@@ -41,7 +42,6 @@ _HEADER_XCDR2_LE = b"\x00\x09\x00\x00"
 MAX_ARRAYS = 64
 MAX_NDIM = 32
 # Plain numbers only: no object, structured, sub-array, string or datetime dtypes.
-_DTYPE_KINDS = "biufc"
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
@@ -280,42 +280,21 @@ class _Decoder:
         for i in range(self.count("arrays", MAX_ARRAYS)):
             elem_end = self.u32() + self.pos  # the NDArray's DHEADER
             dtype_text = self.string()
-            try:
-                dtype = np.dtype(dtype_text)
-            except (TypeError, ValueError, SyntaxError):
-                raise ComputeError(
-                    f"array {i}: dtype {dtype_text!r} is not a numpy dtype (e.g. '<f8')"
-                ) from None
-            if dtype.kind not in _DTYPE_KINDS or dtype.fields or dtype.subdtype is not None:
-                raise ComputeError(
-                    f"array {i}: dtype {dtype_text!r} is not a plain number type (e.g. '<f8')"
-                )
             ndim = self.count(f"dimensions of array {i}", MAX_NDIM)
             shape = tuple(self.u32() for _ in range(ndim))
             nbytes = self.u32()
-            if nbytes != math.prod(shape) * dtype.itemsize or self.pos + nbytes > len(self.data):
+            dtype, shape = ndarray_layout(
+                dtype_text, shape, nbytes, where=f"array {i}", error=ComputeError, plain=True
+            )
+            if self.pos + nbytes > len(self.data):
                 raise ComputeError(
-                    f"array {i}: {nbytes} bytes of data but shape {shape} of {dtype.str} needs "
-                    f"{math.prod(shape) * dtype.itemsize}; build it with to_ndarray_msg"
+                    f"array {i}: {nbytes} bytes of data but only {len(self.data) - self.pos} "
+                    "left in the sample"
                 )
-            out.append(_view(self.data, dtype, shape, self.pos, nbytes))
+            out.append(ndarray_view(self.data, dtype, shape, self.pos))
             self.pos = elem_end  # skips members a newer NDArray may append
         self.pos = end
         return tuple(out)
-
-
-def _view(
-    data: bytes, dtype: np.dtype[Any], shape: tuple[int, ...], offset: int, nbytes: int
-) -> Any:
-    if nbytes == 0:
-        arr = np.empty(shape, dtype=dtype)
-    else:
-        arr = np.frombuffer(data, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)
-        if not arr.flags.aligned:
-            arr = arr.copy()
-        arr = arr.reshape(shape)
-    arr.flags.writeable = False
-    return arr
 
 
 def decode_request(data: bytes) -> WireRequest:
@@ -388,16 +367,8 @@ def _from_msgs(msgs: Sequence[Any]) -> tuple[np.ndarray, ...]:
     for i, msg in enumerate(msgs):
         if len(msg.shape) > MAX_NDIM:
             raise ComputeError(f"{len(msg.shape)} dimensions of array {i}: at most {MAX_NDIM}")
-        try:
-            dtype = np.dtype(msg.dtype)
-        except (TypeError, ValueError, SyntaxError):
-            raise ComputeError(f"array {i}: dtype {msg.dtype!r} is not a numpy dtype") from None
-        if dtype.kind not in _DTYPE_KINDS or dtype.fields or dtype.subdtype is not None:
-            raise ComputeError(f"array {i}: dtype {msg.dtype!r} is not a plain number type")
-        shape = tuple(int(n) for n in msg.shape)
-        if len(msg.data) != math.prod(shape) * dtype.itemsize:
-            raise ComputeError(f"array {i}: {len(msg.data)} bytes do not fit shape {shape}")
-        arr = np.frombuffer(msg.data, dtype=dtype).reshape(shape)
-        arr.flags.writeable = False
-        out.append(arr)
+        dtype, shape = ndarray_layout(
+            msg.dtype, msg.shape, len(msg.data), where=f"array {i}", error=ComputeError, plain=True
+        )
+        out.append(ndarray_view(msg.data, dtype, shape))
     return tuple(out)

@@ -16,185 +16,42 @@ describes the schema.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 import sqlite3
-import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from mcc.bus.history import StoreError
 from mcc.lifecycle import Closeable
 from mcc.persist.limits import PersistLimits
-from mcc.types import PersistSample, PersistTopic
+from mcc.persist.records import (  # noqa: F401
+    UNLIMITED,
+    Allow,
+    ApplyResult,
+    Dispose,
+    HistoryPage,
+    TopicPolicy,
+    Write,
+    WriterState,
+    _policy,
+    partitions_match,
+)
+from mcc.persist.schema import (  # noqa: F401
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    _check_file,
+    _corrupt,
+    _create,
+    _lock,
+    _owner_only,
+    _unlock,
+    _validate,
+)
+from mcc.types import PersistSample
 
 log = logging.getLogger("mcc.persist")
-
-APPLICATION_ID = 0x4D434350  # "MCCP" in PRAGMA application_id: this file is an MCC store
-SCHEMA_VERSION = 1
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-UNLIMITED = -1
-
-_SCHEMA = """
-CREATE TABLE topics (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    type_name TEXT NOT NULL,
-    persistent INTEGER NOT NULL,
-    history_depth INTEGER NOT NULL,        -- keep-last depth; -1 = keep-all
-    max_samples INTEGER NOT NULL,          -- -1 = unlimited
-    max_instances INTEGER NOT NULL,
-    max_samples_per_instance INTEGER NOT NULL,
-    cleanup_delay_ns INTEGER NOT NULL,
-    created_ns INTEGER NOT NULL,
-    UNIQUE (name, type_name)
-);
-CREATE TABLE instances (
-    id INTEGER PRIMARY KEY,
-    topic_id INTEGER NOT NULL REFERENCES topics (id),
-    partitions TEXT NOT NULL,              -- JSON list of the writers' partitions
-    key BLOB NOT NULL,                     -- key-only CDR
-    key_json TEXT NOT NULL,
-    disposed_ns INTEGER,                   -- when an explicit dispose arrived; NULL = alive
-    UNIQUE (topic_id, partitions, key)
-);
-CREATE TABLE writers (
-    guid TEXT PRIMARY KEY,
-    topic_id INTEGER NOT NULL REFERENCES topics (id),
-    partitions TEXT NOT NULL,
-    stored INTEGER NOT NULL,               -- samples committed from this writer
-    first_source_ns INTEGER NOT NULL,
-    last_source_ns INTEGER NOT NULL        -- newest committed source timestamp
-);
-CREATE TABLE samples (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, -- order of arrival at this replica
-    instance_id INTEGER NOT NULL REFERENCES instances (id),
-    writer_guid TEXT NOT NULL,
-    writer_seq INTEGER NOT NULL,           -- n-th sample of that writer stored here
-    source_ns INTEGER NOT NULL,
-    stored_ns INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    UNIQUE (writer_guid, source_ns)
-);
-CREATE INDEX samples_by_instance ON samples (instance_id, source_ns);
-"""
-
-
-@dataclass(frozen=True)
-class TopicPolicy:
-    """How a topic is kept: durability kind and the writers' ``durability_service`` policy."""
-
-    name: str
-    type_name: str
-    persistent: bool
-    history_depth: int = 16  # keep-last depth per instance; -1 = keep-all
-    max_samples: int = UNLIMITED
-    max_instances: int = UNLIMITED
-    max_samples_per_instance: int = UNLIMITED
-    cleanup_delay_ns: int = 0
-
-    @property
-    def durability(self) -> str:
-        return "persistent" if self.persistent else "transient"
-
-    def to_msg(self) -> PersistTopic:
-        return PersistTopic(
-            topic=self.name,
-            type_name=self.type_name,
-            persistent=self.persistent,
-            history_depth=self.history_depth,
-            max_samples=self.max_samples,
-            max_instances=self.max_instances,
-            max_samples_per_instance=self.max_samples_per_instance,
-            cleanup_delay_ns=self.cleanup_delay_ns,
-        )
-
-    @classmethod
-    def from_msg(cls, msg: PersistTopic) -> TopicPolicy:
-        return cls(
-            msg.topic,
-            msg.type_name,
-            msg.persistent,
-            msg.history_depth,
-            msg.max_samples,
-            msg.max_instances,
-            msg.max_samples_per_instance,
-            msg.cleanup_delay_ns,
-        )
-
-
-@dataclass(frozen=True)
-class Write:
-    """A sample to store."""
-
-    topic: str
-    type_name: str
-    partitions: tuple[str, ...]
-    key: bytes
-    key_json: str
-    writer_guid: str
-    source_ns: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Dispose:
-    """An explicit dispose of an instance: its samples go after the cleanup delay."""
-
-    topic: str
-    type_name: str
-    partitions: tuple[str, ...]
-    key: bytes
-    writer_guid: str
-    source_ns: int
-
-
-@dataclass
-class ApplyResult:
-    """What one ``apply`` did, per writer GUID: stored/duplicate/refused."""
-
-    stored: int = 0
-    duplicates: int = 0
-    disposed: int = 0
-    refused: list[tuple[Write, str]] = field(default_factory=list)
-    writers: set[str] = field(default_factory=set)  # writers with samples stored or refused
-
-
-@dataclass(frozen=True)
-class WriterState:
-    """What a replica has committed from one writer (the content of its ``PersistAck``)."""
-
-    guid: str
-    topic: str
-    stored: int
-    last_source_ns: int
-
-
-def partitions_match(reader: Sequence[str], writer: Sequence[str]) -> bool:
-    """DDS partition matching: some reader name matches some writer name (wildcards allowed)."""
-    return any(
-        fnmatchcase(w, r) or fnmatchcase(r, w) for r in (reader or ("",)) for w in (writer or ("",))
-    )
-
-
-#: ``allow(topic, partition)``: whether a history reply may hold samples of ``topic`` written
-#: in ``partition`` (the service asks its authorization hook).
-Allow = Callable[[str, str], bool]
-
-
-@dataclass(frozen=True)
-class HistoryPage:
-    """The retained samples a history reply carries, and whether bounds cut it short."""
-
-    topics: list[TopicPolicy]
-    samples: list[PersistSample]  # oldest first
-    truncated: bool = False  # a bound (samples or bytes per reply) left samples out
-    denied: int = 0  # samples left out because their partition was not allowed
 
 
 class Store(Closeable):
@@ -710,174 +567,3 @@ class Store(Closeable):
 
 
 # -- checks -----------------------------------------------------------------------------------
-
-
-def _check_file(path: Path, *, create: bool) -> bool:
-    """Whether ``path`` exists; ``StoreError`` when it cannot be an SQLite store."""
-    if path.is_dir():
-        raise StoreError(f"persistence store {path} is a directory; pass the path of a file")
-    if not path.exists():
-        if not create:
-            raise StoreError(
-                f"persistence store {path} does not exist; check the path "
-                "(`mcc persist serve --store FILE` creates one)"
-            )
-        if not path.parent.is_dir():
-            _make_folders(path.parent)
-        return False
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(_SQLITE_MAGIC))
-    except OSError as exc:
-        raise StoreError(f"cannot read persistence store {path}: {exc.strerror}") from exc
-    if not head:
-        raise StoreError(
-            f"persistence store {path} is empty (0 bytes): not an MCC store, possibly "
-            "truncated; move it away (or delete it) to start an empty store, or restore it "
-            "from a backup"
-        )
-    if head != _SQLITE_MAGIC:
-        raise StoreError(
-            f"persistence store {path} is not an SQLite database (it starts with {head[:8]!r}); "
-            "it is not an MCC store or it is damaged: pass another --store, or move the file "
-            "away to start an empty store"
-        )
-    return True
-
-
-def _create(path: Path) -> None:
-    """Create an empty store at ``path`` atomically: a killed start-up leaves no half file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
-    # The file exists (empty: a valid empty database) with its mode before SQLite opens it:
-    # SQLite gives the WAL and shared-memory files beside it the same mode.
-    try:
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
-        os.chmod(tmp, 0o600)  # whatever the umask
-    except OSError as exc:
-        raise StoreError(
-            f"cannot create persistence store {path}: {exc.strerror}; check the folder's "
-            "permissions or pass another --store"
-        ) from exc
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        conn.executescript(
-            f"BEGIN; {_SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-            f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        )
-        conn.execute("PRAGMA journal_mode = WAL")
-    finally:
-        conn.close()
-    try:
-        os.link(tmp, path)  # fails if another process created the store meanwhile: use that one
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-
-
-def _make_folders(folder: Path) -> None:
-    """Create ``folder`` and the missing folders above it, each its owner's only (0700)."""
-    missing = []
-    while not folder.is_dir():
-        missing.append(folder)
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    for each in reversed(missing):
-        try:
-            each.mkdir(mode=0o700)
-            os.chmod(each, 0o700)  # whatever the umask
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create folder {each} for the persistence store: {exc.strerror}; "
-                "create it or pass another --store"
-            ) from exc
-
-
-def _owner_only(path: Path) -> None:
-    """Take group and other permissions off a store (and its WAL files) that has them."""
-    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            mode = each.stat().st_mode
-            if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                os.chmod(each, stat.S_IMODE(mode) & 0o700)
-                log.warning("persistence store %s was readable by others: now 0600", each)
-        except FileNotFoundError:
-            continue
-        except PermissionError:  # not ours: SQLite will say whether it can use it
-            log.warning("persistence store %s is readable by others and not ours to fix", each)
-
-
-def _validate(conn: sqlite3.Connection, path: Path) -> None:
-    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = sorted(
-        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    )
-    if application_id != APPLICATION_ID:
-        listed = ", ".join(tables) or "none"
-        raise StoreError(
-            f"persistence store {path} is an SQLite database of another application "
-            f"(application_id {application_id}, tables: {listed}), not an MCC store; pass "
-            "another --store: MCC never writes into a file it does not own"
-        )
-    if version != SCHEMA_VERSION:
-        raise StoreError(
-            f"persistence store {path} has schema version {version}; this MCC reads version "
-            f"{SCHEMA_VERSION}: use the MCC release that wrote it, or move it away to start an "
-            "empty store"
-        )
-    problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
-    if problems != ["ok"]:
-        raise StoreError(
-            f"persistence store {path} is damaged (SQLite quick_check: {'; '.join(problems)}); "
-            "restore it from a backup, or move it away to start an empty store (its samples "
-            "would be lost)"
-        )
-    missing = {"topics", "instances", "writers", "samples"} - set(tables)
-    if missing:
-        raise StoreError(
-            f"persistence store {path} lacks table(s) {', '.join(sorted(missing))}; it is "
-            "damaged: restore it from a backup, or move it away to start an empty store"
-        )
-
-
-def _corrupt(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
-    return StoreError(
-        f"persistence store {path} is not a readable SQLite database ({exc}): it is damaged "
-        "(truncated?) or not an MCC store; restore it from a backup, or move it away to start "
-        "an empty store"
-    )
-
-
-def _lock(path: Path) -> int:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise StoreError(
-            f"persistence store {path} is in use by another persistence service; give each "
-            "replica its own --store file"
-        ) from None
-    return fd
-
-
-def _unlock(fd: int | None) -> None:
-    if fd is not None:
-        os.close(fd)  # closing the descriptor releases the flock
-
-
-def _policy(row: sqlite3.Row) -> TopicPolicy:
-    return TopicPolicy(
-        row["name"],
-        row["type_name"],
-        bool(row["persistent"]),
-        row["history_depth"],
-        row["max_samples"],
-        row["max_instances"],
-        row["max_samples_per_instance"],
-        row["cleanup_delay_ns"],
-    )
