@@ -30,7 +30,8 @@ def test_the_operations_table_is_the_model() -> None:
     assert documented == markdown_table()
 
 
-def test_values_are_typed_and_defaults_hold() -> None:
+def test_values_are_typed_and_defaults_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCC_HOME", "/not/this/one")  # a given mapping is all that is read
     settings = Settings.from_env(
         {"MCC_DOMAIN": "7", "MCC_PARTITIONS": "a, b,", "MCC_LOG_LEVEL": "debug", "MCC_TAG": "x"}
     )

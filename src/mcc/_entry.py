@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcc.errors import MccError
+from mcc.settings import SettingsError, current
 
 EXIT_USAGE = 2
 
@@ -21,9 +22,22 @@ def main_for(
 ) -> int:
     """``mcc COMMAND ARGS`` with only that command's parser: ``python -m mcc.persist`` and the
     like start without importing every other sub-command's package."""
+    if not settings_ok():
+        return EXIT_USAGE
     parser = argparse.ArgumentParser(prog="mcc")
     add_parsers(parser.add_subparsers(dest="command", required=True))
     return dispatch(parser.parse_args([command, *(sys.argv[1:] if argv is None else argv)]))
+
+
+def settings_ok() -> bool:
+    """Read this process's ``MCC_*`` settings before any parser takes a default from them;
+    False (the message printed) when one is bad: the command stops with exit status 2."""
+    try:
+        current()
+    except SettingsError as exc:
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def dispatch(args: argparse.Namespace) -> int:

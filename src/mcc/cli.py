@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcc import __version__
-from mcc._entry import EXIT_USAGE, dispatch
-from mcc.settings import SettingsError, current
+from mcc._entry import EXIT_USAGE, dispatch, settings_ok
+from mcc.settings import current
 
 
 def _bus_options(parser: argparse.ArgumentParser) -> None:
@@ -418,10 +418,7 @@ def _cmd_types(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    try:
-        current()  # a bad MCC_* value stops every command, before any parser reads one
-    except SettingsError as exc:
-        print(f"mcc: error: {exc}", file=sys.stderr)
+    if not settings_ok():
         return EXIT_USAGE
     return dispatch(build_parser(_command_of(args)).parse_args(args))
 

@@ -32,6 +32,7 @@ from mcc.orchestrate.commands import default_run_dir
 from mcc.orchestrate.manifest import load_manifest
 from mcc.orchestrate.supervisor import Supervisor
 from mcc.resources import mission_file
+from mcc.settings import current
 
 DEFAULT_MISSION = mission_file("sam-toc")
 
@@ -59,18 +60,17 @@ def run_demo(
         mission = mission.model_copy(update={"transport": kind})
     # One loopback transport and discovery tag for every process of this demo: it neither
     # hears nor disturbs other missions on this host.
-    tag = os.environ.get("MCC_DISCOVERY_TAG") or f"mcc-demo-{os.getpid()}"
-    os.environ.update(Transport.loopback(tag).apply_to_env({}))
-    os.environ["MCC_DISCOVERY_TAG"] = tag
+    # Passed down, not put in os.environ: the supervisor hands it to every instance and client.
+    tag = current().discovery_tag or f"mcc-demo-{os.getpid()}"
     run_dir = default_run_dir(mission)
     supervisor = Supervisor(
         mission,
         backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
         run_dir=run_dir,
+        transport=Transport.loopback(tag),
     )
     if mission.security == "on":
         supervisor.secure()  # the console's identity exists before the console starts
-    os.environ.update(supervisor.console_env)  # the console joins as the mission's console
     out.print(
         f"[bold]MCC demo[/bold]: mission [cyan]{mission.mission}[/cyan] on the local backend "
         f"for {duration_s:g} s, domain {mission.domain}, transport {mission.transport.kind}, "
@@ -78,7 +78,15 @@ def run_demo(
         f"run folder {run_dir}"
     )
     web = (
-        DemoConsole.start(mission_file, mission.domain, run_dir, console_port) if console else None
+        DemoConsole.start(
+            mission_file,
+            mission.domain,
+            run_dir,
+            console_port,
+            env=supervisor.console_env,  # the console joins as the mission's console
+        )
+        if console
+        else None
     )
     start = time.monotonic()
     engaged = "engagement" not in mission.phases
@@ -138,7 +146,11 @@ class DemoConsole:
     ready_by: float = 0.0
 
     @classmethod
-    def start(cls, mission_file: str | Path, domain: int, run_dir: Path, port: int) -> DemoConsole:
+    def start(
+        cls, mission_file: str | Path, domain: int, run_dir: Path, port: int, *, env: dict[str, str]
+    ) -> DemoConsole:
+        """``env``: what the console needs beside this process's environment (its transport,
+        its identity in a secured mission)."""
         from mcc.console.auth import UserStore
 
         folder = run_dir / "console"
@@ -162,7 +174,9 @@ class DemoConsole:
         ]
         log_path = run_dir / "logs" / "console.log"
         log = log_path.open("wb")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
+        )
         return cls(proc, log_path, log, password, ready_by=time.monotonic() + 30.0)
 
     def poll(self) -> bool:

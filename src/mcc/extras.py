@@ -41,11 +41,14 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mcc`` console script: `mcc.cli.main`, with a missing extra named instead of a
     traceback (exit 2, as for any usage error), and JSON logs when ``MCC_LOG_FORMAT=json``."""
-    import os
-
     from mcc.cli import main as cli_main
+    from mcc.settings import SettingsError, current
 
-    if os.environ.get("MCC_LOG_FORMAT") == "json":
+    try:
+        json_logs = current().log_format == "json"
+    except SettingsError:
+        json_logs = False  # `cli_main` names the bad variable and exits 2
+    if json_logs:
         from mcc.observe.logs import configure_logging
 
         configure_logging("json")

@@ -28,10 +28,10 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from mcc.errors import MccError
+from mcc.lifecycle import Service
 
 __all__ = [
     "Host",
@@ -152,7 +152,7 @@ def netem_supported() -> bool:
         _run(["ip", "netns", "del", probe], check=False)
 
 
-class NetLab:
+class NetLab(Service):
     """Emulated hosts (network namespaces) joined by one bridge: up on enter, down on exit.
 
     Args:
@@ -219,15 +219,12 @@ class NetLab:
 
     # -- life cycle -----------------------------------------------------------------------------
 
-    def __enter__(self) -> NetLab:
+    def start(self) -> NetLab:
+        """`up` (``with NetLab(...) as lab``: up on entry, down on exit)."""
         return self.up()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
+        """`down`."""
         self.down()
 
     def up(self) -> NetLab:

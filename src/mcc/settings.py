@@ -18,6 +18,7 @@ never from literal keys:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import typing
@@ -26,7 +27,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from mcc.errors import MccError
 
@@ -50,6 +57,27 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 class SettingsError(MccError, ValueError):
     """An ``MCC_*`` environment variable holds a value of the wrong kind."""
+
+
+#: The environment `Settings()` reads instead of ``os.environ`` (`Settings.from_env(mapping)`).
+_SOURCE: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "mcc_settings_source", default=None
+)
+
+
+class _MappingSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping instead of ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._mapping = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {
+            (k if self.case_sensitive else k.lower()): v
+            for k, v in self._mapping.items()
+            if v != "" or not self.env_ignore_empty
+        }
 
 
 class Settings(BaseSettings):
@@ -185,17 +213,30 @@ class Settings(BaseSettings):
         return value.strip().upper() if isinstance(value, str) else value
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """The settings of ``env`` (default: this process's environment); `SettingsError`
-        naming the first bad variable."""
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        mapping = _SOURCE.get()
+        if mapping is None:
+            return (init_settings, env_settings)  # no .env file, no secrets folder
+        return (init_settings, _MappingSource(settings_cls, mapping))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **fields: Any) -> Settings:
+        """The settings of ``env`` (default: this process's environment), ``fields`` over it;
+        `SettingsError` naming each bad variable."""
+        token = _SOURCE.set(env)
         try:
-            if env is None:
-                return cls()
-            return cls.model_validate(
-                {name: env[key] for name in cls.model_fields if env.get(key := env_name(name))}
-            )
+            return cls(**fields)
         except ValidationError as exc:
             raise _error(exc) from None
+        finally:
+            _SOURCE.reset(token)
 
     def env(self, **fields: Any) -> dict[str, str]:
         """The variables of ``fields`` (validated) as environment entries; a field set to
@@ -269,10 +310,7 @@ def _type_name(annotation: Any) -> str:
 def _render(cls: type[Settings], fields: Mapping[str, Any]) -> dict[str, str]:
     for name in fields:
         env_name(name)
-    try:
-        checked = cls.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as exc:
-        raise _error(exc) from None
+    checked = cls.from_env({}, **{k: v for k, v in fields.items() if v is not None})
     out: dict[str, str] = {}
     for name in fields:
         value = getattr(checked, name)

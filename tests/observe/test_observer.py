@@ -1,4 +1,4 @@
-"""`python -m mcc.observe` on a running, secured mission: it joins as the mission's console,
+"""`python -m mcc.observer` on a running, secured mission: it joins as the mission's console,
 and its /metrics (read by prometheus-client's parser) has every instance's state, restarts and
 heartbeat figures; under systemd it says READY=1 and pings the watchdog."""
 
@@ -50,7 +50,7 @@ def test_observer_serves_a_secured_missions_metrics(
         notify.settimeout(30)
         systemd = {"NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "400000"}
         observer = subprocess.Popen(
-            [sys.executable, "-m", "mcc.observe", "--mission", "observed", "--metrics-port", "0"],
+            [sys.executable, "-m", "mcc.observer", "--mission", "observed", "--metrics-port", "0"],
             cwd=REPO,
             env={**env, **systemd},
             stdout=subprocess.PIPE,

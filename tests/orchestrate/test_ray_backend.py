@@ -22,7 +22,8 @@ import pytest
 
 from mcc.errors import OrchestratorError
 from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec
-from mcc.orchestrate.backends.ray import ENV_CLUSTER_SIZE, RayBackend
+from mcc.orchestrate.backends.ray import RayBackend
+from mcc.settings import env_name
 from tests.conftest import IN_CI
 from tests.conftest import wait_for as wait_until
 
@@ -290,7 +291,7 @@ def test_virtual_clusters_are_placement_groups(backend: RayBackend, launcher: La
             placement_group=name,
             placement=placement,
             cpus=1.0,
-            env={ENV_CLUSTER_SIZE: "2"},
+            env={env_name("cluster_size"): "2"},
         )
 
     spread = [launcher.start(cluster_spec("workers", i, "spread")) for i in range(2)]

@@ -4,5 +4,6 @@ the sensor-to-shooter chain (`mcc.observe.trace`), systemd readiness and watchdo
 wire and scrape them.
 
 Nothing here is imported by the bus or the apps; each module imports its library (
-prometheus-client, the OpenTelemetry SDK) only when used.
+prometheus-client, the OpenTelemetry SDK) only when used. The observer, a mission client that
+serves these for a running mission, is `mcc.observer`, above `mcc.orchestrate`.
 """

@@ -19,10 +19,12 @@ import os
 import sys
 from typing import IO, Any
 
+from mcc.settings import current, env_name
+
 __all__ = ["FORMATS", "JsonFormatter", "add_log_format_argument", "configure_logging"]
 
 FORMATS = ("text", "json")
-ENV = "MCC_LOG_FORMAT"
+ENV = env_name("log_format")
 _TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -51,7 +53,7 @@ def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-format",
         choices=FORMATS,
-        default=os.environ.get(ENV, "text") if os.environ.get(ENV) in FORMATS else "text",
+        default=current().log_format,
         help=f"log records as text or JSON lines (env {ENV}; default %(default)s)",
     )
 

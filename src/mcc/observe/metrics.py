@@ -25,6 +25,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from mcc.lifecycle import Closeable
+
 __all__ = [
     "BusStatsCollector",
     "HeartbeatCollector",
@@ -169,7 +171,7 @@ def supervisor_registry(
 
 
 @dataclasses.dataclass
-class MetricsServer:
+class MetricsServer(Closeable):
     """A running ``/metrics`` endpoint; `close` stops it."""
 
     address: str
@@ -185,12 +187,6 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5.0)
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def serve(

@@ -49,15 +49,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcc.orchestrate import runtime, zygote
+from mcc.orchestrate import zygote
+from mcc.settings import Settings, current
 
 log = logging.getLogger("mcc.orchestrate.agent")
 
 #: Seconds a mission may run with no supervisor before its agent stops it.
-DEFAULT_ORPHAN_S = 60.0
-ENV_ORPHAN_S = runtime.ENV_AGENT_ORPHAN_S
-#: Where an instance finds its agent (the runtime's orphan watchdog).
-ENV_SOCKET = runtime.ENV_AGENT_SOCKET
+DEFAULT_ORPHAN_S: float = Settings.model_fields["agent_orphan_s"].default
 MAX_LINE = 4 * 2**20  # a controller's state blob is a few KB; 4 MiB is not a request
 MAX_PENDING_EXITS = 4096
 _SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
@@ -554,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # the agent is nobody's child: no zombie, no parent-death signal
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal does not stop a mission
     logging.basicConfig(
-        level=os.environ.get("MCC_LOG_LEVEL", "INFO"),
+        level=current().log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -31,6 +31,7 @@ from mcc.errors import MccError, OrchestratorError
 from mcc.netlab import NetLab, NetLabError, _pid_alive
 from mcc.orchestrate.manifest import NAME_PATTERN
 from mcc.orchestrate.registry import ActiveMission, find, home, read_private
+from mcc.settings import env_name
 
 __all__ = ["add_parser", "find_lab", "instance_processes", "kill_instances"]
 
@@ -208,11 +209,9 @@ def _agent_instances(record: ActiveMission) -> list[tuple[str, psutil.Process]]:
 
 def _identity(proc: psutil.Process, record: ActiveMission) -> str | None:
     """The instance id ``proc`` carries for ``record``'s run, or None."""
-    from mcc.orchestrate.runtime import ENV_INSTANCE, ENV_RUN_DIR
-
-    env = proc.environ()
-    claimed = _INSTANCE_ID.fullmatch(env.get(ENV_INSTANCE, ""))
-    if claimed and claimed[1] == record.mission and env.get(ENV_RUN_DIR) == record.run_dir:
+    env = proc.environ()  # another process's, read by name: its values are not ours to check
+    claimed = _INSTANCE_ID.fullmatch(env.get(env_name("instance_id"), ""))
+    if claimed and claimed[1] == record.mission and env.get(env_name("run_dir")) == record.run_dir:
         return claimed[0]
     if record.backend == "local":
         logs = Path(record.run_dir) / "logs"

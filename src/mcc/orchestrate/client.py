@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,10 +15,10 @@ from typing import Any
 
 from mcc.bus import Bus, Requester, Transport
 from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
-from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.errors import OrchestratorError
 from mcc.orchestrate import registry
 from mcc.security.mission import OPERATOR
+from mcc.settings import current
 from mcc.types import Command, CommandReply, MissionStatus
 
 
@@ -128,8 +127,9 @@ def mission_transport(record: registry.ActiveMission) -> tuple[Transport | None,
     """The transport and discovery tag that reach ``record``'s mission: this process's own
     (``MCC_TRANSPORT``, ``MCC_DISCOVERY_TAG``) where set, else the record's validated ones.
     ``None`` leaves the choice to `mcc.bus.Bus` (the environment, then Cyclone's defaults)."""
-    transport = None if os.environ.get(TRANSPORT_ENV) else record.transport
-    tag = os.environ.get(registry.ENV_TAG) or record.discovery_tag
+    settings = current()
+    transport = None if settings.transport else record.transport
+    tag = settings.discovery_tag or record.discovery_tag
     return transport, tag
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from mcc.errors import ManifestError
 from mcc.orchestrate.backends.base import Backend
 from mcc.orchestrate.manifest import Mission, load_manifest, runnable_problems
+from mcc.settings import current
 
 
 def add_parsers(sub: Any) -> None:
@@ -65,7 +66,7 @@ def add_parsers(sub: Any) -> None:
         parser.add_argument(
             "--as",
             dest="operator",
-            default=os.environ.get("MCC_OPERATOR", "operator"),
+            default=current().operator,
             help="a secured mission: act as operator identity MISSION/NAME of its keystore "
             "(`mcc security identity KEYSTORE MISSION/NAME --operator`); commands are "
             "attributed to NAME (default: env MCC_OPERATOR, else 'operator')",

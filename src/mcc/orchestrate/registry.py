@@ -29,14 +29,15 @@ from mcc.bus.transport import Transport
 from mcc.errors import MccError, OrchestratorError
 from mcc.files import write_private
 from mcc.orchestrate.manifest import NAME_PATTERN
+from mcc.settings import current, env_name
 
 if TYPE_CHECKING:
     from mcc.orchestrate.supervisor import Supervisor
 
 log = logging.getLogger("mcc.orchestrate.registry")
 
-ENV_HOME = "MCC_HOME"
-ENV_TAG = "MCC_DISCOVERY_TAG"
+ENV_HOME = env_name("home")
+ENV_TAG = env_name("discovery_tag")
 #: A registry record or lab description is a few hundred bytes; anything far larger is not one.
 MAX_RECORD_BYTES = 64 * 1024
 _DOMAIN_MAX = 232
@@ -78,9 +79,9 @@ def home() -> Path:
 
 
 def _home_path() -> Path:
-    explicit = os.environ.get(ENV_HOME)
-    if explicit:
-        return Path(explicit).absolute()
+    explicit = current().home
+    if explicit is not None:
+        return explicit.absolute()
     state = os.environ.get("XDG_STATE_HOME", "")
     if os.path.isabs(state):  # the XDG spec: a relative path is invalid and ignored
         return Path(state) / "mcc"
@@ -190,7 +191,7 @@ def register(supervisor: Supervisor) -> Path:
     folder = private_dir(home() / "active")
     path = folder / f"{supervisor.mission.mission}.json"
     transport = _carried_transport(supervisor.client_env)
-    tag = os.environ.get(ENV_TAG) or None
+    tag = current().discovery_tag
     if tag is not None:
         Transport(discovery_tag=tag)  # TransportError naming it when it is not a tag
     record = {
@@ -212,7 +213,7 @@ def _carried_transport(client_env: dict[str, str]) -> Transport | None:
     the mission, else this process's own; None when neither is set."""
     if TRANSPORT_ENV in client_env:
         return Transport.from_env(client_env)
-    if os.environ.get(TRANSPORT_ENV):
+    if current().transport:
         return Transport.from_env()
     return None
 

@@ -31,21 +31,12 @@ from typing import Any
 
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.errors import MccError
+from mcc.settings import Settings, current, env_name
 from mcc.types import SystemState
 
-ENV_MISSION = "MCC_MISSION"
-ENV_SYSTEM = "MCC_SYSTEM"
-ENV_INDEX = "MCC_INDEX"
-ENV_INSTANCE = "MCC_INSTANCE_ID"
-ENV_DOMAIN = "MCC_DOMAIN"
-ENV_RUN_DIR = "MCC_RUN_DIR"
-ENV_DEVICE = "MCC_DEVICE"
-ENV_PARTITIONS = "MCC_PARTITIONS"
-ENV_PHASE = "MCC_PHASE"
-ENV_HEARTBEAT_S = "MCC_HEARTBEAT_PERIOD_S"
-ENV_EPOCH = "MCC_EPOCH_NS"  # mission start (Unix ns): scenario time 0 for every instance
-ENV_AGENT_SOCKET = "MCC_AGENT_SOCKET"  # the node agent that owns this instance
-ENV_AGENT_ORPHAN_S = "MCC_AGENT_ORPHAN_S"
+#: For the apps that read the mission start themselves (radar, tracker) until they take
+#: ``ctx.settings.epoch_ns``: the one environment name the package still exports.
+ENV_EPOCH = env_name("epoch_ns")
 
 RUNTIME_ARGV = (sys.executable, "-m", "mcc.orchestrate.runtime")
 
@@ -75,14 +66,17 @@ class Identity:
         return cls(parts[0], parts[1], int(parts[2]))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> Identity:
-        try:
-            return cls(env[ENV_MISSION], env[ENV_SYSTEM], int(env.get(ENV_INDEX, "0")))
-        except KeyError as exc:
+    def from_settings(cls, settings: Settings) -> Identity:
+        if settings.mission is None or settings.system is None:
             raise MccError(
-                f"{exc.args[0]} is not set: an app runs under `mcc up` (or set "
-                f"{ENV_MISSION} and {ENV_SYSTEM} by hand to run one instance)"
-            ) from None
+                f"{env_name('mission')} and {env_name('system')} are not set: an app runs under "
+                "`mcc up` (or set both by hand to run one instance)"
+            )
+        return cls(settings.mission, settings.system, settings.index)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Identity:
+        return cls.from_settings(current() if env is None else Settings.from_env(env))
 
 
 @dataclass
@@ -97,6 +91,8 @@ class AppContext:
     device: str = "cpu"
     phase: str = ""
     stop: threading.Event = field(default_factory=threading.Event)
+    #: The instance's ``MCC_*`` settings (epoch, partitions, cluster, …).
+    settings: Settings = field(default_factory=current)
 
     @property
     def log(self) -> logging.Logger:
@@ -129,11 +125,12 @@ def load_entry_point(spec: str) -> AppFunction:
     return func
 
 
-def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
-    """Run one instance of app ``spec`` until it returns or is stopped; the exit code."""
-    identity = Identity.from_env(env)
+def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int:
+    """Run one instance of app ``spec`` until it returns or is stopped; the exit code.
+    ``env``: the instance's environment (default: this process's)."""
+    settings = current() if env is None else Settings.from_env(env)
+    identity = Identity.from_settings(settings)
     func = load_entry_point(spec)
-    partitions = [p for p in env.get(ENV_PARTITIONS, "").split(",") if p]
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -141,19 +138,18 @@ def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    agent_socket = env.get(ENV_AGENT_SOCKET)
-    if agent_socket:
-        orphan_s = float(env.get(ENV_AGENT_ORPHAN_S, "60"))
+    if settings.agent_socket is not None:
         threading.Thread(
             target=_watch_agent,
-            args=(agent_socket, orphan_s, stop),
+            args=(str(settings.agent_socket), settings.agent_orphan_s, stop),
             name="mcc-agent-watch",
             daemon=True,
         ).start()
-    with Bus(int(env.get(ENV_DOMAIN, "0")), partitions=partitions, name=identity.id) as bus:
-        period_s = float(env.get(ENV_HEARTBEAT_S, "1.0"))
+    partitions = list(settings.partitions)
+    with Bus(settings.domain, partitions=partitions, name=identity.id) as bus:
+        period_s = settings.heartbeat_period_s
         heartbeat = HeartbeatPublisher(
-            bus, identity.id, period_s=period_s, device=env.get(ENV_DEVICE, "cpu")
+            bus, identity.id, period_s=period_s, device=settings.device
         ).start(wait_for_reader_s=period_s)
         log.info("%s started: %s %s (pid %d)", identity.id, spec, " ".join(args), os.getpid())
         ctx = AppContext(
@@ -161,10 +157,11 @@ def run(spec: str, args: list[str], env: Mapping[str, str] = os.environ) -> int:
             args=args,
             bus=bus,
             heartbeat=heartbeat,
-            run_dir=Path(env.get(ENV_RUN_DIR, ".")),
-            device=env.get(ENV_DEVICE, "cpu"),
-            phase=env.get(ENV_PHASE, ""),
+            run_dir=settings.run_dir or Path("."),
+            device=settings.device,
+            phase=settings.phase,
             stop=stop,
+            settings=settings,
         )
         try:
             code = func(ctx)
@@ -205,14 +202,20 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         print("usage: python -m mcc.orchestrate.runtime module:function [ARGS...]", file=sys.stderr)
         return 2
-    level = os.environ.get("MCC_LOG_LEVEL", "INFO")
-    if os.environ.get("MCC_LOG_FORMAT") == "json":  # `mcc up` asked for JSON lines
+    try:
+        settings = current()
+    except MccError as exc:
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
+    if settings.log_format == "json":  # `mcc up` asked for JSON lines
         from mcc.observe.logs import configure_logging
 
         logging.getLogger().handlers.clear()  # a forked instance inherits its agent's (text)
-        configure_logging("json", level=logging.getLevelName(level.upper()))
+        configure_logging("json", level=logging.getLevelName(settings.log_level))
     else:
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
     try:
         return run(argv[0], argv[1:])
     except MccError as exc:

@@ -35,27 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, HeartbeatPublisher, Reader, Replier, Transport
-from mcc.bus.core import GRANTS_ENV
 from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError, OrchestratorError
+from mcc.lifecycle import Service
 from mcc.orchestrate import registry
 from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec, Leadership
 from mcc.orchestrate.manifest import Cluster, Mission, System
 from mcc.orchestrate.planner import Planner
-from mcc.orchestrate.runtime import (
-    ENV_DEVICE,
-    ENV_DOMAIN,
-    ENV_EPOCH,
-    ENV_HEARTBEAT_S,
-    ENV_INDEX,
-    ENV_INSTANCE,
-    ENV_MISSION,
-    ENV_PHASE,
-    ENV_RUN_DIR,
-    ENV_SYSTEM,
-    RUNTIME_ARGV,
-)
+from mcc.orchestrate.runtime import RUNTIME_ARGV
 from mcc.orchestrate.services import mission_transports, system_topics, with_services
+from mcc.settings import child_env, env_name
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
 
 if TYPE_CHECKING:
@@ -105,7 +94,7 @@ class Instance:
             self.reason = reason
 
 
-class Supervisor:
+class Supervisor(Service):
     """Run ``mission`` on ``backend`` until ``down()`` (or the end of ``run``'s duration)."""
 
     def __init__(
@@ -119,16 +108,19 @@ class Supervisor:
         tick_s: float = 0.05,
         status_period_s: float = 1.0,
         watch: Topics | None = None,
+        transport: Transport | None = None,
     ) -> None:
         """``watch``: what the process running this supervisor also reads on the supervisor's
         bus (a job launcher watching results) when the mission is secured. Cyclone DDS gives a
-        process one identity per domain, so such a watcher shares the supervisor's."""
+        process one identity per domain, so such a watcher shares the supervisor's.
+        ``transport``: the base transport of the mission's processes (default: this process's
+        environment, ``MCC_TRANSPORT``); given, every process of the mission gets it."""
         if phase is not None and phase not in mission.phases:
             raise OrchestratorError(
                 f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
                 f"its phases are: {', '.join(mission.phases)}"
             )
-        gpus: dict[str, list[int]] = getattr(backend, "gpus", lambda: {})()
+        gpus = backend.gpus()
         self.mission = mission = with_services(mission, gpus_available=any(gpus.values()))
         self.backend = backend
         self.run_dir = Path(run_dir)
@@ -160,7 +152,9 @@ class Supervisor:
         # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
         self._beats: deque[tuple[float, int, Heartbeat]] = deque(maxlen=65536)
         self._roudi: Any = None  # mcc.bus.shm.RouDi, when this supervisor started the host's
-        transports = mission_transports(mission, Transport.from_env())
+        transports = mission_transports(mission, transport or Transport.from_env())
+        if transports is None and transport is not None:
+            transports = (transport, transport)
         self._transport = transports[0] if transports else None
         #: What every other process of the mission (clients included) needs in its environment.
         self.client_env = transports[1].apply_to_env({}) if transports else {}
@@ -208,23 +202,13 @@ class Supervisor:
         bus = self._bus
         self._status_writer = bus.writer("MissionStatus")
         self._readers.append(bus.reader("Heartbeat", on_data=self._on_heartbeats))
-        if hasattr(self.backend, "on_event"):
-            self.backend.on_event = self._wake.set
-        leadership: Leadership | None = None
-        lead = getattr(self.backend, "lead", None)
-        if callable(lead):
-            backend: Any = self.backend
-            backend.on_promoted = self._on_promoted
-            backend.on_fenced = self._on_fenced
-            backend.on_shutdown = self._on_shutdown
-            leadership = lead()
-        else:
-            self.backend.open()
-        self._planner = Planner(
-            self.backend.capacity(),
-            cores=getattr(self.backend, "cores", lambda: {})(),
-            gpus=getattr(self.backend, "gpus", lambda: {})(),
-        )
+        backend = self.backend
+        backend.on_event = self._wake.set
+        backend.on_promoted = self._on_promoted
+        backend.on_fenced = self._on_fenced
+        backend.on_shutdown = self._on_shutdown
+        leadership = backend.lead()  # None: a backend of one supervisor, opened and active
+        self._planner = Planner(backend.capacity(), cores=backend.cores(), gpus=backend.gpus())
         self._beat = HeartbeatPublisher(
             bus,
             f"{self.mission.mission}/supervisor/{os.getpid()}",
@@ -374,16 +358,13 @@ class Supervisor:
         return self._planner.placement(instance_id) if self._planner is not None else None
 
     def _save_state(self) -> None:
-        save = getattr(self.backend, "save_state", None)
-        if not callable(save):
-            return
         state = self._desired_state()
         instances = state["instances"]
         comparable = {**state, "instances": {k: {**v, "ran_s": 0} for k, v in instances.items()}}
         if comparable != self._saved_state:
             self._saved_state = comparable
             try:
-                save(state)
+                self.backend.save_state(state)
             except OrchestratorError as exc:
                 log.warning("cannot leave the desired state with the node agent: %s", exc)
 
@@ -438,16 +419,14 @@ class Supervisor:
         if now - self._mission_beat_mono > self.lease_s or now - self._last_claim < self.lease_s:
             return  # nothing heard at all: this standby is the one cut off
         self._last_claim = now
-        claim = getattr(self.backend, "claim", None)
-        if callable(claim):
-            log.warning(
-                "mission %s: the active supervisor is silent for %.1f s while the instances "
-                "beat: claiming (epoch %d)",
-                self.mission.mission,
-                now - last_active,
-                self.epoch,
-            )
-            claim(self.epoch)
+        log.warning(
+            "mission %s: the active supervisor is silent for %.1f s while the instances "
+            "beat: claiming (epoch %d)",
+            self.mission.mission,
+            now - last_active,
+            self.epoch,
+        )
+        self.backend.claim(self.epoch)
 
     def run(self, *, duration_s: float | None = None, stop: threading.Event | None = None) -> None:
         """Block until ``down`` is asked for, ``stop`` is set or ``duration_s`` has passed."""
@@ -497,8 +476,7 @@ class Supervisor:
             topics=self._system_topics[inst.system],
         )
         env = _secured(self._instance_base, identity).apply_to_env({})
-        env[GRANTS_ENV] = self.mission.where(inst.system)
-        return env
+        return child_env(env, grants_at=self.mission.where(inst.system))
 
     def close(self) -> None:
         """Active: stop every instance gracefully, publish the final status, release
@@ -544,10 +522,9 @@ class Supervisor:
         if self._roudi is not None and self.role == "active":  # after every process using it
             self._roudi.stop()
 
-    def __enter__(self) -> Supervisor:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """`close`, unless the supervisor is closed already (``with Supervisor(...)``: started
+        on entry, stopped on exit)."""
         if not self._done.is_set():
             self.close()
 
@@ -845,7 +822,7 @@ class Supervisor:
             self._status_dirty = True
             return
         inst.pid, inst.host, inst.node = running.pid, running.host, running.node
-        inst.cpu_set, inst.device = cpu_set, spec.env[ENV_DEVICE]
+        inst.cpu_set, inst.device = cpu_set, spec.env[env_name("device")]
         inst.started_mono = time.monotonic()
         inst.last_beat_mono = None
         inst.killing = False
@@ -864,33 +841,29 @@ class Supervisor:
     ) -> LaunchSpec:
         mission = self.mission
         device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
-        env = {
-            **os.environ,
-            **self.client_env,
-            **self._identity_env(inst),
-            **mission.env,
-            **system.env,
-        }
-        env.update(
+        cluster = isinstance(system, Cluster)
+        env = child_env(
             {
-                ENV_MISSION: mission.mission,
-                ENV_SYSTEM: inst.system,
-                ENV_INDEX: str(inst.index),
-                ENV_INSTANCE: inst.id,
-                ENV_DOMAIN: str(mission.domain),
-                ENV_RUN_DIR: str(self.run_dir.resolve()),
-                ENV_PHASE: self.phase,
-                ENV_EPOCH: str(self.epoch_ns),
-                ENV_DEVICE: device[system.resources.gpu],
-                ENV_HEARTBEAT_S: f"{min(1.0, system.health.timeout_s / 3):g}",
-                "MCC_RAY_MAX_RESTARTS": str(
-                    0 if system.restart.policy == "never" else system.restart.max_restarts
-                ),
-            }
+                **os.environ,
+                **self.client_env,
+                **self._identity_env(inst),
+                **mission.env,
+                **system.env,
+            },
+            mission=mission.mission,
+            system=inst.system,
+            index=inst.index,
+            instance_id=inst.id,
+            domain=mission.domain,
+            run_dir=self.run_dir.resolve(),
+            phase=self.phase,
+            epoch_ns=self.epoch_ns,
+            device=device[system.resources.gpu],
+            heartbeat_period_s=min(1.0, system.health.timeout_s / 3),
+            ray_max_restarts=0 if system.restart.policy == "never" else system.restart.max_restarts,
+            cluster=inst.system if cluster else None,
+            cluster_size=self.sizes[inst.system] if cluster else None,
         )
-        if isinstance(system, Cluster):
-            env["MCC_CLUSTER"] = inst.system
-            env["MCC_CLUSTER_SIZE"] = str(self.sizes[inst.system])
         if gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         if system.app is not None:
@@ -917,7 +890,7 @@ class Supervisor:
             memory_mb=system.resources.memory_mb,
             gpu=system.resources.gpu,
             gpu_ids=gpu_ids,
-            placement_group=inst.system if isinstance(system, Cluster) else None,
+            placement_group=inst.system if cluster else None,
             placement=system.placement if isinstance(system, Cluster) else "pack",
             labels=labels,
         )

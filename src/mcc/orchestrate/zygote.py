@@ -26,12 +26,11 @@ from typing import Any
 
 import mcc.orchestrate.runtime as runtime  # the point: imported once, before forking
 from mcc.orchestrate import limits
+from mcc.settings import current
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-ENV_PRELOAD = "MCC_ZYGOTE_PRELOAD"
-DEFAULT_PRELOAD = "mcc.compute,mcc.compute.remote,mcc.apps.metrics"
 
 
 def die_with_parent() -> None:
@@ -149,10 +148,10 @@ def _child(request: dict[str, Any], report: int, inherited: list[int]) -> int:
 
 def preload() -> None:
     """Import what the mission apps import, once: a restart need not pay for it."""
-    for module in os.environ.get(ENV_PRELOAD, DEFAULT_PRELOAD).split(","):
-        if module.strip():
+    for module in current().zygote_preload:
+        if module:
             try:
-                importlib.import_module(module.strip())
+                importlib.import_module(module)
             except ImportError as exc:
                 print(f"mcc agent: cannot preload {module}: {exc}", file=sys.stderr)
 

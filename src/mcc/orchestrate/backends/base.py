@@ -65,39 +65,6 @@ class Warning_:
     message: str
 
 
-class Backend(Protocol):
-    """The interface every backend implements (``local``, ``ray``)."""
-
-    name: str
-
-    def open(self) -> None:
-        """Acquire what the backend needs (fork server, Ray connection)."""
-
-    def capacity(self) -> Mapping[str, float]:
-        """CPUs per node the planner may place on, e.g. ``{"local": 2.0}``."""
-
-    def start(self, spec: LaunchSpec) -> Running:
-        """Start one instance; raise ``OrchestratorError`` if it cannot be started."""
-
-    def stop(self, instance_id: str, *, grace_s: float) -> None:
-        """SIGTERM, then SIGKILL after ``grace_s``; returns without waiting for the exit event."""
-
-    def kill(self, instance_id: str) -> None:
-        """SIGKILL now (a stuck instance)."""
-
-    def poll(self) -> list[ExitEvent]:
-        """Exits since the last call."""
-
-    def where(self, instance_id: str) -> Running | None:
-        """Where the instance runs now (after a backend-side restart, the new place)."""
-
-    def warnings(self) -> list[Warning_]:
-        """Warnings since the last call."""
-
-    def close(self) -> None:
-        """Stop every instance still running and release the backend; no orphans."""
-
-
 @dataclass(frozen=True)
 class Leadership:
     """What a supervisor learns from its node agent on connecting, or on being promoted."""
@@ -110,28 +77,88 @@ class Leadership:
     exits: tuple[ExitEvent, ...] = ()  # instances that ended while nobody was active
 
 
-class Replicated(Protocol):
-    """A backend whose processes outlive their supervisor (``local``: the node agent).
+class Backend(Protocol):
+    """The interface every backend implements (``local``, ``ray``): all the supervisor calls.
 
-    Supervisors of one mission share it; exactly one is active (`Leadership.active`). The
-    callbacks run on the backend's thread: ``on_promoted(leadership)`` when this supervisor
-    becomes active, ``on_fenced(epoch)`` when another one took over, ``on_shutdown()`` when
-    the active one stopped the mission.
+    A backend subclasses it: the methods with a body here are defaults (no pinned cores, no
+    GPUs, no replication) that a backend overrides where it has more to offer. The callbacks are
+    set by the supervisor before `lead` and run on the backend's thread.
+
+    Replication: a backend whose processes outlive their supervisor (``local``: the node
+    agent) is shared by the supervisors of one mission, of which exactly one is active
+    (`Leadership.active`). ``on_promoted(leadership)`` runs when this supervisor becomes
+    active, ``on_fenced(epoch)`` when another one took over, ``on_shutdown()`` when the active
+    one stopped the mission. A backend without replication returns None from `lead`.
     """
 
-    on_promoted: Callable[[Leadership], None] | None
-    on_fenced: Callable[[int], None] | None
-    on_shutdown: Callable[[], None] | None
+    name: str
+    #: Called (no arguments) on every exit, so the supervisor reconciles without waiting a tick.
+    on_event: Callable[[], None] | None = None
+    on_promoted: Callable[[Leadership], None] | None = None
+    on_fenced: Callable[[int], None] | None = None
+    on_shutdown: Callable[[], None] | None = None
 
-    def lead(self) -> Leadership:
-        """Connect as a supervisor: active if none is, else standby."""
+    def open(self) -> None:
+        """Acquire what the backend needs (fork server, Ray connection)."""
+        ...
+
+    def capacity(self) -> Mapping[str, float]:
+        """CPUs per node the planner may place on, e.g. ``{"local": 2.0}``."""
+        ...
+
+    def cores(self) -> Mapping[str, list[int]]:
+        """The cores of each node that instances may be pinned to; none: nothing pinned."""
+        return {}
+
+    def gpus(self) -> Mapping[str, list[int]]:
+        """The GPU ids of each node that ``gpu: exclusive`` instances may have; none: none."""
+        return {}
+
+    def start(self, spec: LaunchSpec) -> Running:
+        """Start one instance; raise ``OrchestratorError`` if it cannot be started."""
+        ...
+
+    def stop(self, instance_id: str, *, grace_s: float) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s``; returns without waiting for the exit event."""
+        ...
+
+    def kill(self, instance_id: str) -> None:
+        """SIGKILL now (a stuck instance)."""
+        ...
+
+    def poll(self) -> list[ExitEvent]:
+        """Exits since the last call."""
+        ...
+
+    def where(self, instance_id: str) -> Running | None:
+        """Where the instance runs now (after a backend-side restart, the new place)."""
+        ...
+
+    def warnings(self) -> list[Warning_]:
+        """Warnings since the last call."""
+        ...
+
+    def close(self) -> None:
+        """Stop every instance still running and release the backend; no orphans."""
+        ...
+
+    # -- replication: the defaults are a backend of one supervisor --------------------------
+
+    def lead(self) -> Leadership | None:
+        """Open the backend as a supervisor's: a replicated backend says whether it is the
+        active one (else it stands by); the default opens it and returns None (always active)."""
+        self.open()
+        return None
 
     def claim(self, expect_epoch: int) -> bool:
         """Take over from an active supervisor that is cut off (compare-and-set on the epoch:
         refused if anything changed since ``expect_epoch`` was seen)."""
+        return False
 
     def save_state(self, state: Any) -> None:
         """Leave the desired state with the agent, for the next active supervisor."""
+        return None
 
     def confirm(self, *, timeout_s: float = 1.0) -> bool:
         """Whether this supervisor is still the active one (a round trip to the agent)."""
+        return True

@@ -40,7 +40,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -50,10 +50,18 @@ from mcc.bus.transport import Transport
 from mcc.errors import OrchestratorError
 from mcc.netlab import LAB_IFACE, NetLab, NetLabError, cleanup_stale, pick_subnet
 from mcc.orchestrate import agent
-from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Leadership, Running, Warning_
+from mcc.orchestrate.backends.base import (
+    Backend,
+    ExitEvent,
+    LaunchSpec,
+    Leadership,
+    Running,
+    Warning_,
+)
 from mcc.orchestrate.manifest import Node
 from mcc.orchestrate.registry import home, private_dir, write_private
 from mcc.orchestrate.zygote import open_log
+from mcc.settings import child_env, current
 
 log = logging.getLogger("mcc.orchestrate.local")
 RUNTIME_MODULE = "mcc.orchestrate.runtime"
@@ -112,7 +120,7 @@ def _cgroup_root() -> Path | None:
     return root
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Processes on this host, started by a fork server (``mcc.orchestrate.zygote``)."""
 
     name = "local"
@@ -128,15 +136,8 @@ class LocalBackend:
         self.nodes = list(nodes) or [Node(name="local")]
         self.mission = mission
         self.paths = agent.AgentPaths.for_mission(home(), mission, domain)
-        self.orphan_s = (
-            orphan_s
-            if orphan_s is not None
-            else float(os.environ.get(agent.ENV_ORPHAN_S, agent.DEFAULT_ORPHAN_S))
-        )
+        self.orphan_s = orphan_s if orphan_s is not None else current().agent_orphan_s
         self.epoch = 0
-        self.on_promoted: Callable[[Leadership], None] | None = None
-        self.on_fenced: Callable[[int], None] | None = None
-        self.on_shutdown: Callable[[], None] | None = None
         self._sock: socket.socket | None = None
         self._sock_reader: Any = None
         self._connected = threading.Event()
@@ -156,7 +157,6 @@ class LocalBackend:
         self._reader: threading.Thread | None = None
         self._cgroup = _cgroup_root()
         self._host = socket.gethostname()
-        self.on_event: Any = None  # set by the supervisor: called (no args) on every exit
         self.lab: NetLab | None = None
         self._lab_file: Path | None = None
         self._host_transport: Transport | None = None
@@ -302,7 +302,7 @@ class LocalBackend:
             log_fd = open_log(str(paths.log))
             # The socket in its environment marks the agent and every instance it forks as this
             # mission's (`mcc chaos`, test clean-up).
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", agent.ENV_SOCKET: str(paths.socket)}
+            env = child_env({**os.environ, "PYTHONUNBUFFERED": "1"}, agent_socket=paths.socket)
             for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
                 env.pop(key, None)  # systemd's notifications are the supervisor's unit's
             argv = paths.argv(orphan_s=self.orphan_s)
@@ -468,9 +468,7 @@ class LocalBackend:
                 "%s: node %s is cut off; starting it on %s", spec.instance_id, spec.node, node
             )
             spec = dataclasses.replace(spec, node=node)
-        env = dict(spec.env)
-        env[agent.ENV_SOCKET] = str(self.paths.socket)
-        env[agent.ENV_ORPHAN_S] = f"{self.orphan_s:g}"
+        env = child_env(spec.env, agent_socket=self.paths.socket, agent_orphan_s=self.orphan_s)
         if self._host_transport is not None and self._is_lab_node(node):
             # The node's network, with whatever else the instance's transport carries (its
             # DDS Security identity in a secured mission).

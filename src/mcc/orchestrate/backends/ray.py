@@ -45,18 +45,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcc.errors import OrchestratorError
-from mcc.orchestrate.backends.base import ExitEvent, LaunchSpec, Running, Warning_
+from mcc.lifecycle import Closeable
+from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec, Running, Warning_
 from mcc.orchestrate.limits import NICE_HIGH, RT_PRIORITY, apply_limits
+from mcc.settings import Settings, SettingsError
 
 log = logging.getLogger("mcc.orchestrate.ray")
 
-ENV_MAX_RESTARTS = "MCC_RAY_MAX_RESTARTS"  # actor restarts after a node loss; -1 = forever
-ENV_CLUSTER_SIZE = "MCC_CLUSTER_SIZE"  # a virtual cluster's target size, for its bundles
 TAIL_LINES = 200
 LABEL_SHARE = 0.001  # what an instance asks of each node label: a label places, it does not count
 NODE_CHECK_S = 0.5  # how often the backend looks for lost nodes
@@ -345,7 +345,7 @@ class _Instance:
     lost_since: float | None = None  # monotonic time its node was found dead
 
 
-class RayBackend:
+class RayBackend(Closeable, Backend):
     """Instances as Ray actors on a Ray cluster (``address="auto"``) or a local Ray instance.
 
     ``address``: None starts a private local Ray (``num_cpus``, ``system_config``); "auto"
@@ -370,7 +370,6 @@ class RayBackend:
         self.num_cpus = num_cpus
         self.system_config = dict(system_config or {})
         self.start_timeout_s = start_timeout_s
-        self.on_event: Callable[[], None] | None = None  # called (no args) on every exit
         self._ray: Any = None
         self._actor_class: Any = None
         self._connected = False  # we called ray.init, so we call ray.shutdown
@@ -447,13 +446,6 @@ class RayBackend:
             ray.shutdown()
             self._connected = False
         self._ray = None
-
-    def __enter__(self) -> RayBackend:
-        self.open()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- Backend protocol -------------------------------------------------------------
 
@@ -600,7 +592,7 @@ class RayBackend:
     def _start(self, ray: Any, spec: LaunchSpec) -> Running:
         demand = self._demand(spec)
         self._check_feasible(spec, demand)
-        max_restarts = _int_env(spec, ENV_MAX_RESTARTS, -1)
+        max_restarts = _settings(spec).ray_max_restarts
         options: dict[str, Any] = {
             "name": spec.instance_id,
             "namespace": self.namespace,
@@ -705,7 +697,7 @@ class RayBackend:
             )
             serial = self._group_serial[cluster]
             self._group_serial[cluster] += 1
-        size = max(1, _int_env(spec, ENV_CLUSTER_SIZE, 1) - members)
+        size = max(1, _settings(spec).cluster_size - members)
         strategy = "SPREAD" if spec.placement == "spread" else "PACK"
         pg = ray.util.placement_group(
             [dict(demand) for _ in range(size)],
@@ -902,14 +894,12 @@ def _ray_node_resource(name: str) -> bool:
     return True
 
 
-def _int_env(spec: LaunchSpec, key: str, default: int) -> int:
-    value = spec.env.get(key)
-    if value is None or value == "":
-        return default
+def _settings(spec: LaunchSpec) -> Settings:
+    """The instance's settings (its restarts, its cluster's size); a bad one fails its start."""
     try:
-        return int(value)
-    except ValueError:
-        raise OrchestratorError(f"{spec.instance_id}: {key}={value!r} is not an integer") from None
+        return Settings.from_env(spec.env)
+    except SettingsError as exc:
+        raise OrchestratorError(f"{spec.instance_id}: {exc}") from None
 
 
 def _show(demand: Mapping[str, float]) -> str:

@@ -1,4 +1,4 @@
-"""`python -m mcc.observe`: a mission's metrics and traces from one more subscriber on its bus.
+"""`python -m mcc.observer`: a mission's metrics and traces from one more subscriber on its bus.
 
 The observer joins the mission (found by name in ``$MCC_HOME/active``, or by ``--domain``)
 with the mission's ``console`` identity when it is secured, and reads what the mission already
@@ -8,7 +8,7 @@ topics (sample counts per topic; one OpenTelemetry trace per engagement with
 ``--otlp-endpoint``). It serves them on ``/metrics`` (prometheus-client) and, under systemd,
 reports ``READY=1`` and pings the watchdog while its bus is alive.
 
-    python -m mcc.observe --mission sam-toc --metrics-port 9464 \\
+    python -m mcc.observer --mission sam-toc --metrics-port 9464 \\
         --otlp-endpoint http://127.0.0.1:4318/v1/traces
 """
 
@@ -99,7 +99,7 @@ class TopicCounter(Collector):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m mcc.observe",
+        prog="python -m mcc.observer",
         description="Serve a running mission's metrics (/metrics) and export its engagement "
         "traces over OTLP, from the samples on its bus.",
     )
