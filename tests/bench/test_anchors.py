@@ -267,7 +267,7 @@ def test_ddsperf_pong_is_stopped_when_ping_fails(monkeypatch: pytest.MonkeyPatch
         assert background, "the ddsperf pong should be running now"
         raise RuntimeError("ping side blew up")
 
-    monkeypatch.setattr(anchors, "_run", broken_run)
+    monkeypatch.setattr(anchors, "run_tool", broken_run)
     with pytest.raises(RuntimeError, match="blew up"):
         run_ddsperf_pingpong(size_bytes=64, duration_s=1, domain_id=fresh_domain())
     assert not child_pids() & background, "the ddsperf pong was left behind"
@@ -296,7 +296,7 @@ def test_sockperf_server_is_stopped_when_client_fails(monkeypatch: pytest.Monkey
         assert background, "the sockperf server should be running now"
         raise RuntimeError("client blew up")
 
-    monkeypatch.setattr(anchors, "_run", broken_run)
+    monkeypatch.setattr(anchors, "run_tool", broken_run)
     port = free_udp_port()
     with pytest.raises(RuntimeError, match="blew up"):
         run_sockperf_pingpong(size_bytes=64, duration_s=1, port=port)

@@ -20,17 +20,24 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO
 from xml.sax.saxutils import quoteattr
 
+from mcc.bench.anchor_tools import (
+    Background,
+    background,
+    describe,
+    positive_duration,
+    run_tool,
+    tail,
+    tool_path,
+    whole_seconds,
+)
 from mcc.bench.stats import LatencyRecorder, LatencyStats
 from mcc.errors import MccError
 
@@ -60,27 +67,11 @@ SOCKPERF_MAX_SIZE_BYTES = 65507
 MAX_DOMAIN_ID = 232
 """Highest DDS domain id whose RTPS port numbers still fit in 16 bits."""
 
-_INSTALL_HINTS = {
-    "ddsperf": "apt-get install cyclonedds-tools",
-    "sockperf": "apt-get install sockperf",
-}
 _DISCOVERY_TIMEOUT_S = 10
-_READY_TIMEOUT_S = 10.0
-_STOP_TIMEOUT_S = 5.0
 _SLACK_S = 15
 # sockperf drops the first 400 ms and the last 50 ms of its run from the statistics.
 _SOCKPERF_WARMUP_S = 0.45
 _LOCALHOST = "127.0.0.1"
-
-
-def tool_path(name: str) -> str:
-    """The absolute path of anchor tool `name`, or `MccError` saying how to install it."""
-    path = shutil.which(name)
-    if path is None:
-        hint = _INSTALL_HINTS.get(name)
-        how = f"install it with `{hint}`" if hint else "install it and put it on PATH"
-        raise MccError(f"benchmark anchor tool {name!r} was not found on PATH; {how}")
-    return path
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,47 +113,73 @@ def run_ddsperf_pingpong(
     _check_domain(domain_id)
     if not (rate_hz >= 0 and math.isfinite(rate_hz)):
         raise MccError(f"ping rate {rate_hz} Hz: use 0 (after each pong) or a positive rate")
-    intervals = _whole_seconds(_positive_duration(duration_s))
-    exe = executable or tool_path("ddsperf")
-    tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    default = _cyclone_config(interface=interface, tag=tag)
-    ping_env = {**os.environ, "CYCLONEDDS_URI": ping_config or default}
-    pong_env = {**os.environ, "CYCLONEDDS_URI": pong_config or default}
-    common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
+    intervals = whole_seconds(positive_duration(duration_s))
     # Pinging starts 1 s after the ping process's clock starts, so one extra second yields
     # `intervals` full one-second summaries.
-    ping_run_s = intervals + 1
+    with _ddsperf_pair(
+        ("ping", "pong"),
+        exe=executable or tool_path("ddsperf"),
+        domain_id=domain_id,
+        reliable=reliable,
+        run_s=intervals + 1,
+        rate_hz=rate_hz,
+        size_bytes=size_bytes,
+        configs=(ping_config, pong_config),
+        prefixes=(ping_prefix, pong_prefix),
+        interface=interface,
+    ) as (output, _pong):
+        pass
+    return parse_ddsperf_ping(output)
+
+
+@contextmanager
+def _ddsperf_pair(
+    roles: tuple[str, str],
+    *,
+    exe: str,
+    domain_id: int,
+    reliable: bool,
+    run_s: int,
+    rate_hz: float,
+    size_bytes: int,
+    configs: tuple[str | None, str | None],
+    prefixes: tuple[Sequence[str], Sequence[str]],
+    interface: str | None,
+) -> Iterator[tuple[str, Background]]:
+    """``ddsperf ACTIVE [RATE] size S`` for ``run_s`` seconds once matched, against ``ddsperf
+    PASSIVE`` in the background (``roles``: ping/pong or pub/sub); yields the active side's
+    output and the passive process, still running. Without a configuration, a side gets
+    `_cyclone_config` with a per-run discovery tag."""
+    active, passive = roles
+    tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    default = _cyclone_config(interface=interface, tag=tag)
+    active_env, passive_env = ({**os.environ, "CYCLONEDDS_URI": c or default} for c in configs)
+    common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
     rate = [f"{rate_hz:g}Hz"] if rate_hz > 0 else []
-    ping_argv = [
-        *ping_prefix,
+    active_argv = [
+        *prefixes[0],
         *common,
         "-Qminmatch:1",
         f"-Qinitwait:{_DISCOVERY_TIMEOUT_S}",
         "-D",
-        str(ping_run_s),
-        "ping",
+        str(run_s),
+        active,
         *rate,
         "size",
         str(size_bytes),
     ]
-    # -D bounds the pong even if we are killed before we can stop it.
-    pong_argv = [
-        *pong_prefix,
-        *common,
-        "-D",
-        str(ping_run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S),
-        "pong",
-    ]
-    with background(pong_argv, env=pong_env) as pong:
-        rc, output = _run(
-            ping_argv, env=ping_env, timeout_s=ping_run_s + _DISCOVERY_TIMEOUT_S + _SLACK_S
-        )
+    # -D bounds the passive side even if we are killed before we can stop it.
+    limit_s = run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S
+    passive_argv = [*prefixes[1], *common, "-D", str(limit_s), passive]
+    with background(passive_argv, env=passive_env) as other:
+        timeout_s = run_s + _DISCOVERY_TIMEOUT_S + _SLACK_S
+        rc, output = run_tool(active_argv, env=active_env, timeout_s=timeout_s)
         if rc != 0:
             raise MccError(
-                f"ddsperf ping exited with status {rc} ({_describe(ping_argv)}):\n{_tail(output)}"
-                f"\n--- ddsperf pong said:\n{_tail(pong.output())}"
+                f"ddsperf {active} exited with status {rc} ({describe(active_argv)}):\n"
+                f"{tail(output)}\n--- ddsperf {passive} said:\n{tail(other.output())}"
             )
-    return parse_ddsperf_ping(output)
+        yield output, other
 
 
 def _check_ddsperf_size(size_bytes: int) -> None:
@@ -208,44 +225,20 @@ def run_ddsperf_throughput(
     """
     _check_ddsperf_size(size_bytes)
     _check_domain(domain_id)
-    seconds = _whole_seconds(_positive_duration(duration_s))
-    exe = tool_path("ddsperf")
-    tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    default = _cyclone_config(interface=None, tag=tag)
-    pub_env = {**os.environ, "CYCLONEDDS_URI": pub_config or default}
-    sub_env = {**os.environ, "CYCLONEDDS_URI": sub_config or default}
-    common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
-    rate = [f"{rate_hz:g}Hz"] if rate_hz > 0 else []
+    seconds = whole_seconds(positive_duration(duration_s))
     # the first second after matching is ramp-up, the last a partial one: two more seconds
-    pub_run_s = seconds + 2
-    pub_argv = [
-        *pub_prefix,
-        *common,
-        "-Qminmatch:1",
-        f"-Qinitwait:{_DISCOVERY_TIMEOUT_S}",
-        "-D",
-        str(pub_run_s),
-        "pub",
-        *rate,
-        "size",
-        str(size_bytes),
-    ]
-    sub_argv = [
-        *sub_prefix,
-        *common,
-        "-D",
-        str(pub_run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S),
-        "sub",
-    ]
-    with background(sub_argv, env=sub_env) as sub:
-        rc, output = _run(
-            pub_argv, env=pub_env, timeout_s=pub_run_s + _DISCOVERY_TIMEOUT_S + _SLACK_S
-        )
-        if rc != 0:
-            raise MccError(
-                f"ddsperf pub exited with status {rc} ({_describe(pub_argv)}):\n{_tail(output)}"
-                f"\n--- ddsperf sub said:\n{_tail(sub.output())}"
-            )
+    with _ddsperf_pair(
+        ("pub", "sub"),
+        exe=tool_path("ddsperf"),
+        domain_id=domain_id,
+        reliable=reliable,
+        run_s=seconds + 2,
+        rate_hz=rate_hz,
+        size_bytes=size_bytes,
+        configs=(pub_config, sub_config),
+        prefixes=(pub_prefix, sub_prefix),
+        interface=None,
+    ) as (_output, sub):
         sub.stop()
         return parse_ddsperf_sub(sub.output(), size_bytes=size_bytes)
 
@@ -266,7 +259,7 @@ def parse_ddsperf_sub(text: str, *, size_bytes: int) -> DdsperfThroughput:
     """
     lines = [m for m in _DDSPERF_SUB_LINE.finditer(text) if int(m["delta"]) > 0]
     if not lines:
-        raise MccError(f"ddsperf sub received nothing:\n{_tail(text)}")
+        raise MccError(f"ddsperf sub received nothing:\n{tail(text)}")
     steady = lines[1:-1] if len(lines) >= 3 else lines
     rate = sum(float(m["rate"]) * 1e3 for m in steady) / len(steady)
     return DdsperfThroughput(
@@ -325,7 +318,7 @@ def parse_ddsperf_ping(text: str) -> LatencyStats:
     ]
     intervals = [i for i in intervals if i.count > 0]
     if not intervals:
-        raise MccError(f"ddsperf ping reported no round trips:\n{_tail(text)}")
+        raise MccError(f"ddsperf ping reported no round trips:\n{tail(text)}")
     peers = sorted({i.peer for i in intervals})
     if len(peers) > 1:
         raise MccError(
@@ -407,7 +400,7 @@ def run_sockperf_pingpong(
         raise MccError(f"{'TCP' if tcp else 'UDP'} port {port} is out of range; use 1 .. 65535")
     if mps is not None and mps < 1:
         raise MccError(f"sockperf rate {mps} messages/s: use 1 or more (or None: flat out)")
-    seconds = _whole_seconds(_positive_duration(duration_s) + _SOCKPERF_WARMUP_S)
+    seconds = whole_seconds(positive_duration(duration_s) + _SOCKPERF_WARMUP_S)
     exe = tool_path("sockperf")
     proto = ["--tcp"] if tcp else []
     if not server_prefix and _port_bound(port, tcp=tcp):
@@ -436,11 +429,11 @@ def run_sockperf_pingpong(
             lambda: _port_bound(port, tcp=tcp, pid=server.proc.pid),
             what=f"bind {'TCP' if tcp else 'UDP'} port {port}",
         )
-        rc, output = _run(client_argv, timeout_s=seconds + _SLACK_S)
+        rc, output = run_tool(client_argv, timeout_s=seconds + _SLACK_S)
         if rc != 0:
             raise MccError(
-                f"sockperf ping-pong exited with status {rc} ({_describe(client_argv)}):\n"
-                f"{_tail(output)}\n--- sockperf server said:\n{_tail(server.output())}"
+                f"sockperf ping-pong exited with status {rc} ({describe(client_argv)}):\n"
+                f"{tail(output)}\n--- sockperf server said:\n{tail(server.output())}"
             )
     return parse_sockperf_pingpong(output)
 
@@ -465,7 +458,7 @@ def parse_sockperf_pingpong(text: str) -> LatencyStats:
     if "avg-rtt=" in text:
         raise MccError("sockperf output is in round-trip time (--full-rtt); expected one-way")
     if "No messages were received" in text or "No valid observations" in text:
-        raise MccError(f"sockperf measured nothing; is the server reachable?\n{_tail(text)}")
+        raise MccError(f"sockperf measured nothing; is the server reachable?\n{tail(text)}")
     observations = _SOCKPERF_OBSERVATIONS.search(text)
     avg = _SOCKPERF_AVG.search(text)
     max_ = _SOCKPERF_MAX.search(text)
@@ -480,7 +473,7 @@ def parse_sockperf_pingpong(text: str) -> LatencyStats:
     ):
         raise MccError(
             "sockperf output lacks its summary (observations, avg-latency, <MIN>, <MAX>, "
-            f"percentiles 50/90/99):\n{_tail(text)}"
+            f"percentiles 50/90/99):\n{tail(text)}"
         )
     count = int(observations[1])
     stdev_us = float(avg[2])
@@ -551,7 +544,7 @@ def run_mpi_pingpong(
     one host, below any network stack."""
     if size_bytes < 1:
         raise MccError(f"MPI ping-pong size {size_bytes}: use 1 byte or more")
-    _positive_duration(duration_s)
+    positive_duration(duration_s)
     argv = [
         mpiexec_path(),
         "-n",
@@ -569,14 +562,14 @@ def run_mpi_pingpong(
         "--warmup",
         str(warmup),
     ]
-    rc, output = _run(argv, timeout_s=duration_s + 60)
+    rc, output = run_tool(argv, timeout_s=duration_s + 60)
     for line in reversed(output.splitlines()):
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT ") :])
             recorder = LatencyRecorder.decode(result["hist"])
             return recorder.stats(lost=0)
     raise MccError(
-        f"MPI ping-pong exited {rc} without a result ({_describe(argv)}):\n{_tail(output)}"
+        f"MPI ping-pong exited {rc} without a result ({describe(argv)}):\n{tail(output)}"
     )
 
 
@@ -625,113 +618,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=200)
     args = parser.parse_args(argv)
     return _mpi_pingpong_rank(args.size, args.duration, args.max_samples, args.warmup)
-
-
-# --------------------------------------------------------------------------------------------
-# processes
-
-
-class Background:
-    """A started child process whose combined output goes to a temporary file."""
-
-    def __init__(self, argv: list[str], proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-        self.argv = argv
-        self.proc = proc
-        self._log = log
-
-    def output(self) -> str:
-        """Everything the process has written so far."""
-        self._log.flush()
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
-
-    def wait_until(self, ready: Callable[[], bool], *, what: str) -> None:
-        """Poll `ready` until it holds; raise if the process exits or 10 s pass first."""
-        deadline = time.monotonic() + _READY_TIMEOUT_S
-        while not ready():
-            rc = self.proc.poll()
-            if rc is not None:
-                raise MccError(
-                    f"{_describe(self.argv)} exited with status {rc} before it could {what}:\n"
-                    f"{_tail(self.output())}"
-                )
-            if time.monotonic() > deadline:
-                raise MccError(
-                    f"{_describe(self.argv)} did not {what} within {_READY_TIMEOUT_S:g} s:\n"
-                    f"{_tail(self.output())}"
-                )
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        """Terminate, then kill if it lingers; always reaps the process."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@contextmanager
-def background(argv: list[str], *, env: Mapping[str, str] | None = None) -> Iterator[Background]:
-    """Run `argv` for the duration of the block; it is stopped on exit, whatever happened."""
-    with tempfile.TemporaryFile() as log:
-        # Its own session: a Ctrl-C reaches only us, and we decide how the child ends.
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        child = Background(argv, proc, log)
-        try:
-            yield child
-        finally:
-            child.stop()
-
-
-def _run(
-    argv: list[str], *, timeout_s: float, env: Mapping[str, str] | None = None
-) -> tuple[int, str]:
-    """Run `argv` to completion; returns (exit status, combined output). Killed on timeout."""
-    try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            timeout=timeout_s,
-            start_new_session=True,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else ""
-        raise MccError(
-            f"{_describe(argv)} did not finish within {timeout_s:g} s:\n{_tail(out)}"
-        ) from None
-    return done.returncode, done.stdout.decode(errors="replace")
-
-
-def _positive_duration(duration_s: float) -> float:
-    if not (duration_s > 0 and math.isfinite(duration_s)):
-        raise MccError(f"benchmark duration must be a positive number of seconds, not {duration_s}")
-    return duration_s
-
-
-def _whole_seconds(duration_s: float) -> int:
-    return max(1, math.ceil(duration_s))
-
-
-def _describe(argv: list[str]) -> str:
-    return " ".join([os.path.basename(argv[0]), *argv[1:]])
-
-
-def _tail(text: str, lines: int = 20) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mcc.bench.anchors import Background, background
+from mcc.bench.anchor_tools import Background, background
 from mcc.bench.perftest_options import (
     MATCH_TIMEOUT_S,
     NETS,
