@@ -173,9 +173,15 @@ class IMMPredictor:
         return beta, tracks, beta0
 
     def append(self, x: F64, P: F64) -> None:
-        new = kalman.imm_initiate(x, P, self.mu0, xp=np)
+        # `kalman.imm_initiate` without its checks (mu0 is ours; births come from the
+        # initiators): every model starts at (x, P). Runs every scan, for every left-over
+        # detection.
+        m = self.mu0.size
+        st = self.state
         self.state = kalman.IMMState(
-            *(np.concatenate([a, b]) for a, b in zip(self.state, new, strict=True))
+            np.concatenate([st.x, np.repeat(x[:, None], m, axis=1)]),
+            np.concatenate([st.P, np.repeat(P[:, None], m, axis=1)]),
+            np.concatenate([st.mu, np.broadcast_to(self.mu0, (x.shape[0], m))]),
         )
         if self._combined is not None:  # every model of a new track holds (x, P)
             xc, Pc = self._combined
