@@ -107,3 +107,17 @@ def test_polar_scans_take_iff_too() -> None:
     scan = Scan.from_polar(0.0, [1e4, 2e4], [0.1, 0.2], sigma_range_m=10.0,
                            sigma_azimuth_rad=0.01, iff=[FRIEND, NO])  # fmt: skip
     assert list(scan.iff) == [FRIEND, NO]  # type: ignore[arg-type]
+
+
+def test_classify_rules_missiles_out_for_friends() -> None:
+    from mcc.tracking.classify import classify
+    from mcc.types import TargetClass
+
+    x = np.array([[20e3, 0.0, 40.0, 0.0, 250.0, 0.0]] * 2)  # 250 m/s at 40 m: a cruise missile
+    ident = np.array([Identity.IDENTITY_UNKNOWN.value, Identity.IDENTITY_FRIEND.value], np.uint8)
+    plain, _ = classify(x, ndim=3)
+    fused, p = classify(x, ndim=3, identity=ident)
+    missile = int(TargetClass.CLASS_CRUISE_MISSILE.value)
+    assert plain.tolist() == [missile, missile]
+    assert fused[0] == missile and fused[1] != missile
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)

@@ -3,8 +3,9 @@
 
 Each class is a Gaussian in speed (and, in 3-D, altitude and vertical speed), flat prior; a
 track gets the most probable class when its probability reaches ``min_probability``, else
-``CLASS_UNKNOWN`` (which TEWA scores as a likely threat). No IFF: the detections carry no IFF
-answer yet. The numbers are typical envelopes, not a threat library.
+``CLASS_UNKNOWN`` (which TEWA scores as a likely threat). Given the tracks' identities
+(`mcc.tracking.identity`), a friend or assumed friend is not a missile: the cruise-missile and
+ballistic classes are ruled out for it. The numbers are typical envelopes, not a threat library.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from mcc.types import TargetClass
+from mcc.types import Identity, TargetClass
 
 __all__ = ["CLASS_MODELS", "ClassModel", "classify"]
 
@@ -40,11 +41,25 @@ CLASS_MODELS = (
 )
 
 
+_FRIENDLY = (int(Identity.IDENTITY_FRIEND.value), int(Identity.IDENTITY_ASSUMED_FRIEND.value))
+_MISSILES = np.array(
+    [
+        m.target_class in (TargetClass.CLASS_CRUISE_MISSILE, TargetClass.CLASS_BALLISTIC)
+        for m in CLASS_MODELS
+    ]
+)
+
+
 def classify(
-    x: F64, *, ndim: int, min_probability: float = 0.6
+    x: F64,
+    *,
+    ndim: int,
+    min_probability: float = 0.6,
+    identity: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], F64]:
     """TargetClass values ``(N,)`` and class probabilities ``(N, len(CLASS_MODELS))`` of CV
-    states ``x (N, 2*ndim)`` (positions then velocities; altitude is z in 3-D)."""
+    states ``x (N, 2*ndim)`` (positions then velocities; altitude is z in 3-D); ``identity``
+    ``(N,)`` (Identity values, optional) rules the missile classes out for friends."""
     v = x[:, ndim:]
     speed = np.linalg.norm(v, axis=1)
     log_p = np.zeros((x.shape[0], len(CLASS_MODELS)))
@@ -53,6 +68,9 @@ def classify(
         if ndim == 3:
             log_p[:, k] += _log_normal(x[:, 2], *model.altitude_m)
             log_p[:, k] += _log_normal(v[:, 2], *model.climb_mps)
+    if identity is not None:
+        friendly = np.isin(np.asarray(identity).reshape(-1), _FRIENDLY)
+        log_p[np.ix_(friendly, _MISSILES)] = -np.inf
     log_p -= log_p.max(axis=1, keepdims=True)
     p = np.exp(log_p)
     p /= p.sum(axis=1, keepdims=True)
