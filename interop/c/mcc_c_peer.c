@@ -2,7 +2,9 @@
  * mcc-c-peer: an MCC radar and launcher written against Cyclone DDS's C API (0.10 and later).
  *
  *   mcc-c-peer radar    [--sensor-id ID] [--position X,Y,Z] [--period-s S] [--targets N]
- *                       [--seed N] [--duration-s S]
+ *                       [--seed N] [--duration-s S] [--iff-friends N]
+ *                       (--iff-friends: the radar interrogates IFF; its first N targets answer
+ *                       IFF_FRIEND, the others IFF_NO_REPLY; without it `iff` stays empty)
  *   mcc-c-peer echo     (PerfSample from PerfPing back on PerfPong until seq 0: the latency
  *                       bench's peer, `mcc bench latency --peer cyclone-c`)
  *   mcc-c-peer launcher [--weapon-id ID] [--position X,Y,Z] [--rounds N] [--min-range-m M]
@@ -23,7 +25,7 @@
  * tests/interop runs it next to Python readers and writers of those profiles.
  *
  * Content conventions (mcc.apps.radar, mcc.types.arrays): per-detection arrays are packed
- * little-endian float64 in sequence<octet>; azimuth from north, clockwise; ENU metres; times in
+ * little-endian float64 in sequence<octet>, IFF answers one octet each (IffAnswer values); azimuth from north, clockwise; ENU metres; times in
  * Unix nanoseconds; origin_ns is the scan time.
  */
 #include <errno.h>
@@ -203,7 +205,7 @@ static int run_radar(int argc, char **argv)
   const char *sensor_id = "radar-c";
   double position[3] = {0.0, -2000.0, 10.0};
   double period_s = 0.5, duration_s = 0.0;
-  long n_targets = 3, seed = 7;
+  long n_targets = 3, seed = 7, iff_friends = -1; /* -1: no IFF interrogator */
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(arg, "--sensor-id") && val) sensor_id = argv[++i];
@@ -212,12 +214,15 @@ static int run_radar(int argc, char **argv)
     else if (!strcmp(arg, "--duration-s")) { duration_s = parse_double(arg, val); i++; }
     else if (!strcmp(arg, "--targets")) { n_targets = (long)parse_double(arg, val); i++; }
     else if (!strcmp(arg, "--seed")) { seed = (long)parse_double(arg, val); i++; }
+    else if (!strcmp(arg, "--iff-friends")) { iff_friends = (long)parse_double(arg, val); i++; }
     else usage_error("unknown radar option", arg);
   }
   if (period_s <= 0.0 || period_s > 60.0)
     usage_error("--period-s must be in (0, 60]", argv[0]);
   if (n_targets < 0 || n_targets > MAX_TARGETS)
     usage_error("--targets must be 0..64", NULL);
+  if (iff_friends < -1 || iff_friends > n_targets)
+    usage_error("--iff-friends must be 0..--targets", NULL);
   rng_state ^= (uint64_t)seed * 0xD1B54A32D192ED03ull;
 
   /* targets start 15-25 km out and fly straight at the origin (the defended asset) */
@@ -259,6 +264,7 @@ static int run_radar(int argc, char **argv)
       break;
     double r[MAX_TARGETS], az[MAX_TARGETS], el[MAX_TARGETS], rv[MAX_TARGETS], snr[MAX_TARGETS];
     double x[MAX_TARGETS], y[MAX_TARGETS], z[MAX_TARGETS];
+    uint8_t iff[MAX_TARGETS];
     uint32_t count = 0;
     for (long k = 0; k < n_targets; k++) {
       double p[3], d[3];
@@ -279,6 +285,7 @@ static int run_radar(int argc, char **argv)
       x[count] = position[0] + rr * cos(ee) * sin(aa);
       y[count] = position[1] + rr * cos(ee) * cos(aa);
       z[count] = position[2] + rr * sin(ee);
+      iff[count] = (uint8_t)(k < iff_friends ? mcc_IFF_FRIEND : mcc_IFF_NO_REPLY);
       count++;
     }
     mcc_DetectionBatch batch;
@@ -298,6 +305,12 @@ static int run_radar(int argc, char **argv)
     pack_f64(&batch.x_m, x, count);
     pack_f64(&batch.y_m, y, count);
     pack_f64(&batch.z_m, z, count);
+    if (iff_friends >= 0 && count) { /* IffAnswer values, one octet per detection */
+      batch.iff._length = batch.iff._maximum = count;
+      batch.iff._buffer = dds_alloc(count);
+      batch.iff._release = true;
+      memcpy(batch.iff._buffer, iff, count);
+    }
     batch.publish_ns = now_ns();
     dds_return_t rc = dds_write(writer, &batch);
     batch.sensor_id = NULL; /* not ours to free */

@@ -103,3 +103,38 @@ def test_c_radar_and_launcher_in_a_python_mission(interop_mission: dict[str, obj
     up = interop_mission["up"]
     assert isinstance(up, subprocess.Popen)
     assert up.wait(30) == 0, up_log
+
+
+def test_c_radar_iff_answers_reach_python(c_peer: Path, bus_env: dict[str, str]) -> None:
+    """The C radar with an interrogator (``--iff-friends 1``): each DetectionBatch written by
+    Cyclone C carries one IffAnswer octet per detection, read back by Cyclone Python as the
+    IDL says (the first target answers IFF_FRIEND, the others IFF_NO_REPLY); without the
+    option ``iff`` stays empty, as from a peer that predates the field."""
+    from mcc.types import IffAnswer
+    from mcc.types.arrays import optional_field
+
+    friend, silent = IffAnswer.IFF_FRIEND.value, IffAnswer.IFF_NO_REPLY.value
+    seen: dict[str, list[list[int] | None]] = {"asked": [], "plain": []}
+    with Bus(int(bus_env["MCC_DOMAIN"])) as bus:
+        reader = bus.reader("DetectionBatch")
+        radars = [
+            subprocess.Popen(
+                [str(c_peer), "radar", "--sensor-id", name, "--period-s", "0.1", *extra],
+                env=bus_env,
+                stdout=subprocess.DEVNULL,
+            )
+            for name, extra in (("asked", ["--iff-friends", "1"]), ("plain", []))
+        ]
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and min(map(len, seen.values())) < 5:
+                for batch in reader.take_wait(64, timeout_s=0.5):
+                    iff = optional_field(batch, "iff")
+                    seen[batch.sensor_id].append(None if iff is None else iff.tolist())
+        finally:
+            for radar in radars:
+                radar.send_signal(signal.SIGTERM)
+                radar.wait(10)
+    assert len(seen["asked"]) >= 5 and len(seen["plain"]) >= 5, seen
+    assert all(iff == [friend, silent, silent] for iff in seen["asked"]), seen["asked"]
+    assert all(iff is None for iff in seen["plain"])
