@@ -35,21 +35,19 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from mcc.bench import report
-from mcc.bench.deploy import wait_until
+from mcc.bench.chaos_watch import Watch, wait_for
 from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
+from mcc.lifecycle import Closeable
 from mcc.types import OrderStatus, SystemState
 
 COLUMNS = (
@@ -164,88 +162,10 @@ NOTES = (
 )
 
 
-# -- watching the mission -------------------------------------------------------------------
-
-
-@dataclass
-class Watch:
-    """What the bench hears, stamped with its own monotonic clock."""
-
-    mission: str
-    status: Any = None
-    status_mono: float = 0.0
-    statuses: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = field(default_factory=list)
-    pictures: list[tuple[float, frozenset[int]]] = field(default_factory=list)
-    active_beats: dict[int, float] = field(default_factory=dict)  # supervisor pid → first
-    orders: dict[int, float] = field(default_factory=dict)  # order id → first seen (issued)
-    order_ids: set[int] = field(default_factory=set)  # every id heard, whatever its status
-    outcomes: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def on_status(self, reader: Any) -> None:
-        now = time.monotonic()
-        for msg in reader.take():
-            if msg.mission != self.mission:
-                continue
-            entries = {
-                e.system_id: (_v(e.state), e.pid, e.since_ns, e.restarts) for e in msg.systems
-            }
-            with self.lock:
-                self.status, self.status_mono = msg, now
-                self.statuses.append((now, entries))
-
-    def on_picture(self, reader: Any) -> None:
-        now = time.monotonic()
-        for msg in reader.take():
-            ids = np.frombuffer(bytes(msg.track_id), dtype="<u4")
-            with self.lock:
-                self.pictures.append((now, frozenset(int(i) for i in ids)))
-
-    def on_beat(self, reader: Any) -> None:
-        now = time.monotonic()
-        prefix = f"{self.mission}/supervisor/"
-        for hb in reader.take():
-            if hb.system_id.startswith(prefix) and hb.message.startswith("active"):
-                with self.lock:
-                    self.active_beats.setdefault(hb.pid, now)
-
-    def on_order(self, reader: Any) -> None:
-        now = time.monotonic()
-        for order in reader.take():
-            with self.lock:
-                self.order_ids.add(order.order_id)
-            if _v(order.status) == OrderStatus.ORDER_ISSUED.value:
-                with self.lock:
-                    self.orders.setdefault(order.order_id, now)
-
-    def on_outcome(self, reader: Any) -> None:
-        for outcome in reader.take():
-            with self.lock:
-                seen = self.outcomes.setdefault(outcome.order_id, set())
-                seen.add((_v(outcome.status), outcome.rounds))
-
-    def running(self) -> dict[str, tuple[int, int, int, int]]:
-        with self.lock:
-            if not self.statuses:
-                return {}
-            entries = self.statuses[-1][1]
-        running = SystemState.SYSTEM_RUNNING.value
-        return {k: v for k, v in entries.items() if v[0] == running}
-
-
-def _v(value: Any) -> int:
-    """An IDL enum member (or its number) as its number."""
-    return int(getattr(value, "value", value))
-
-
-def _wait(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    return wait_until(condition, timeout_s, what, bench="chaos")
-
-
 # -- the run -----------------------------------------------------------------------------------
 
 
-class _Mission:
+class _Mission(Closeable):
     """The mission's processes: supervisors (`mcc up`), its node agent, where they run."""
 
     def __init__(
@@ -311,7 +231,7 @@ class _Mission:
                 check=True,
                 timeout=60,
             )
-        _wait(paths.socket.exists, 30, "the node agent on host c")
+        wait_for(paths.socket.exists, 30, "the node agent on host c")
 
     def up(self) -> subprocess.Popen[str]:
         """One more `mcc up` (the first is active, the others stand by)."""
@@ -363,7 +283,7 @@ def _observer(m: _Mission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
     from mcc.orchestrate.client import ControlClient, operator_transport
     from mcc.security.mission import CONSOLE
 
-    record = _wait(
+    record = wait_for(
         lambda: next((r for r in _records(m) if r.mission == m.name), None), 120, "mcc up"
     )
     base = m.bench_transport or record.transport or Transport.from_env()
@@ -420,12 +340,11 @@ def run_chaos(
     hpc_n: int = 10**10,
 ) -> dict[str, Any]:
     """Run ``manifest``, kill each kind once, return ``{"kills": rows, "run": summary}``."""
-    with tempfile.TemporaryDirectory(prefix="mcc-chaos-") as tmp_name:
-        m = _Mission(manifest, Path(tmp_name), net=net, loss_pct=loss_pct, hpc_n=hpc_n)
-        try:
-            return _run(m, every_s=every_s, net=net, loss_pct=loss_pct, kinds=kinds)
-        finally:
-            m.close()
+    with (
+        tempfile.TemporaryDirectory(prefix="mcc-chaos-") as tmp_name,
+        _Mission(manifest, Path(tmp_name), net=net, loss_pct=loss_pct, hpc_n=hpc_n) as m,
+    ):
+        return _run(m, every_s=every_s, net=net, loss_pct=loss_pct, kinds=kinds)
 
 
 def _run(
@@ -436,11 +355,11 @@ def _run(
     with _observer(m, watch) as (_, client):
         systems = m.mission.all_systems()
         if "engagement" in m.mission.phases:
-            _wait(lambda: _try(lambda: client.call("phase", "engagement") or True), 60, "phase")
+            wait_for(lambda: _try(lambda: client.call("phase", "engagement") or True), 60, "phase")
         wanted = {f"{m.name}/{name}/{i}" for name, s in systems.items() for i in range(_size(s))}
-        _wait(lambda: set(watch.running()) >= wanted and watch.running(), 180, "all running")
+        wait_for(lambda: set(watch.running()) >= wanted and watch.running(), 180, "all running")
         m.up()  # the standby
-        _wait(lambda: _standby_seen(client), 60, "the standby")
+        wait_for(lambda: _standby_seen(client), 60, "the standby")
         # the systems first: a job (HPC) may end before the control plane has had its turn
         first = [k for k in ("master", "worker") if k in systems]  # while the job runs
         rest = [n for n in systems if n not in (*first, "truth", "assessor")]
@@ -520,8 +439,8 @@ def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
                 return t
         return None
 
-    detected = _wait(seen_dead, 30, f"{victim}'s death seen")
-    replaced = _wait(
+    detected = wait_for(seen_dead, 30, f"{victim}'s death seen")
+    replaced = wait_for(
         lambda: (e := watch.running().get(victim)) and e[1] != pid and e, 60, f"{victim} back"
     )
     recovered = (replaced[2] - killed_wall) / 1e9
@@ -555,7 +474,7 @@ def _kill_supervisor(
     # An operator's `mcc status` right after the kill: a request the dead supervisor's reader
     # took goes unanswered, so ask with a short timeout and again, as a client would.
     quick = ControlClient(client.bus, m.name, timeout_s=0.2, principal=CONSOLE)
-    _wait(lambda: _try(quick.status), 30, "a status answer")  # matched before the kill
+    wait_for(lambda: _try(quick.status), 30, "a status answer")  # matched before the kill
     killed = time.monotonic()
     os.kill(active_pid, signal.SIGKILL)
     answered = None
@@ -574,7 +493,7 @@ def _kill_supervisor(
     restarted = _restarted(watch, before)
     gap = _picture_gap(watch, killed - 1.0, time.monotonic())
     m.up()  # a new standby, as systemd would restart the dead one
-    _wait(lambda: _standby_seen(client), 60, "a new standby")
+    wait_for(lambda: _standby_seen(client), 60, "a new standby")
     recover = answered - killed
     return {
         "kill": "supervisor",
@@ -598,9 +517,9 @@ def _kill_agent(
         raise MccError("no node agent record")
     killed = time.monotonic()
     os.kill(old, signal.SIGKILL)
-    _wait(lambda: int(m.agent_record().get("agent_pid") or 0) not in (0, old), 60, "a new agent")
+    wait_for(lambda: int(m.agent_record().get("agent_pid") or 0) not in (0, old), 60, "a new agent")
     detected = time.monotonic()
-    _wait(lambda: set(watch.running()) >= set(before), 60, "every instance running again")
+    wait_for(lambda: set(watch.running()) >= set(before), 60, "every instance running again")
     recovered = time.monotonic()
     time.sleep(SWITCH_WINDOW_S)
     restarted = _restarted(watch, before)
