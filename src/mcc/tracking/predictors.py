@@ -116,15 +116,22 @@ class IMMPredictor:
             # pi comes from `kalman.imm_transition` (checked there), cached per step length.
             mixed = kalman.imm_mix(self.state, pi, xp=np, validate=False)
             n_tracks, n_models, n = mixed.x.shape
-            x = np.empty_like(mixed.x)
-            P = np.empty_like(mixed.P)
             Pv = mixed.P.reshape(n_tracks, n_models, n * n)
-            for m in range(n_models):
-                x[:, m] = _tall_matmul(np.ascontiguousarray(mixed.x[:, m]), FT[m])
-                P[:, m] = _tall_matmul(np.ascontiguousarray(Pv[:, m]), FFT[m]).reshape(
-                    n_tracks, n, n
-                )
-            P += Q
+            if n_tracks <= _TALL_ROWS:
+                # Few tracks: one product per array over the model axis (fixed per-call costs
+                # dominate here; below the row count where BLAS would spread it over threads).
+                x = np.matmul(mixed.x.transpose(1, 0, 2), FT).transpose(1, 0, 2)
+                P = np.matmul(Pv.transpose(1, 0, 2), FFT).transpose(1, 0, 2)
+                P = P.reshape(n_tracks, n_models, n, n) + Q
+            else:
+                x = np.empty_like(mixed.x)
+                P = np.empty_like(mixed.P)
+                for m in range(n_models):
+                    x[:, m] = _tall_matmul(np.ascontiguousarray(mixed.x[:, m]), FT[m])
+                    P[:, m] = _tall_matmul(np.ascontiguousarray(Pv[:, m]), FFT[m]).reshape(
+                        n_tracks, n, n
+                    )
+                P += Q
             self.state = kalman.IMMState(x, P, mixed.mu)
         self._combined = None
 
@@ -270,7 +277,10 @@ def _cv_model(dt_s: float, sigma_a: float, d: int, noise_model: str) -> tuple[F6
     return np.ascontiguousarray(F.T), np.ascontiguousarray(np.kron(F, F).T), Q
 
 
-def _tall_matmul(a: F64, b: F64, *, rows: int = 512) -> F64:
+_TALL_ROWS = 512
+
+
+def _tall_matmul(a: F64, b: F64, *, rows: int = _TALL_ROWS) -> F64:
     """``a @ b`` for a tall ``a`` (N × k, small k), in blocks of ``rows`` rows.
 
     OpenBLAS spreads one tall, narrow product over all its threads; on a busy machine waiting
