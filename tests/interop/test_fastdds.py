@@ -93,19 +93,20 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("topic", MATRIX_TOPICS)
-def test_mcc_to_fastdds_xcdr1(topic: str, fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
+def _read_by_fastdds(
+    peer: Path, env: dict[str, str], topic: str, sample: Any, *, validate: bool
+) -> dict[str, Any]:
+    """``sample`` written by MCC on ``topic`` until the Fast DDS peer's ``dump`` reads it:
+    the JSON line it prints."""
     spec = TOPICS[topic]
-    type_name = spec.type.__name__
-    expected = foreign.pattern_sample(MODULE, type_name, 3)
     dump = _peer(
-        fastdds_peer,
-        *("dump", "--type", type_name, "--topic", topic, "--profile", spec.profile),
+        peer,
+        *("dump", "--type", spec.type.__name__, "--topic", topic, "--profile", spec.profile),
         *("--count", "1", "--timeout-s", "30"),
-        env=foreign_env,
+        env=env,
     )
-    with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
-        writer = bus.writer(topic, validate=False)
-        sample = foreign.from_plain(spec.type, expected)
+    with Bus(int(env["MCC_DOMAIN"]), transport=Transport.from_env(env)) as bus:
+        writer = bus.writer(topic, validate=validate)
         deadline = time.monotonic() + 35
         while dump.poll() is None and time.monotonic() < deadline:
             writer.write(sample)
@@ -114,6 +115,14 @@ def test_mcc_to_fastdds_xcdr1(topic: str, fastdds_peer: Path, foreign_env: dict[
     assert dump.returncode == 0, out[-3000:]
     (line,) = _json_lines(out)
     assert line["topic"] == topic
+    return line
+
+
+def test_mcc_to_fastdds_xcdr1(topic: str, fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
+    spec = TOPICS[topic]
+    expected = foreign.pattern_sample(MODULE, spec.type.__name__, 3)
+    sample = foreign.from_plain(spec.type, expected)
+    line = _read_by_fastdds(fastdds_peer, foreign_env, topic, sample, validate=False)
     assert line["sample"] == expected  # every field, nested ones included
 
 
@@ -186,22 +195,8 @@ def test_iff_answers_and_identities_reach_fastdds(
 ) -> None:
     """An interrogating radar's batch and a friend's track, as MCC writes them, read by Fast
     DDS with the types fastddsgen made from the same IDL: the new fields as sent."""
-    spec = TOPICS[topic]
-    dump = _peer(
-        fastdds_peer,
-        *("dump", "--type", spec.type.__name__, "--topic", topic, "--profile", spec.profile),
-        *("--count", "1", "--timeout-s", "30"),
-        env=foreign_env,
-    )
-    with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
-        writer = bus.writer(topic)  # validated: the sample is one MCC would send
-        deadline = time.monotonic() + 35
-        while dump.poll() is None and time.monotonic() < deadline:
-            writer.write(sample)
-            time.sleep(0.1)
-    out = _finish(dump, 10)
-    assert dump.returncode == 0, out[-3000:]
-    (line,) = _json_lines(out)
+    # Validated: samples MCC would send.
+    line = _read_by_fastdds(fastdds_peer, foreign_env, topic, sample, validate=True)
     got = line["sample"]
     assert got == foreign.plain(sample)
     if topic == "DetectionBatch":

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mcc.apps.scenario_spec import RadarSpec
-from mcc.types import DetectionBatch, IffAnswer, TargetClass
+from mcc.types import PACKED_ARRAYS, DetectionBatch, IffAnswer, TargetClass
 from mcc.types.arrays import float_field, optional_field, pack
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ RCS_DBSM: dict[TargetClass, float] = {
 # RCS_DBSM indexed by TargetClass value (unknown values clip to the last, decoy: 0 dBsm).
 _RCS_TABLE = np.array([RCS_DBSM[c] for c in sorted(RCS_DBSM, key=lambda c: int(c.value))])
 
+#: The per-detection float64 columns of a DetectionBatch, in the order of `Detections`' fields.
+_COLUMNS = tuple(PACKED_ARRAYS["DetectionBatch"])
 _NO_REPLY = int(IffAnswer.IFF_NO_REPLY.value)
 _FRIEND = int(IffAnswer.IFF_FRIEND.value)
 _INVALID = int(IffAnswer.IFF_INVALID.value)
@@ -90,14 +92,7 @@ class Detections:
             sensor_y_m=float(sensor_position_m[1]),
             sensor_z_m=float(sensor_position_m[2]),
             count=self.count,
-            range_m=pack(self.range_m, "<f8"),
-            azimuth_rad=pack(self.azimuth_rad, "<f8"),
-            elevation_rad=pack(self.elevation_rad, "<f8"),
-            radial_velocity_mps=pack(self.radial_velocity_mps, "<f8"),
-            snr_db=pack(self.snr_db, "<f8"),
-            x_m=pack(self.x_m, "<f8"),
-            y_m=pack(self.y_m, "<f8"),
-            z_m=pack(self.z_m, "<f8"),
+            **{name: pack(getattr(self, name), "<f8") for name in _COLUMNS},
             iff=pack(self.iff, "u1") if self.iff is not None else b"",
         )
 
@@ -105,20 +100,10 @@ class Detections:
     def from_msg(cls, msg: DetectionBatch) -> Detections:
         """The detections of a ``DetectionBatch`` (``time_s`` = origin, Unix seconds); an
         ``iff`` of another length than ``count`` raises ``ValueError``."""
-        columns = (
-            "range_m",
-            "azimuth_rad",
-            "elevation_rad",
-            "radial_velocity_mps",
-            "snr_db",
-            "x_m",
-            "y_m",
-            "z_m",
-        )
         iff = optional_field(msg, "iff")
         return cls(
             msg.origin_ns * 1e-9,
-            *(float_field(msg, name) for name in columns),
+            *(float_field(msg, name) for name in _COLUMNS),
             target_id=np.full(msg.count, -1, np.int64),
             iff=None if iff is None else np.array(iff, dtype=np.uint8),
         )
