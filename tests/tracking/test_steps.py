@@ -393,3 +393,20 @@ def test_imm_prediction_matches_filterpy_imm_estimator() -> None:
         np.testing.assert_allclose(got.x[0, m], filters[m].x, rtol=1e-10, atol=1e-7)
         np.testing.assert_allclose(got.P[0, m], filters[m].P, rtol=1e-9, atol=1e-6)
     np.testing.assert_allclose(got.mu[0], imm.cbar, rtol=1e-12)
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_the_dense_and_grid_candidate_searches_find_the_same_pairs(
+    ndim: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcc.tracking import gaters
+
+    rng = np.random.default_rng(ndim)
+    tracks, meas = rng.uniform(-4e4, 4e4, (60, ndim)), rng.uniform(-4e4, 4e4, (50, ndim))
+    radius = rng.uniform(500.0, 8000.0, 60)
+    dense = set(zip(*gaters._candidate_pairs(tracks, radius, meas), strict=True))
+    monkeypatch.setattr(gaters, "_DENSE_PAIRS", 0)
+    grid = set(zip(*gaters._candidate_pairs(tracks, radius, meas), strict=True))
+    want = {(i, j) for i in range(60) for j in range(50)
+            if np.sum((tracks[i] - meas[j]) ** 2) <= radius[i] ** 2}  # fmt: skip
+    assert dense == grid == want and len(want) > 10

@@ -14,6 +14,7 @@ __all__ = ["Chi2Gater"]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _EMPTY_I64 = np.zeros(0, np.int64)
+_DENSE_PAIRS = 4096  # up to this many track × detection pairs, no grid
 
 
 class Chi2Gater:
@@ -67,6 +68,13 @@ def _candidate_pairs(track_pos: F64, radius: F64, meas_pos: F64) -> tuple[I64, I
     n, m = track_pos.shape[0], meas_pos.shape[0]
     if n == 0 or m == 0:
         return _EMPTY_I64, _EMPTY_I64
+    if n * m <= _DENSE_PAIRS:
+        # Few pairs: every distance at once costs less than building the grid (measured
+        # 0.05 against 0.12 ms at 50 tracks × 50 detections, even at 64 × 64); the same pairs.
+        diff = track_pos[:, None, :] - meas_pos[None, :, :]
+        d2 = np.einsum("ijk,ijk->ij", diff, diff)
+        ti, mj = np.nonzero(d2 <= (radius**2)[:, None])
+        return ti.astype(np.int64), mj.astype(np.int64)
     tx, ty = np.ascontiguousarray(track_pos[:, 0]), np.ascontiguousarray(track_pos[:, 1])
     mx, my = np.ascontiguousarray(meas_pos[:, 0]), np.ascontiguousarray(meas_pos[:, 1])
     y_lo = min(float(ty.min()), float(my.min()))
