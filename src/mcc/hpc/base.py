@@ -13,7 +13,6 @@ report a ``JobResult`` with the same clocks:
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mcc.errors import HpcError
+from mcc.settings import current
 
 __all__ = [
     "CONTROL_ID",
@@ -39,8 +39,6 @@ __all__ = [
 #: ``value`` = my pid), a ``WorkItem`` with it tells the workers the job is over.
 CONTROL_ID = 2**64 - 1
 
-ENV_EPOCH = "MCC_EPOCH_NS"
-
 #: Large buffers are made and compared 16 MiB at a time: one NumPy call on a GiB holds the GIL
 #: for seconds, long enough to starve an app's heartbeat thread (the supervisor then kills it).
 _SLICE_BYTES = 1 << 24
@@ -48,8 +46,8 @@ _SLICE_BYTES = 1 << 24
 
 def default_job_id(app: str) -> str:
     """``APP-<mission epoch>``: the same in every instance of one mission run, new per run."""
-    epoch = os.environ.get(ENV_EPOCH) or str(time.time_ns())
-    return f"{app}-{epoch}"
+    epoch = current().epoch_ns
+    return f"{app}-{epoch if epoch is not None else time.time_ns()}"
 
 
 @dataclass

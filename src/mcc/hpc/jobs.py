@@ -15,6 +15,7 @@ its start to the job's first work item), ``runtime_s`` by the job itself (``mcc.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import signal
@@ -23,7 +24,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,13 @@ from mcc.bus import Bus, Reader, Transport
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, read_result
 from mcc.hpc.farm_protocol import MAX_N, MAX_WORKERS, result_path
 from mcc.hpc.mpi import TCP_ENV, find_mpiexec
-from mcc.hpc.stream import bulk_env, check_stream_sizes
+from mcc.hpc.stream import bulk_transport, check_stream_sizes
 from mcc.orchestrate.backends.local import LocalBackend
 from mcc.orchestrate.manifest import Cluster, Mission, System, load_manifest
 from mcc.orchestrate.supervisor import Supervisor
 from mcc.resources import data_root
 from mcc.security.mission import Topics
+from mcc.settings import current
 from mcc.types import Checkpoint, WorkResult
 
 __all__ = [
@@ -100,26 +101,15 @@ def _check(n: int | None, workers: int, impl: str) -> None:
 # -- environment -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _job_env(*, bulk: bool = False) -> Iterator[None]:
-    """A discovery tag and transport for this job's processes (kept if the caller set them)."""
-    saved = {k: os.environ.get(k) for k in ("MCC_DISCOVERY_TAG", "MCC_TRANSPORT", "CYCLONEDDS_URI")}
-    tag = os.environ.get("MCC_DISCOVERY_TAG") or f"mcc-hpc-{os.getpid()}"
-    env = dict(os.environ)
-    if not env.get("MCC_TRANSPORT"):
-        env = Transport.loopback(tag).apply_to_env(env)
-    if bulk:
-        env = bulk_env(env)
-    env["MCC_DISCOVERY_TAG"] = tag
-    os.environ.update({k: env[k] for k in saved if k in env})
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def _job_transport(*, bulk: bool = False) -> Transport:
+    """The transport of a job's processes, handed to its supervisor (never set in
+    ``os.environ``): this process's (``MCC_TRANSPORT``), else loopback, with this process's
+    discovery tag, else one of the job's own; a stream's adds the bulk settings."""
+    settings = current()
+    tag = settings.discovery_tag or f"mcc-hpc-{os.getpid()}"
+    base = Transport.from_env() if settings.transport else Transport.loopback(tag)
+    base = dataclasses.replace(base, discovery_tag=tag)
+    return bulk_transport(base) if bulk else base
 
 
 # -- DDS: missions under the supervisor -------------------------------------------------------
@@ -271,11 +261,13 @@ def _run_mission(
     job_id: str,
     run_dir: Path,
     result_system: str,
+    transport: Transport,
     kill: KillPlan | None = None,
     items: int = 0,
     timeout_s: float,
 ) -> JobResult:
-    """Run ``mission`` until ``result_system`` wrote the job's result; apply ``kill``."""
+    """Run ``mission`` over ``transport`` until ``result_system`` wrote the job's result;
+    apply ``kill``."""
     path = result_path(run_dir, job_id)
     kill_info: dict[str, Any] = {}
     start_ns = time.time_ns()
@@ -284,6 +276,7 @@ def _run_mission(
         backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
         run_dir=run_dir,
         watch=Topics(subscribe=("WorkResult", "Checkpoint")) if kill is not None else None,
+        transport=transport,
     )
     with contextlib.ExitStack() as stack:
         stack.enter_context(supervisor)
@@ -390,7 +383,6 @@ def run_primes(
         )
     job_id = f"primes-{os.getpid()}-{time.time_ns()}"
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_job_env())
         folder = _run_dir(run_dir, stack, "mcc-hpc-primes-")
         mission = primes_mission(
             n=n,
@@ -407,6 +399,7 @@ def run_primes(
             job_id=job_id,
             run_dir=folder,
             result_system="master",
+            transport=_job_transport(),
             kill=kill,
             items=n_items,
             timeout_s=timeout_s,
@@ -433,13 +426,17 @@ def run_stream(
     check_stream_sizes(size_bytes, chunk_bytes)
     job_id = f"stream-{os.getpid()}-{time.time_ns()}"
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_job_env(bulk=True))
         folder = _run_dir(run_dir, stack, "mcc-hpc-stream-")
         mission = stream_mission(
             size_bytes=size_bytes, chunk_bytes=chunk_bytes, job_id=job_id, domain=domain
         )
         return _run_mission(
-            mission, job_id=job_id, run_dir=folder, result_system="source", timeout_s=timeout_s
+            mission,
+            job_id=job_id,
+            run_dir=folder,
+            result_system="source",
+            transport=_job_transport(bulk=True),
+            timeout_s=timeout_s,
         )
 
 
