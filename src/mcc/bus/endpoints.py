@@ -27,6 +27,7 @@ from mcc.bus import _native
 from mcc.bus.codec import flat_codec
 from mcc.bus.validate import received_check, validate_sample
 from mcc.errors import MccError, WriteTimeoutError
+from mcc.lifecycle import Closeable
 
 if TYPE_CHECKING:
     from mcc.bus.core import Bus
@@ -37,9 +38,29 @@ log = logging.getLogger("mcc.bus")
 _ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
 _NOT_READ = SampleState.NotRead | ViewState.Any | InstanceState.Any
 _TAKE_BATCH = 4096  # the most samples one take of take_until asks for
+#: The most samples one native take or read returns; asking for more returns at most this.
+NATIVE_MAX_SAMPLES = 65536
 
 
-class Writer(Generic[T]):
+def native_count(max_samples: int) -> int:
+    """``max_samples`` for the native core: a count over its maximum asks for the maximum
+    (the rest stays in the reader for the next call); a count under 1 is the caller's bug."""
+    return min(max_samples, NATIVE_MAX_SAMPLES)
+
+
+class _Endpoint(Closeable):
+    """What a `Writer` and a `Reader` share: their bus, topic, QoS profile and sample type."""
+
+    def __init__(self, bus: Bus, topic: Topic[Any], profile: str, *, validate: bool) -> None:
+        self.bus = bus
+        self.topic_name: str = topic.name
+        self.profile = profile
+        self.type = topic.data_type
+        self._validate = validate
+        self._closed = False
+
+
+class Writer(_Endpoint, Generic[T]):
     """A typed writer bound to a topic and a QoS profile; samples are validated before sending."""
 
     def __init__(
@@ -51,15 +72,10 @@ class Writer(Generic[T]):
         validate: bool,
         partitions: Sequence[str] | None = None,
     ) -> None:
-        self.bus = bus
-        self.topic_name: str = topic.name
-        self.profile = profile
-        self.type = topic.data_type
-        self._validate = validate
+        super().__init__(bus, topic, profile, validate=validate)
         publisher = cast(Publisher, bus._group(partitions, writer=True))
         self._dds = DataWriter(publisher, topic, qos=bus._endpoint_qos(profile, writer=True))
         self._ref = int(self._dds._ref)
-        self._closed = False
         codec = flat_codec(self.type)  # type: ignore[arg-type]
         version_2 = self._dds._use_version_2
         if codec is None:
@@ -155,7 +171,7 @@ class Writer(Generic[T]):
         return self._dds
 
 
-class Reader(Generic[T]):
+class Reader(_Endpoint, Generic[T]):
     """A typed reader bound to a topic and a QoS profile.
 
     ``on_data(reader)`` runs on the bus's dispatcher thread when unread samples arrive; the
@@ -177,16 +193,11 @@ class Reader(Generic[T]):
         validate: bool = True,
         partitions: Sequence[str] | None = None,
     ) -> None:
-        self.bus = bus
-        self.topic_name: str = topic.name
-        self.profile = profile
-        self.type = topic.data_type
+        super().__init__(bus, topic, profile, validate=validate)
         self._on_data = on_data
-        self._validate = validate
         subscriber = cast(Subscriber, bus._group(partitions, writer=False))
         self._dds = DataReader(subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
         self._ref = int(self._dds._ref)
-        self._closed = False
         self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
         self.condition = ReadCondition(self._dds, _ANY_STATE)
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
@@ -202,16 +213,16 @@ class Reader(Generic[T]):
 
     def take(self, max_samples: int = 256) -> list[T]:
         """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
-        return self._valid(_native.take(self._ref, _ANY_STATE, max_samples))
+        return self._valid(_native.take(self._ref, _ANY_STATE, native_count(max_samples)))
 
     def read(self, max_samples: int = 256) -> list[T]:
         """Read (leave in the cache) up to ``max_samples`` valid samples."""
-        return self._valid(_native.read(self._ref, _ANY_STATE, max_samples))
+        return self._valid(_native.read(self._ref, _ANY_STATE, native_count(max_samples)))
 
     def take_cdr(self, max_samples: int = 256) -> list[tuple[bytes, Any]]:
         """Take up to ``max_samples`` serialized samples with their ``SampleInfo``, dispose and
         unregister notices included (their bytes hold the key); nothing is decoded."""
-        raw = _native.take(self._ref, _ANY_STATE, max_samples)
+        raw = _native.take(self._ref, _ANY_STATE, native_count(max_samples))
         self.consumed += 1
         if isinstance(raw, int):
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")

@@ -7,7 +7,6 @@ import resource
 import socket
 import threading
 import time
-from types import TracebackType
 
 import numpy as np
 
@@ -140,14 +139,10 @@ class HeartbeatPublisher(Service):
         self.state = final_state
         self.beat()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         # Service's exit, saying how it ended: a block left by an exception ends FAILED.
-        self.stop(final_state=SystemState.SYSTEM_FAILED if exc else SystemState.SYSTEM_STOPPED)
+        failed = exc_info[1] is not None
+        self.stop(final_state=SystemState.SYSTEM_FAILED if failed else SystemState.SYSTEM_STOPPED)
 
 
 def _cpu_seconds() -> float:

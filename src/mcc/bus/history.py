@@ -45,7 +45,7 @@ from cyclonedds.core import (
 
 from mcc.bus import _native
 from mcc.bus.core import register_durable
-from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll
+from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll, native_count
 from mcc.bus.rpc.common import PeerCache, matched_participants
 from mcc.bus.rpc.gather import Gathering, ScatterGather
 from mcc.errors import MccError, RequestTimeoutError, StoreError
@@ -183,19 +183,9 @@ class HistoryClient(ScatterGather):
         """Participants of the replicas a request reaches now and whose replies come back."""
         return self.repliers()[0]
 
-    def fetch(
-        self,
-        topic: str,
-        *,
-        type_name: str = "",
-        partitions: Sequence[str] = (),
-        timeout_s: float = DEFAULT_HISTORY_TIMEOUT_S,
-        exclude: str = "",
-    ) -> list[PersistReply]:
-        """`fetch_all` without the truncation flag."""
-        return self.fetch_all(
-            topic, type_name=type_name, partitions=partitions, timeout_s=timeout_s, exclude=exclude
-        )[0]
+    def fetch(self, topic: str, **options: Any) -> list[PersistReply]:
+        """`fetch_all` (same options) without the truncation flag."""
+        return self.fetch_all(topic, **options)[0]
 
     def fetch_all(
         self,
@@ -365,7 +355,7 @@ class HistoryReader(Reader[T]):
             if not self._pending:
                 self._guard.set(False)
         if len(out) < max_samples:
-            raw = _native.take(self._ref, _ANY_STATE, max_samples - len(out))
+            raw = _native.take(self._ref, _ANY_STATE, native_count(max_samples - len(out)))
             out.extend(self._fresh(raw, consume=True))
         return out
 
@@ -375,7 +365,7 @@ class HistoryReader(Reader[T]):
         with self._lock:
             out = list(itertools.islice(self._pending, max_samples))
         if len(out) < max_samples:
-            raw = _native.read(self._ref, _ANY_STATE, max_samples - len(out))
+            raw = _native.read(self._ref, _ANY_STATE, native_count(max_samples - len(out)))
             out.extend(self._fresh(raw, consume=False))
         return out
 

@@ -32,9 +32,7 @@ _SPECS = (
     TopicSpec("EngagementOrder", types.EngagementOrder, "state", "weapon assignment orders"),
     # The launchers' answers (in flight, kill, miss, abort) on a topic of their own, so that
     # DDS Security can grant `EngagementOrder` to TEWA alone.
-    TopicSpec(
-        "EngagementOutcome", types.EngagementOrder, "state", "launchers' answers to orders"
-    ),
+    TopicSpec("EngagementOutcome", types.EngagementOrder, "state", "launchers' answers to orders"),
     TopicSpec("WeaponStatus", types.WeaponStatus, "state", "readiness of each weapon"),
     TopicSpec("Heartbeat", types.Heartbeat, "health", "liveliness and load per instance"),
     TopicSpec("Command", types.Command, "request", "control-plane requests"),

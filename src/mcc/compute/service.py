@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from mcc.bus import Writer
-from mcc.bus import rpc
+from mcc.bus import Writer, rpc
 from mcc.bus.rpc import Pending, RpcServer, deadline_passed, ids_too_long
 from mcc.compute.backend import device_kind, get_xp
 from mcc.compute.channel import WireReader, open_service_bus, service_partition
@@ -62,21 +61,7 @@ T = TypeVar("T")
 class FairQueue(rpc.FairQueue[T]):
     """The core's `mcc.bus.rpc.FairQueue`, full with the compute service's `QueueFullError`."""
 
-    def __init__(
-        self,
-        *,
-        max_items: int | None = None,
-        max_bytes: int | None = None,
-        max_items_per_client: int | None = None,
-        max_bytes_per_client: int | None = None,
-    ) -> None:
-        super().__init__(
-            max_items=max_items,
-            max_bytes=max_bytes,
-            max_items_per_client=max_items_per_client,
-            max_bytes_per_client=max_bytes_per_client,
-            full_error=QueueFullError,
-        )
+    full_error = QueueFullError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,16 +17,13 @@ or is denied is refused, counted (``stats``) and logged once per writer.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import queue
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,23 +45,32 @@ from cyclonedds.core import (
 from cyclonedds.dynamic import get_types_for_typeid
 from cyclonedds.util import duration
 
-from mcc.bus import Bus, Reader
+from mcc.bus import Bus
 from mcc.bus.history import (
     ACK_TOPIC,
     REPLY_TOPIC,
     REQUEST_TOPIC,
-    TRUNCATED,
     dds_type_name,
-    history_client,
     is_durable,
 )
 from mcc.bus.topics import TOPICS
-from mcc.errors import MccError, TopicError
+from mcc.errors import TopicError
+from mcc.persist.alignment import Alignment
 from mcc.persist.limits import PersistLimits
 from mcc.persist.policy import Action, Authorize, DefaultPolicy, Principal
+from mcc.persist.serving import HistoryReplies
+from mcc.persist.state import (  # noqa: F401
+    ServiceStatistics,
+    _key_json,
+    _policy_of,
+    _Refusal,
+    _TopicReader,
+    _Window,
+    _WriterInfo,
+)
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
 from mcc.security.mission import Topics
-from mcc.types import PersistAck, PersistReply
+from mcc.types import PersistAck
 
 # Stores whatever durable topic it discovers: it subscribes to every topic.
 BUS_TOPICS = {
@@ -86,69 +92,10 @@ _MAX_READERS_TRACKED = 100_000  # participants whose readers are remembered
 _ANY = SampleState.Any | ViewState.Any | InstanceState.Any
 _DURABLE = (Policy.Durability.Transient, Policy.Durability.Persistent)
 _TYPE_LOOKUP_NS = 2_000_000_000
-_MAX_ID_CHARS = 256  # request ids and client ids a reply echoes
-_MAX_PARTITIONS = 64  # partitions named in one history request
 _MAX_PEERS = 64  # other replicas tracked
 _MAX_KEYS = 100_000  # instance keys remembered per topic (for disposes without data)
 _RETRY_TOPIC_S = 60.0  # a topic whose writer's type could not be looked up is tried again after
 _NUMBER = re.compile(r"\d[\w.+-]*")  # numbers in a refusal: one kind, whatever the values
-
-
-@dataclass
-class ServiceStatistics:
-    """Counters since the service started."""
-
-    stored: int = 0
-    duplicates: int = 0
-    refused: int = 0  # every refused sample: topic limits, quotas, rates, skew, denied
-    disposed: int = 0
-    ignored: int = 0  # samples of writers that are not durable, or undecodable
-    requests: int = 0
-    aligned: int = 0  # samples taken over from other replicas
-    topics: int = 0
-    transient_dropped: int = 0  # TRANSIENT samples found in the file at start-up
-    rate_limited: int = 0  # refused: the writer's samples or bytes per window
-    future_stamped: int = 0  # refused: source timestamp past max_future_skew_s
-    unauthorized: int = 0  # refused stores and disposes, denied requests, left-out partitions
-    truncated_replies: int = 0  # history replies cut short by max_reply_samples/_bytes
-    bad_requests: int = 0  # history requests refused or dropped (malformed, over a rate)
-    topics_refused: int = 0  # durable topics not kept: max_topics
-    writes_timed_out: int = 0  # replies and acks not sent: a reader (a dead one) blocked them
-
-
-@dataclass
-class _WriterInfo:
-    guid: str
-    topic: str
-    type_name: str
-    partitions: tuple[str, ...]
-    durable: bool
-    participant: str = ""
-
-
-@dataclass
-class _Window:
-    """A writer's (or requester's) use of one rate window, on this replica's receive clock."""
-
-    start: float  # time.monotonic()
-    samples: int = 0
-    nbytes: int = 0
-
-
-@dataclass
-class _TopicReader:
-    name: str
-    type_name: str
-    type: Any
-    reader: Reader[Any]
-    policy: TopicPolicy | None  # from the first durable writer seen (or a previous run)
-    keys: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # instance handle → key
-
-
-@dataclass
-class _Refusal:
-    source_ns: int
-    reason: str
 
 
 class PersistService:
@@ -223,10 +170,9 @@ class PersistService:
         self._peers: set[str] = set()
         # participant → topics it has readers of (for `Principal.reads`), bounded
         self._reads: dict[str, set[str]] = {}
-        self._aligning = threading.Event()  # one alignment at a time
-        self._aligned: queue.Queue[list[PersistReply]] = queue.Queue()
+        self._alignment = Alignment(self)
+        self._history = HistoryReplies(self)
         self._windows: dict[str, _Window] = {}  # writer GUID → its rate window
-        self._request_windows: dict[str, _Window] = {}  # requesting participant → its window
         self._logged: set[tuple[str, str]] = set()  # (who, what) logged once
         self._unkept: dict[str, float] = {}  # topics whose type lookup failed → retry after
         self._stop = threading.Event()
@@ -273,8 +219,8 @@ class PersistService:
                 self._guard.set(False)
                 self._discover()
                 self._ingest()
-                self._take_alignment()
-                self._serve()
+                self._alignment.take()
+                self._history.serve()
                 if not self.complete and not self._peers and time.monotonic() >= settled_at:
                     self.complete = True  # alone: nothing to take over
                 if time.monotonic() >= next_sweep:
@@ -323,7 +269,7 @@ class PersistService:
                     )
                     continue
                 self._peers.add(peer)  # another replica: take over what it holds
-                self._align()
+                self._alignment.start()
 
     def _log_once(self, who: str, what: str, message: str, *args: Any) -> None:
         """Log ``message % args`` the first time ``what`` happens for ``who``."""
@@ -543,16 +489,7 @@ class PersistService:
             try:
                 sample = topic.type.deserialize(data)
             except Exception as exc:  # bytes that do not fit the type: keep the service up
-                self._log_once(
-                    writer.guid,
-                    "undecodable",
-                    "%s: undecodable sample on %r: %s (writer %s)",
-                    self.replica,
-                    policy.name,
-                    str(exc)[:200],
-                    writer.guid,
-                )
-                self.stats.ignored += 1
+                self._undecodable(writer, policy, "sample", exc)
                 return None
             key = sample.serialize_key()
             key_json = _key_json(sample)
@@ -574,16 +511,7 @@ class PersistService:
             try:
                 key = known[0] if known else topic.type.deserialize_key(data).serialize_key()
             except Exception as exc:  # a key that does not decode: nothing to dispose
-                self._log_once(
-                    writer.guid,
-                    "undecodable",
-                    "%s: undecodable dispose on %r: %s (writer %s)",
-                    self.replica,
-                    policy.name,
-                    str(exc)[:200],
-                    writer.guid,
-                )
-                self.stats.ignored += 1
+                self._undecodable(writer, policy, "dispose", exc)
                 return None
             return Dispose(
                 policy.name,
@@ -593,6 +521,21 @@ class PersistService:
                 writer.guid,
                 info.source_timestamp,
             )
+
+    def _undecodable(
+        self, writer: _WriterInfo, policy: TopicPolicy, what: str, exc: Exception
+    ) -> None:
+        """Count (and log once per writer) bytes that do not fit the topic's type."""
+        self._log_once(
+            writer.guid,
+            "undecodable",
+            f"%s: undecodable {what} on %r: %s (writer %s)",
+            self.replica,
+            policy.name,
+            str(exc)[:200],
+            writer.guid,
+        )
+        self.stats.ignored += 1
 
     def _commit(
         self,
@@ -672,205 +615,6 @@ class PersistService:
             return False
         return True
 
-    # -- replicas ---------------------------------------------------------------------------
-    def _align(self) -> None:
-        """Ask the other replicas for everything they hold (in a thread: the loop answers)."""
-
-        if self._aligning.is_set():
-            return  # the running alignment asks every replica matched by then
-
-        def fetch() -> None:
-            try:
-                replies = history_client(self.bus).fetch(
-                    "", partitions=["*"], timeout_s=10.0, exclude=self.replica
-                )
-            except (MccError, DDSException) as exc:
-                log.warning("%s: alignment failed: %s", self.replica, exc)
-                replies = []
-            finally:
-                self._aligning.clear()
-            self._aligned.put(replies)  # even none: the loop then knows it is on its own
-            with contextlib.suppress(DDSException):  # the service may have closed meanwhile
-                self._guard.set(True)
-
-        self._aligning.set()
-        threading.Thread(target=fetch, name="mcc-persist-align", daemon=True).start()
-
-    def _take_alignment(self) -> None:
-        while True:
-            try:
-                replies = self._aligned.get_nowait()
-            except queue.Empty:
-                return
-            ops: list[Write | Dispose] = []
-            for reply in replies:
-                if not reply.ok:
-                    log.warning(
-                        "%s: alignment refused by %s: %s",
-                        self.replica,
-                        reply.replier_id,
-                        reply.message[:300],
-                    )
-                    continue
-                if reply.message:
-                    log.warning(
-                        "%s: alignment with %s: %s",
-                        self.replica,
-                        reply.replier_id,
-                        reply.message[:300],
-                    )
-                types = {t.topic: t.type_name for t in reply.topics}
-                for topic in reply.topics:
-                    self.store.ensure_topic(TopicPolicy.from_msg(topic))
-                for s in reply.samples:
-                    ops.append(
-                        Write(
-                            s.topic,
-                            types.get(s.topic, ""),
-                            tuple(json.loads(s.partitions_json or "[]")),
-                            bytes(s.key),
-                            s.key_json,
-                            s.writer_guid,
-                            s.source_ns,
-                            bytes(s.data),
-                        )
-                    )
-            self.complete = True
-            if ops:
-                self._commit(ops, aligned=True)
-                log.info(
-                    "%s: aligned with %s (%d samples new here)",
-                    self.replica,
-                    ", ".join(sorted(r.replier_id for r in replies)),
-                    self.stats.aligned,
-                )
-
-    # -- serving ----------------------------------------------------------------------------
-    def _requester(self, request: Any) -> Principal | None:
-        """Who wrote ``request``: from discovery, never from a field of the request."""
-        info = getattr(request, "sample_info", None)
-        if info is None:
-            return None
-        writer = self._writers.get(info.publication_handle)
-        if writer is not None:
-            return self._principal(writer)
-        try:  # matched, but discovery's sample not taken yet
-            data = self._requests.dds.get_matched_publication_data(info.publication_handle)
-        except DDSException:
-            data = None
-        if data is None:
-            return None
-        found = _WriterInfo(str(data.key), REQUEST_TOPIC, "", (), False, str(data.participant_key))
-        return self._principal(found)
-
-    def _serve(self) -> None:
-        for request in self._requests.take(self.batch):
-            self.stats.requests += 1
-            if max(len(request.request_id), len(request.client_id)) > _MAX_ID_CHARS:
-                self.stats.bad_requests += 1  # a reply would echo them: not answered
-                self._log_once(
-                    "*",
-                    "long ids",
-                    "%s: a history request with identifiers over %d "
-                    "characters dropped (further ones are counted, not logged)",
-                    self.replica,
-                    _MAX_ID_CHARS,
-                )
-                continue
-            reply = PersistReply(
-                request_id=request.request_id,
-                client_id=request.client_id,
-                replier_id=self.replica,
-                complete=self.complete,
-                ok=True,
-            )
-            try:
-                self._answer(request, reply)
-            except (ValueError, TypeError, RecursionError, MccError) as exc:
-                self.stats.bad_requests += 1
-                reply.ok = False
-                reply.topics, reply.samples = [], []
-                reply.message = (
-                    f"bad history request {request.request_id!r} "
-                    f"(partitions_json={request.partitions_json[:200]!r}): {exc}"
-                )
-            reply.reply_ns = time.time_ns()
-            if not self._write(self._replies, reply, "PersistReply"):
-                continue
-            log.debug(
-                "%s: answered %s (topic %r): %d samples",
-                self.replica,
-                request.request_id,
-                request.topic,
-                len(reply.samples),
-            )
-
-    def _answer(self, request: Any, reply: PersistReply) -> None:
-        """Fill ``reply`` within the bounds and what the hook allows the requester."""
-        limits = self.limits
-        self._take_subscriptions()  # the requester's readers, discovered just before it asked
-        principal = self._requester(request)
-        if principal is not None and not self._request_within_rate(principal.participant):
-            raise MccError(
-                f"more than {limits.max_requests_per_window} history requests from "
-                f"participant {principal.participant} within {limits.window_s:g} s; ask less often"
-            )
-        if len(request.partitions_json) > 64 * _MAX_PARTITIONS:
-            raise ValueError(f"partitions_json longer than {64 * _MAX_PARTITIONS} characters")
-        partitions = json.loads(request.partitions_json or "[]")
-        if (
-            not isinstance(partitions, list)
-            or len(partitions) > _MAX_PARTITIONS
-            or not all(isinstance(p, str) and len(p) <= 256 for p in partitions)
-        ):
-            raise ValueError(f"not a JSON list of at most {_MAX_PARTITIONS} partition names")
-        # Who asked is the writer of the request (DDS discovery), never a field of it; a
-        # request whose writer discovery has not shown yet is asked about as an unknown one.
-        who = principal or Principal(participant="", writer="")
-        topic = request.topic
-        allow = None
-        if not topic:  # every topic and partition: alignment between replicas
-            if not self.authorize(who, Action.ALIGN, "*", "*"):
-                self.stats.unauthorized += 1
-                raise MccError("not authorized to align (every topic and partition)")
-        else:
-
-            def allow(name: str, partition: str) -> bool:
-                return self.authorize(who, Action.READ, name, partition)
-
-        page = self.store.page(
-            topic,
-            type_name=request.type_name,
-            partitions=partitions,
-            max_samples=limits.max_reply_samples,
-            max_bytes=limits.max_reply_bytes,
-            allow=allow,
-        )
-        reply.topics = [t.to_msg() for t in page.topics]
-        reply.samples = page.samples
-        notes = []
-        if page.truncated:
-            self.stats.truncated_replies += 1
-            notes.append(
-                f"{TRUNCATED} {len(page.samples)} samples sent, the newest of each instance "
-                f"first (max_reply_samples = {limits.max_reply_samples}, max_reply_bytes = "
-                f"{limits.max_reply_bytes})"
-            )
-        if page.denied:
-            self.stats.unauthorized += 1
-            notes.append(f"{page.denied} samples left out: partitions not authorized")
-        reply.message = "; ".join(notes)
-
-    def _request_within_rate(self, participant: str) -> bool:
-        now = time.monotonic()
-        window = self._request_windows.get(participant)
-        if window is None or now - window.start >= self.limits.window_s:
-            if len(self._request_windows) >= self.limits.max_writers:
-                self._request_windows.clear()
-            window = self._request_windows[participant] = _Window(now)
-        window.samples += 1
-        return window.samples <= self.limits.max_requests_per_window
-
     def _sweep(self) -> None:
         purged = self.store.sweep()
         if purged:
@@ -883,31 +627,6 @@ class PersistService:
             for handle in [h for h, w in self._writers.items() if w.guid in self._gone]:
                 del self._writers[handle]
         self._gone.clear()
-
-
-def _policy_of(name: str, type_name: str, qos: Any) -> TopicPolicy:
-    """The topic's policy from a writer's QoS (its ``durability_service``)."""
-    persistent = qos[Policy.Durability] == Policy.Durability.Persistent
-    if Policy.DurabilityService not in qos:
-        return TopicPolicy(name, type_name, persistent, history_depth=1)
-    ds = qos[Policy.DurabilityService]
-    depth = int(getattr(ds.history, "depth", -1))
-    return TopicPolicy(
-        name,
-        type_name,
-        persistent,
-        history_depth=depth if depth > 0 else -1,
-        max_samples=ds.max_samples,
-        max_instances=ds.max_instances,
-        max_samples_per_instance=ds.max_samples_per_instance,
-        cleanup_delay_ns=ds.cleanup_delay,
-    )
-
-
-def _key_json(sample: Any) -> str:
-    annotations = getattr(type(sample), "__idl_field_annotations__", {})
-    keys = {name: getattr(sample, name) for name, ann in annotations.items() if ann.get("key")}
-    return json.dumps(keys, default=str, sort_keys=True)
 
 
 def default_replica() -> str:

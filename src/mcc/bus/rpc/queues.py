@@ -29,8 +29,11 @@ class FairQueue(Generic[T]):
     batch key (not None), further heads with the same key, still client by client in turn.
     ``max_items``/``max_bytes`` bound the whole queue and ``max_items_per_client``/
     ``max_bytes_per_client`` each client's share of it (None: unbounded): `put` raises
-    ``full_error`` (default `QueueFullError`) naming the bound rather than queue past one.
+    ``full_error`` (`QueueFullError`; a subclass may name its own) naming the bound rather
+    than queue past one.
     """
+
+    full_error: type[MccError] = QueueFullError
 
     def __init__(
         self,
@@ -39,7 +42,6 @@ class FairQueue(Generic[T]):
         max_bytes: int | None = None,
         max_items_per_client: int | None = None,
         max_bytes_per_client: int | None = None,
-        full_error: type[MccError] = QueueFullError,
     ) -> None:
         self._queues: collections.OrderedDict[str, collections.deque[tuple[T, int]]] = (
             collections.OrderedDict()
@@ -50,7 +52,6 @@ class FairQueue(Generic[T]):
         self._size_bytes = 0
         self._closed = False
         self._limits = (max_items, max_bytes, max_items_per_client, max_bytes_per_client)
-        self._full_error = full_error
 
     def put(self, client: str, item: T, *, nbytes: int = 0) -> int:
         """Queue ``item`` (of ``nbytes``) behind ``client``'s earlier items; the queue's new
@@ -67,7 +68,7 @@ class FairQueue(Generic[T]):
             ):
                 if bound is not None and now + add > bound:
                     whose = "the queue" if "client" not in name else f"client {client}"
-                    raise self._full_error(
+                    raise self.full_error(
                         f"{whose} is full ({name} = {bound}, {now} queued): wait for replies "
                         "before sending more"
                     )

@@ -1,0 +1,100 @@
+"""What a persistence replica keeps in memory about the bus: its counters, the writers and
+topics it discovered, their rate windows and refusals, and a topic's policy from a writer's QoS."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cyclonedds.core import (
+    Policy,
+)
+
+from mcc.bus import Reader
+from mcc.persist.store import TopicPolicy
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass
+class ServiceStatistics:
+    """Counters since the service started."""
+
+    stored: int = 0
+    duplicates: int = 0
+    refused: int = 0  # every refused sample: topic limits, quotas, rates, skew, denied
+    disposed: int = 0
+    ignored: int = 0  # samples of writers that are not durable, or undecodable
+    requests: int = 0
+    aligned: int = 0  # samples taken over from other replicas
+    topics: int = 0
+    transient_dropped: int = 0  # TRANSIENT samples found in the file at start-up
+    rate_limited: int = 0  # refused: the writer's samples or bytes per window
+    future_stamped: int = 0  # refused: source timestamp past max_future_skew_s
+    unauthorized: int = 0  # refused stores and disposes, denied requests, left-out partitions
+    truncated_replies: int = 0  # history replies cut short by max_reply_samples/_bytes
+    bad_requests: int = 0  # history requests refused or dropped (malformed, over a rate)
+    topics_refused: int = 0  # durable topics not kept: max_topics
+    writes_timed_out: int = 0  # replies and acks not sent: a reader (a dead one) blocked them
+
+
+@dataclass
+class _WriterInfo:
+    guid: str
+    topic: str
+    type_name: str
+    partitions: tuple[str, ...]
+    durable: bool
+    participant: str = ""
+
+
+@dataclass
+class _Window:
+    """A writer's (or requester's) use of one rate window, on this replica's receive clock."""
+
+    start: float  # time.monotonic()
+    samples: int = 0
+    nbytes: int = 0
+
+
+@dataclass
+class _TopicReader:
+    name: str
+    type_name: str
+    type: Any
+    reader: Reader[Any]
+    policy: TopicPolicy | None  # from the first durable writer seen (or a previous run)
+    keys: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # instance handle → key
+
+
+@dataclass
+class _Refusal:
+    source_ns: int
+    reason: str
+
+
+def _policy_of(name: str, type_name: str, qos: Any) -> TopicPolicy:
+    """The topic's policy from a writer's QoS (its ``durability_service``)."""
+    persistent = qos[Policy.Durability] == Policy.Durability.Persistent
+    if Policy.DurabilityService not in qos:
+        return TopicPolicy(name, type_name, persistent, history_depth=1)
+    ds = qos[Policy.DurabilityService]
+    depth = int(getattr(ds.history, "depth", -1))
+    return TopicPolicy(
+        name,
+        type_name,
+        persistent,
+        history_depth=depth if depth > 0 else -1,
+        max_samples=ds.max_samples,
+        max_instances=ds.max_instances,
+        max_samples_per_instance=ds.max_samples_per_instance,
+        cleanup_delay_ns=ds.cleanup_delay,
+    )
+
+
+def _key_json(sample: Any) -> str:
+    annotations = getattr(type(sample), "__idl_field_annotations__", {})
+    keys = {name: getattr(sample, name) for name, ann in annotations.items() if ann.get("key")}
+    return json.dumps(keys, default=str, sort_keys=True)
