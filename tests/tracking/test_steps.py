@@ -402,7 +402,7 @@ def test_the_dense_and_grid_candidate_searches_find_the_same_pairs(
     from mcc.tracking import gaters
 
     rng = np.random.default_rng(ndim)
-    tracks, meas = rng.uniform(-4e4, 4e4, (60, ndim)), rng.uniform(-4e4, 4e4, (50, ndim))
+    tracks, meas = rng.uniform(-2e4, 2e4, (60, ndim)), rng.uniform(-2e4, 2e4, (50, ndim))
     radius = rng.uniform(500.0, 8000.0, 60)
     dense = set(zip(*gaters._candidate_pairs(tracks, radius, meas), strict=True))
     monkeypatch.setattr(gaters, "_DENSE_PAIRS", 0)
