@@ -46,13 +46,7 @@ from cyclonedds.dynamic import get_types_for_typeid
 from cyclonedds.util import duration
 
 from mcc.bus import Bus
-from mcc.bus.history import (
-    ACK_TOPIC,
-    REPLY_TOPIC,
-    REQUEST_TOPIC,
-    dds_type_name,
-    is_durable,
-)
+from mcc.bus.history import ACK_TOPIC, REPLY_TOPIC, REQUEST_TOPIC, dds_type_name, is_durable
 from mcc.bus.topics import TOPICS
 from mcc.errors import TopicError
 from mcc.persist.alignment import Alignment
@@ -67,6 +61,7 @@ from mcc.persist.state import (  # noqa: F401
     _TopicReader,
     _Window,
     _WriterInfo,
+    current_window,
 )
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
 from mcc.security.mission import Topics
@@ -397,12 +392,10 @@ class PersistService:
                 )
         return None
 
-    def _within_rate(self, writer: _WriterInfo, nbytes: int, now: float) -> str | None:
+    def _within_rate(self, writer: _WriterInfo, nbytes: int) -> str | None:
         """Count a sample of ``writer`` in its receive-time window; why not, when over."""
         limits = self.limits
-        window = self._windows.get(writer.guid)
-        if window is None or now - window.start >= limits.window_s:
-            window = self._windows[writer.guid] = _Window(now)
+        window = current_window(self._windows, writer.guid, limits.window_s, limits.max_writers)
         if window.samples + 1 > limits.max_writer_samples_per_window:
             return (
                 f"max_writer_samples_per_window = {limits.max_writer_samples_per_window} "
@@ -465,7 +458,7 @@ class PersistService:
                 f"source timestamp {(info.source_timestamp - now_ns) / 1e9:.3g} s ahead of "
                 f"this replica's clock (max_future_skew_s = {limits.max_future_skew_s:g})"
             )
-        elif (rate := self._within_rate(writer, len(data), time.monotonic())) is not None:
+        elif (rate := self._within_rate(writer, len(data))) is not None:
             self.stats.rate_limited += 1
             refusal = rate
         else:

@@ -16,7 +16,7 @@ from mcc.bus.history import REQUEST_TOPIC, TRUNCATED
 from mcc.bus.rpc import ids_too_long
 from mcc.errors import MccError
 from mcc.persist.policy import Action, Principal
-from mcc.persist.state import _Window, _WriterInfo
+from mcc.persist.state import _Window, _WriterInfo, current_window
 from mcc.types import PersistReply
 
 if TYPE_CHECKING:
@@ -154,12 +154,9 @@ class HistoryReplies:
         reply.message = "; ".join(notes)
 
     def within_rate(self, participant: str) -> bool:
-        svc = self.service
-        now = time.monotonic()
-        window = self._request_windows.get(participant)
-        if window is None or now - window.start >= svc.limits.window_s:
-            if len(self._request_windows) >= svc.limits.max_writers:
-                self._request_windows.clear()
-            window = self._request_windows[participant] = _Window(now)
+        limits = self.service.limits
+        window = current_window(
+            self._request_windows, participant, limits.window_s, limits.max_writers
+        )
         window.samples += 1
-        return window.samples <= svc.limits.max_requests_per_window
+        return window.samples <= limits.max_requests_per_window

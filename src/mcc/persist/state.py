@@ -4,6 +4,7 @@ topics it discovered, their rate windows and refusals, and a topic's policy from
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,18 @@ class _Window:
     start: float  # time.monotonic()
     samples: int = 0
     nbytes: int = 0
+
+
+def current_window(windows: dict[str, _Window], who: str, window_s: float, most: int) -> _Window:
+    """``who``'s window now (a new one once ``window_s`` passed); ``windows`` is forgotten
+    whole once it holds ``most`` (a churn of writers or requesters must not grow it)."""
+    now = time.monotonic()
+    window = windows.get(who)
+    if window is None or now - window.start >= window_s:
+        if len(windows) >= most:
+            windows.clear()
+        window = windows[who] = _Window(now)
+    return window
 
 
 @dataclass
