@@ -443,7 +443,9 @@ def imm_combine(state: IMMState, *, xp: ModuleType | None = None) -> tuple[Any, 
     xc = (mu[:, None, :] @ x)[:, 0, :]
     Y = (x - xc[:, None, :]) * xp.sqrt(mu)[..., None]  # (N, M, n)
     Pc = (mu[:, None, :] @ P.reshape(n_tracks, n_models, n * n)).reshape(n_tracks, n, n)
-    return xc, _symmetrise(Pc + _mT(Y) @ Y)
+    # Yᵀ contiguous: the batched product of a transposed view is 3× slower (measured).
+    Pc += xp.ascontiguousarray(_mT(Y)) @ Y
+    return xc, _symmetrise(Pc)
 
 
 # ---------------------------------------------------------------------------------------------
