@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -33,11 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mcc import settings
 from mcc.apps.args import positive_float
 from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
 from mcc.files import write_atomic
-from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
+from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, TrackStatus, Truth
 
@@ -62,8 +62,9 @@ def default_epoch_ns(now_ns: int | None = None) -> int:
     """The default scenario start (Unix ns): the mission's epoch (``MCC_EPOCH_NS``, set by the
     supervisor, so a replaced instance resumes the scenario where it was), else now rounded
     down to the whole second."""
-    if now_ns is None and os.environ.get(ENV_EPOCH):
-        return int(os.environ[ENV_EPOCH])
+    epoch_ns = settings.current().epoch_ns
+    if now_ns is None and epoch_ns is not None:
+        return epoch_ns
     now_ns = time.time_ns() if now_ns is None else now_ns
     return now_ns - now_ns % 1_000_000_000
 

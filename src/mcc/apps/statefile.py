@@ -24,11 +24,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mcc import settings
+
 __all__ = ["MAX_STATE_BYTES", "StateFile", "open_state", "state_path"]
 
 log = logging.getLogger("mcc.apps.statefile")
 
-ENV_RUN_DIR = "MCC_RUN_DIR"  # the runtime's (mcc.orchestrate.runtime), set by the supervisor
 #: The largest state file read back (a TEWA with thousands of orders in flight is ~1 MB).
 MAX_STATE_BYTES = 16 * 1024 * 1024
 
@@ -45,14 +46,16 @@ def open_state(
     system: str,
     index: int,
     kind: str,
-    env: Mapping[str, str] = os.environ,
+    env: Mapping[str, str] | None = None,
 ) -> StateFile:
     """The state file of an instance: ``given`` (an app's ``--state FILE``), else
     `state_path` in the mission's run folder; outside a mission (no ``MCC_RUN_DIR``) none: a
-    record in the working folder would be read back by an unrelated later run."""
+    record in the working folder would be read back by an unrelated later run. ``env``: the
+    environment to read ``MCC_RUN_DIR`` from (default: this process's, `mcc.settings`)."""
     if given:
         return StateFile(Path(given), kind=kind)
-    if env.get(ENV_RUN_DIR):
+    found = settings.current() if env is None else settings.Settings.from_env(env)
+    if found.run_dir is not None:
         return StateFile(state_path(run_dir, system, index), kind=kind)
     log.info("%s: no run folder (MCC_RUN_DIR) and no --state: no durable record", kind)
     return StateFile(None, kind=kind)

@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import heapq
 import math
-import os
 import sys
 import time
 from collections import Counter
@@ -23,9 +22,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mcc import settings
 from mcc.apps.statefile import StateFile, open_state
 from mcc.errors import ComputeError, MccError
-from mcc.orchestrate.runtime import ENV_EPOCH, AppContext
+from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.tracking import (
     MultiTargetTracker,
@@ -269,8 +269,8 @@ class _TrackerApp:
         self.saved_at = 0.0
         if self.opts.epoch_ns is not None:
             self.epoch_ns = self.opts.epoch_ns
-        elif os.environ.get(ENV_EPOCH):
-            self.epoch_ns = int(os.environ[ENV_EPOCH])
+        elif settings.current().epoch_ns is not None:
+            self.epoch_ns = settings.current().epoch_ns
         self.default_sensor = _Sensor(
             self.opts.sigma_range_m, self.opts.sigma_azimuth_rad, self.opts.sigma_elevation_rad
         )
