@@ -56,6 +56,40 @@ def test_every_idl_declaration_is_exported() -> None:
     assert required <= set(module.structs)
 
 
+def test_optional_packed_arrays_are_listed_apart() -> None:
+    """A packed array whose comment says ``; empty = …`` holds ``count`` items or none (a
+    writer that predates it): listed in OPTIONAL_ARRAYS, which the bus's exact-count rule for
+    PACKED_ARRAYS does not apply to; readers check it with `arrays.optional_field`."""
+    from mcc.bus.validate import validate_sample
+    from mcc.types.arrays import optional_field, packed_field
+
+    text = (
+        "module m { struct S { uint32 count;\n"
+        "  sequence<octet> a;  // <f8[count]\n"
+        "  sequence<octet> b;  // u1[count], codes; empty = not measured\n"
+        "}; };"
+    )
+    assert generate.parse_packed_arrays(text) == {"S": {"a": ("<f8", ())}}
+    assert generate.parse_packed_arrays(text, optional=True) == {"S": {"b": ("u1", ())}}
+    assert types.OPTIONAL_ARRAYS == {
+        "DetectionBatch": {"iff": ("u1", ())},
+        "AirPicture": {"identity": ("u1", ()), "iff": ("u1", ())},
+    }
+    old = types.DetectionBatch(count=0)  # from a writer that predates iff
+    validate_sample(old)
+    assert optional_field(old, "iff") is None and packed_field(old, "iff").shape == (0,)
+    f8 = bytes(16)
+    batch = types.DetectionBatch(count=2, **{f: f8 for f in types.PACKED_ARRAYS["DetectionBatch"]})
+    validate_sample(batch)  # empty iff: not interrogated
+    batch.iff = bytes([2, 1])
+    assert optional_field(batch, "iff").tolist() == [2, 1]
+    batch.iff = bytes([2])
+    with pytest.raises(
+        ValueError, match=r"DetectionBatch.iff: 1 bytes but count=2 needs 2 or none"
+    ):
+        optional_field(batch, "iff")
+
+
 def test_parser_rejects_unknown_type_naming_the_field() -> None:
     with pytest.raises(Exception, match=r"Foo.bar: unknown type 'Widget'"):
         generate.parse_idl("module m { struct Foo { Widget bar; }; };")
