@@ -16,6 +16,7 @@ __all__ = ["Coverage", "PolarDetections", "Scan", "StepReport", "TrackTable"]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Coverage = Callable[[F64], npt.NDArray[np.bool_]]
+_NONE_U8: npt.NDArray[np.uint8] = np.zeros(0, np.uint8)  # "not given" (TrackTable.iff/identity)
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,13 +156,13 @@ class TrackTable:
     misses: I64  # (N,) consecutive misses
     update_s: F64  # (N,) time of the last detection assigned
     birth_s: F64  # (N,) time of the first detection
-    iff: npt.NDArray[np.uint8] | None = None  # (N,) last IFF answer (IffAnswer values)
-    identity: npt.NDArray[np.uint8] | None = None  # (N,) fused Identity (mcc.tracking.identity)
+    iff: npt.NDArray[np.uint8] = _NONE_U8  # (N,) last IFF answer (IffAnswer values)
+    identity: npt.NDArray[np.uint8] = _NONE_U8  # (N,) fused Identity (mcc.tracking.identity)
 
     def __post_init__(self) -> None:
-        # Tables built by hand (tests, apps) get "not interrogated" / "pending" for every row.
+        # Tables built without them (tests, apps) get "not interrogated" / "pending" rows.
         for name in ("iff", "identity"):
-            if getattr(self, name) is None:
+            if getattr(self, name) is _NONE_U8:
                 object.__setattr__(self, name, np.zeros(self.ids.shape[0], np.uint8))
 
     @property

@@ -390,7 +390,7 @@ class MultiTargetTracker:
             best = order[np.unique(ti[order], return_index=True)[1]]
             hit = beta[best] > beta0[np.searchsorted(tracks, ti[best])]
             t1, m1 = ti[best][hit], mj[best][hit]
-            claimed = np.bincount(mj, weights=beta, minlength=meas.count)
+            claimed = np.bincount(mj, weights=beta, minlength=meas.count).astype(np.float64)
         free &= claimed < _JPDA_TAKEN
         second = ~first & free[gated.mj]
         rest = Gated(gated.ti[second], gated.mj[second], gated.d2[second], gated.logdet[second])
