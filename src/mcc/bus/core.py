@@ -38,6 +38,7 @@ from cyclonedds.pub import Publisher
 from cyclonedds.sub import Subscriber
 from cyclonedds.topic import Topic
 
+from mcc import settings
 from mcc.bus import _native
 from mcc.bus.dispatch import Dispatcher
 from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll  # noqa: F401
@@ -177,7 +178,7 @@ class Bus(Closeable):
             raise MccError(f"domain_id = {domain_id}: DDS domain ids run from 0 to 232")
         if transport is None and os.environ.get(TRANSPORT_ENV):
             transport = Transport.from_env()
-        discovery_tag = discovery_tag or os.environ.get("MCC_DISCOVERY_TAG") or None
+        discovery_tag = discovery_tag or settings.current().discovery_tag or None
         if discovery_tag is not None:
             transport = _with_tag(transport, discovery_tag)
         self.domain_id = domain_id

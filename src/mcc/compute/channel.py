@@ -3,11 +3,11 @@ readers whose samples the wire codec decodes (array views, no copy)."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from typing import Any
 
+from mcc import settings
 from mcc.bus import Bus, Reader
 from mcc.bus.topics import topic_spec
 from mcc.errors import ComputeError
@@ -28,7 +28,7 @@ def service_partition(name: str) -> str:
 
 def domain_of(domain_id: int | None) -> int:
     """``domain_id``, else ``MCC_DOMAIN``, else 0."""
-    return int(os.environ.get("MCC_DOMAIN", "0")) if domain_id is None else int(domain_id)
+    return settings.current().domain if domain_id is None else int(domain_id)
 
 
 def open_service_bus(domain_id: int | None, name: str, discovery_tag: str | None, what: str) -> Bus:

@@ -20,12 +20,12 @@ owns the device, its client resends idempotent calls when the service restarts.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from mcc import settings
 from mcc.compute.channel import PARTITION_PREFIX, service_partition
 from mcc.compute.client import ComputeClient
 from mcc.compute.kernels import KERNELS
@@ -96,7 +96,7 @@ def _limits(args: argparse.Namespace) -> ServiceLimits:
 def _local_device(device: str | None) -> str:
     if device:
         return device
-    env = os.environ.get("MCC_DEVICE", "")
+    env = settings.current().device
     return env if env and not env.startswith("remote:") else "cpu"
 
 
@@ -193,12 +193,12 @@ def _add_actions(actions: Any) -> None:
     srv.add_argument(
         "--domain",
         type=int,
-        default=int(os.environ.get("MCC_DOMAIN", "0")),
+        default=settings.current().domain,
         help="DDS domain id (env MCC_DOMAIN; default %(default)s)",
     )
     srv.add_argument(
         "--tag",
-        default=os.environ.get("MCC_DISCOVERY_TAG"),
+        default=settings.current().discovery_tag,
         help="discovery tag (env MCC_DISCOVERY_TAG)",
     )
     srv.set_defaults(func=_cmd_serve)

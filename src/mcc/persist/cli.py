@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+from mcc import settings
 
 
 def add_parser(subparsers: Any) -> None:
@@ -38,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument(
         "--domain",
         type=int,
-        default=int(os.environ.get("MCC_DOMAIN", "0")),
+        default=settings.current().domain,
         help="DDS domain id, 0-232 (env MCC_DOMAIN; default %(default)s)",
     )
     serve.add_argument("--replica", help="replica name, unique per running replica (host/pid)")
@@ -61,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mcc.persist.service import default_replica, open_service
 
     logging.basicConfig(
-        level=os.environ.get("MCC_LOG_LEVEL", "INFO"),
+        level=settings.current().log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     stop = threading.Event()

@@ -45,6 +45,7 @@ from cyclonedds.core import (
 from cyclonedds.dynamic import get_types_for_typeid
 from cyclonedds.util import duration
 
+from mcc import settings
 from mcc.bus import Bus
 from mcc.bus.history import ACK_TOPIC, REPLY_TOPIC, REQUEST_TOPIC, dds_type_name, is_durable
 from mcc.bus.topics import TOPICS
@@ -649,7 +650,7 @@ def open_service(
     `PersistService` (defaults: `PersistLimits()`, `DefaultPolicy`).
     """
     replica = replica or default_replica()
-    domain = int(os.environ.get("MCC_DOMAIN", "0")) if domain_id is None else domain_id
+    domain = settings.current().domain if domain_id is None else domain_id
     opened = Store.open(store, limits=limits)
     try:
         with Bus(domain, partitions=ALL_PARTITIONS, name=f"mcc persist {replica}") as bus:
