@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -156,8 +156,8 @@ class TrackTable:
     misses: I64  # (N,) consecutive misses
     update_s: F64  # (N,) time of the last detection assigned
     birth_s: F64  # (N,) time of the first detection
-    iff: npt.NDArray[np.uint8] = _NONE_U8  # (N,) last IFF answer (IffAnswer values)
-    identity: npt.NDArray[np.uint8] = _NONE_U8  # (N,) fused Identity (mcc.tracking.identity)
+    iff: npt.NDArray[np.uint8] = field(default_factory=lambda: _NONE_U8)  # (N,) IffAnswer
+    identity: npt.NDArray[np.uint8] = field(default_factory=lambda: _NONE_U8)  # (N,) Identity
 
     def __post_init__(self) -> None:
         # Tables built without them (tests, apps) get "not interrogated" / "pending" rows.
