@@ -154,6 +154,11 @@ class Settings(BaseSettings):
         description="`mission/system/index` (finds the processes of a run: `mcc chaos`).",
     )
     phase: str = Field(default="", description="The mission's phase at the instance's start.")
+    config: str | None = Field(
+        default=None,
+        description="The instance's `config:` block as JSON (an app with a CONFIG model: "
+        "`ctx.config`, docs/manifest.md).",
+    )
     partitions: CommaList = Field(
         default=(), description="DDS partitions of the instance's bus (comma-separated)."
     )

@@ -128,7 +128,7 @@ BAD = [
     ),
     (
         _edit("    resources: {cpus", "    resourcs: {cpus"),
-        "<m>:10: systems.radar.resourcs: unknown field; allowed here: app, command, args, "
+        "<m>:10: systems.radar.resourcs: unknown field; allowed here: app, command, args, config, "
         "replicas, resources, priority, pin, restart, phases, after, env, node, health, "
         "description, publish, subscribe; did you mean 'resources'? "
         "(got {'cpus': 0.5, 'memory_mb': 256})",

@@ -12,8 +12,9 @@
 - orders issued, kills, misses, threats seen; and the impacts (leakers) from the truth app's
   ``truth-summary.json`` at the end.
 
-It rewrites ``<run_dir>/summary.json`` every ``--every-s`` seconds and at the end, so a
-console or `make demo` can follow a mission without joining the bus.
+It rewrites ``<run_dir>/summary.json`` every ``every_s`` seconds and at the end, so a
+console or `make demo` can follow a mission without joining the bus. Its settings are the
+system's ``config:`` block (`AssessorConfig`).
 
 Bounds: the figures are over the last ``MAX_KEPT`` pictures and orders (the counts are over
 all), at most ``MAX_KEYS`` orders and threats (and 1024 weapons) are tracked, and a picture of
@@ -26,7 +27,6 @@ reason.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
@@ -37,10 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from mcc.apps.metrics import gospa
 from mcc.apps.scenario import TruthState
 from mcc.files import write_atomic
+from mcc.orchestrate.appconfig import AppConfig
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import AirPicture, EngagementOrder, OrderStatus, TrackStatus, Truth
@@ -66,6 +68,17 @@ MAX_KEYS = 100_000
 MAX_PICTURE_TRACKS = 20_000
 
 log = logging.getLogger("mcc.apps.assess")
+
+
+class AssessorConfig(AppConfig):
+    """The assessor's ``config:`` block in a manifest (every field optional)."""
+
+    cutoff_m: float = Field(default=1000.0, gt=0, description="GOSPA cut-off c, metres")
+    every_s: float = Field(default=1.0, gt=0, le=3600, description="summary.json refresh, s")
+    out: Path | None = Field(default=None, description="summary file; <run_dir>/summary.json")
+
+
+CONFIG = AssessorConfig
 
 
 def _recent() -> deque[Any]:
@@ -212,11 +225,7 @@ def _percentiles(values: deque[float]) -> dict[str, float | int | None]:
 
 
 def assessor(ctx: AppContext) -> int:
-    parser = argparse.ArgumentParser(prog="assessor", description=__doc__)
-    parser.add_argument("--cutoff-m", type=float, default=1000.0, help="GOSPA c (m)")
-    parser.add_argument("--every-s", type=float, default=1.0, help="summary.json refresh (s)")
-    parser.add_argument("--out", type=Path, help="default <run_dir>/summary.json")
-    opts = parser.parse_args(ctx.args)
+    opts: AssessorConfig = ctx.config or AssessorConfig()
     out = opts.out or ctx.run_dir / "summary.json"
     state = Assessment(cutoff_m=opts.cutoff_m)
     bus = ctx.bus

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc.errors import ManifestError
+from mcc.orchestrate.appconfig import config_problems
 from mcc.orchestrate.backends.base import Backend
 from mcc.orchestrate.manifest import Mission, load_manifest, runnable_problems
 from mcc.settings import current
@@ -152,6 +153,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     from mcc.orchestrate.supervisor import Supervisor
 
     mission = load_manifest(args.file)
+    problems = config_problems(args.file, only_given=True)
+    if problems:
+        raise ManifestError("\n".join(problems), problems=problems)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(mission)
     backend = make_backend(mission, args.backend, address=args.address)
     supervisor = Supervisor(mission, backend=backend, run_dir=run_dir, phase=args.phase)

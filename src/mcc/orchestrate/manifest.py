@@ -75,6 +75,9 @@ class System(_Model):
     app: str | None = None
     command: list[str] | None = None
     args: list[str] = []
+    #: An app's settings, checked against the model its module declares (``CONFIG``):
+    #: `mcc.orchestrate.appconfig`, docs/manifest.md.
+    config: dict[str, Any] | None = None
     replicas: Annotated[int, Field(ge=0, le=4096)] = 1
     resources: Resources = Resources()
     priority: Literal["normal", "high", "realtime"] = "normal"
@@ -121,6 +124,8 @@ class System(_Model):
             raise ValueError("give exactly one of 'app' (module:function) or 'command' (argv)")
         if self.command is not None and not self.command:
             raise ValueError("'command' is empty: give the executable and its arguments")
+        if self.command is not None and self.config is not None:
+            raise ValueError("'config' is for an app (its CONFIG model); a command takes 'args'")
         return self
 
     @property
@@ -499,7 +504,9 @@ def runnable_problems(path: str | Path) -> list[str]:
                     f"{where}: {kind}.{name}.command: executable {exe!r} not found (on PATH, "
                     f"or as a path from {Path.cwd()}) (got {system.command!r})"
                 )
-    return problems
+    from mcc.orchestrate.appconfig import config_problems
+
+    return problems + config_problems(path)
 
 
 def _file_arg_problems(where: str, loaders: Any, system: System) -> list[str]:

@@ -31,6 +31,7 @@ from typing import Any
 
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.errors import MccError
+from mcc.orchestrate.appconfig import config_model, parse_config
 from mcc.settings import Settings, current, env_name
 from mcc.types import SystemState
 
@@ -93,6 +94,8 @@ class AppContext:
     stop: threading.Event = field(default_factory=threading.Event)
     #: The instance's ``MCC_*`` settings (epoch, partitions, cluster, …).
     settings: Settings = field(default_factory=current)
+    #: The system's ``config:`` block as the app's ``CONFIG`` model (None: the app has none).
+    config: Any = None
 
     @property
     def log(self) -> logging.Logger:
@@ -131,6 +134,7 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
     settings = current() if env is None else Settings.from_env(env)
     identity = Identity.from_settings(settings)
     func = load_entry_point(spec)
+    config = _config_of(spec, settings)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -162,6 +166,7 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
             phase=settings.phase,
             stop=stop,
             settings=settings,
+            config=config,
         )
         try:
             code = func(ctx)
@@ -172,6 +177,22 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
             return 1
         heartbeat.stop(final_state=SystemState.SYSTEM_STOPPED)
         return int(code or 0)
+
+
+def _config_of(spec: str, settings: Settings) -> Any:
+    """The instance's ``config:`` block as its app's ``CONFIG`` model; `MccError` naming
+    ``systems.NAME.config.FIELD`` when it does not fit (``mcc validate`` says it earlier)."""
+    module = importlib.import_module(spec.partition(":")[0])
+    kind = "clusters" if settings.cluster else "systems"
+    where = f"{kind}.{settings.system}.config"
+    model = config_model(module)
+    if model is None:
+        if settings.config:
+            raise MccError(
+                f"{where}: {module.__name__} declares no CONFIG model (got {settings.config!r})"
+            )
+        return None
+    return parse_config(model, settings.config, where=where)
 
 
 def _watch_agent(path: str, orphan_s: float, stop: threading.Event) -> None:

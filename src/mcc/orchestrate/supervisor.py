@@ -21,77 +21,37 @@ anything, stops answering and exits.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, HeartbeatPublisher, Reader, Replier, Transport
-from mcc.bus.rpc import COMMAND_CHANNEL
-from mcc.errors import MccError, OrchestratorError
+from mcc.errors import OrchestratorError
 from mcc.lifecycle import Service
 from mcc.orchestrate import registry
-from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec, Leadership
-from mcc.orchestrate.manifest import Cluster, Mission, System
+from mcc.orchestrate import supervisor_bus as on_bus
+from mcc.orchestrate import supervisor_launch as launching
+from mcc.orchestrate import supervisor_leadership as leading
+from mcc.orchestrate.backends.base import Backend, ExitEvent, Leadership
+from mcc.orchestrate.instances import LIVE, Instance, S
+from mcc.orchestrate.manifest import Cluster, Mission
 from mcc.orchestrate.planner import Planner
-from mcc.orchestrate.runtime import RUNTIME_ARGV
 from mcc.orchestrate.services import mission_transports, system_topics, with_services
-from mcc.settings import child_env, env_name
-from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
+from mcc.types import Command, CommandReply, Heartbeat
 
 if TYPE_CHECKING:
-    from mcc.security import Identity
     from mcc.security.mission import Topics
 
 log = logging.getLogger("mcc.orchestrate")
-S = SystemState
-LIVE = (S.SYSTEM_STARTING, S.SYSTEM_RUNNING, S.SYSTEM_DEGRADED)
 #: A supervisor's heartbeat period, and how long a standby waits for a silent active one
 #: (while it hears the mission's instances) before it claims.
 SUPERVISOR_BEAT_S = 0.1
 LEASE_S = 1.5
-#: A new standby has not discovered everyone yet: no claim in its first seconds.
-STANDBY_GRACE_S = 3.0
-
-
-@dataclass
-class Instance:
-    """What the supervisor knows of one instance (``mission/system/index``)."""
-
-    id: str
-    system: str
-    index: int
-    queued_mono: float
-    state: SystemState = S.SYSTEM_PENDING
-    pid: int = 0
-    host: str = ""
-    node: str = ""
-    cpu_set: tuple[int, ...] = ()
-    device: str = "cpu"
-    restarts: int = 0
-    failures_in_row: int = 0
-    reason: str = ""
-    since_ns: int = field(default_factory=time.time_ns)
-    started_mono: float = 0.0
-    last_beat_mono: float | None = None
-    next_start_mono: float = 0.0
-    killing: bool = False
-    restart_requested: bool = False
-
-    def set_state(self, state: SystemState, reason: str | None = None) -> None:
-        if state != self.state:
-            self.state = state
-            self.since_ns = time.time_ns()
-        if reason is not None:
-            self.reason = reason
 
 
 class Supervisor(Service):
@@ -217,7 +177,7 @@ class Supervisor(Service):
         )
         with self._lock:
             if leadership is None or leadership.active:
-                self._activate(leadership)
+                leading.activate(self, leadership)
             else:
                 self.role = "standby"
                 self.epoch = leadership.epoch
@@ -237,136 +197,8 @@ class Supervisor(Service):
 
     # -- leadership (replicated supervisors) --------------------------------------------
 
-    def _activate(self, leadership: Leadership | None) -> None:
-        """Under the lock: become the active supervisor, adopting what runs."""
-        self.role = "active"
-        self.epoch = leadership.epoch if leadership is not None else 0
-        if leadership is not None and (leadership.instances or leadership.state):
-            self._adopt(leadership)
-        if self._beat is not None:
-            self._beat.state = S.SYSTEM_RUNNING
-            self._beat.message = f"active epoch {self.epoch}"
-        if self._replier is None:
-            self._replier = Replier[Command, CommandReply](
-                self.bus,
-                self._handle,
-                replier_id=f"supervisor:{self.mission.mission}",
-                channel=COMMAND_CHANNEL,
-            ).start()
-        registry.register(self)
-        self._status_dirty = True
-
-    def _adopt(self, leadership: Leadership) -> None:
-        """Take over the running instances and the desired state another supervisor left."""
-        assert self._planner is not None
-        state = leadership.state if isinstance(leadership.state, dict) else {}
-        same = state.get("fingerprint") == self._fingerprint()
-        if state and not same:
-            log.warning(
-                "mission %s: the manifest changed since the running instances were started: "
-                "they are restarted with the new one",
-                self.mission.mission,
-            )
-        if same:
-            self._restore(state)
-        metas = state.get("instances") if same else None
-        metas = metas if isinstance(metas, dict) else {}
-        now = time.monotonic()
-        for running in leadership.instances:
-            mission, _, rest = running.instance_id.partition("/")
-            name, _, index_text = rest.rpartition("/")
-            system = self.systems.get(name)
-            if mission != self.mission.mission or system is None or not index_text.isdigit():
-                log.warning("%s is not of this mission: stopping it", running.instance_id)
-                self.backend.kill(running.instance_id)
-                continue
-            meta = metas.get(running.instance_id)
-            meta = meta if isinstance(meta, dict) else {}
-            inst = Instance(running.instance_id, name, int(index_text), now)
-            inst.pid, inst.host, inst.node = running.pid, running.host, running.node
-            inst.cpu_set = tuple(int(c) for c in meta.get("cpu_set", ()))
-            inst.device = str(meta.get("device", "cpu"))
-            inst.restarts = int(meta.get("restarts", 0))
-            inst.started_mono = now - float(meta.get("ran_s", 0.0))
-            inst.last_beat_mono = now  # its health counts from the adoption
-            inst.set_state(S.SYSTEM_RUNNING, "adopted")
-            group = name if isinstance(system, Cluster) else None
-            gpu_ids = tuple(int(g) for g in meta.get("gpu_ids", ()))
-            self._planner.adopt(
-                inst.id, system, running.node, cpu_set=inst.cpu_set, gpu_ids=gpu_ids, group=group
-            )
-            self.instances[inst.id] = inst
-            self._event(inst.id, f"adopted (pid {inst.pid}, epoch {self.epoch})")
-            if not same:
-                self.backend.stop(inst.id, grace_s=self.mission.stop_grace_s)
-                inst.set_state(S.SYSTEM_STOPPING, "manifest changed")
-        log.warning(
-            "mission %s: supervisor pid %d active (epoch %d): adopted %d running instances",
-            self.mission.mission,
-            os.getpid(),
-            self.epoch,
-            len(leadership.instances),
-        )
-
-    def _fingerprint(self) -> str:
-        """What must not change for a supervisor to adopt the previous one's instances."""
-        import hashlib
-
-        text = self.mission.model_dump_json()
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        phase = state.get("phase")
-        if phase in self.mission.phases:
-            self.phase = phase
-        sizes = state.get("sizes")
-        if isinstance(sizes, dict):
-            for name, size in sizes.items():
-                if name in self.sizes and isinstance(size, int) and size >= 0:
-                    self.sizes[name] = size
-        disabled = state.get("disabled")
-        if isinstance(disabled, list):
-            self.disabled = {d for d in disabled if d in self.systems}
-        if isinstance(state.get("epoch_ns"), int):
-            self.epoch_ns = state["epoch_ns"]
-        if isinstance(state.get("run_dir"), str) and state["run_dir"]:
-            self.run_dir = Path(state["run_dir"])
-
-    def _desired_state(self) -> dict[str, Any]:
-        now = time.monotonic()
-        return {
-            "fingerprint": self._fingerprint(),
-            "phase": self.phase,
-            "sizes": dict(self.sizes),
-            "disabled": sorted(self.disabled),
-            "epoch_ns": self.epoch_ns,
-            "run_dir": str(self.run_dir.resolve()),
-            "instances": {
-                i.id: {
-                    "cpu_set": list(i.cpu_set),
-                    "gpu_ids": list(p.gpu_ids) if (p := self._placement(i.id)) else [],
-                    "device": i.device,
-                    "restarts": i.restarts,
-                    "ran_s": round(now - i.started_mono, 1) if i.started_mono else 0.0,
-                }
-                for i in self.instances.values()
-                if i.pid
-            },
-        }
-
     def _placement(self, instance_id: str) -> Any:
         return self._planner.placement(instance_id) if self._planner is not None else None
-
-    def _save_state(self) -> None:
-        state = self._desired_state()
-        instances = state["instances"]
-        comparable = {**state, "instances": {k: {**v, "ran_s": 0} for k, v in instances.items()}}
-        if comparable != self._saved_state:
-            self._saved_state = comparable
-            try:
-                self.backend.save_state(state)
-            except OrchestratorError as exc:
-                log.warning("cannot leave the desired state with the node agent: %s", exc)
 
     def _on_promoted(self, leadership: Leadership) -> None:
         """The backend's thread: the active supervisor is gone, this one takes over."""
@@ -374,59 +206,17 @@ class Supervisor(Service):
         with self._lock:
             if self.role == "active" or self._done.is_set():
                 return
-            self._activate(leadership)
+            leading.activate(self, leadership)
         self._wake.set()
 
     def _on_fenced(self, epoch: int) -> None:
         """The backend's thread: another supervisor took over (epoch ``epoch``)."""
-        with self._lock:
-            if self.role == "fenced":
-                return
-            self.role = "fenced"
-            self.epoch = epoch
-        log.error(
-            "mission %s: supervisor epoch %d took over; this one (pid %d) no longer commands "
-            "and leaves",
-            self.mission.mission,
-            epoch,
-            os.getpid(),
-        )
-        if self._beat is not None:
-            self._beat.state = S.SYSTEM_STOPPED
-            self._beat.message = f"fenced by epoch {epoch}"
-        replier, self._replier = self._replier, None
-        if replier is not None:
-            replier.stop()
-        registry.unregister(self)
-        self.fenced.set()
-        self._done.set()
+        leading.on_fenced(self, epoch)
 
     def _on_shutdown(self) -> None:
         """The backend's thread: the active supervisor stopped the mission."""
         log.info("mission %s stopped by the active supervisor", self.mission.mission)
         self._done.set()
-
-    def _watch_active(self, now: float) -> None:
-        """A standby: claim when the active supervisor is silent while the mission is not."""
-        active = [(t, hb) for t, hb in self._peers.values() if hb.state == S.SYSTEM_RUNNING]
-        last_active = max((t for t, _ in active), default=self._standby_since)
-        for _, hb in active:
-            epoch = _epoch_of(hb)
-            if epoch is not None and epoch > self.epoch:
-                self.epoch = epoch
-        if now - self._standby_since < STANDBY_GRACE_S or now - last_active < self.lease_s:
-            return
-        if now - self._mission_beat_mono > self.lease_s or now - self._last_claim < self.lease_s:
-            return  # nothing heard at all: this standby is the one cut off
-        self._last_claim = now
-        log.warning(
-            "mission %s: the active supervisor is silent for %.1f s while the instances "
-            "beat: claiming (epoch %d)",
-            self.mission.mission,
-            now - last_active,
-            self.epoch,
-        )
-        self.backend.claim(self.epoch)
 
     def run(self, *, duration_s: float | None = None, stop: threading.Event | None = None) -> None:
         """Block until ``down`` is asked for, ``stop`` is set or ``duration_s`` has passed."""
@@ -458,25 +248,10 @@ class Supervisor(Service):
         # The instances' base transport, fixed now: the process environment may carry the
         # console's identity later (the demo's console runs in this process).
         self._instance_base = self._instance_base or Transport.from_env()
-        self._transport = _secured(self._transport, identities[SUPERVISOR])
-        self.console_env = _secured(self._instance_base, identities[CONSOLE]).apply_to_env({})
-
-    def _identity_env(self, inst: Instance) -> dict[str, str]:
-        """A secured mission: the environment that carries ``inst``'s own, fresh identity."""
-        if self.keystore is None:
-            return {}
-        from mcc.security.mission import instance_identity
-
-        identity = instance_identity(
-            self.keystore,
-            mission=self.mission.mission,
-            domain=self.mission.domain,
-            system=inst.system,
-            index=inst.index,
-            topics=self._system_topics[inst.system],
+        self._transport = launching.secured(self._transport, identities[SUPERVISOR])
+        self.console_env = launching.secured(self._instance_base, identities[CONSOLE]).apply_to_env(
+            {}
         )
-        env = _secured(self._instance_base, identity).apply_to_env({})
-        return child_env(env, grants_at=self.mission.where(inst.system))
 
     def close(self) -> None:
         """Active: stop every instance gracefully, publish the final status, release
@@ -505,8 +280,8 @@ class Supervisor(Service):
                 if inst.state not in (S.SYSTEM_FAILED,):
                     inst.set_state(S.SYSTEM_STOPPED)
             self.state = S.SYSTEM_STOPPED
-        self._publish_status()
-        self._write_summary()
+        on_bus.publish_status(self)
+        on_bus.write_summary(self)
         registry.unregister(self)
         self._release()
 
@@ -611,9 +386,9 @@ class Supervisor(Service):
             if self.role != "active":
                 now = time.monotonic()
                 with self._lock:
-                    self._apply_heartbeats()
+                    on_bus.apply_heartbeats(self)
                 if self.role == "standby":
-                    self._watch_active(now)
+                    leading.watch_active(self, now)
                 self._wake.wait(self.tick_s)
                 self._wake.clear()
                 continue
@@ -623,7 +398,7 @@ class Supervisor(Service):
                 log.exception("reconcile step failed")
             if self._going_down and not self._any(lambda i: i.pid and i.state != S.SYSTEM_STOPPED):
                 if not self._done.is_set():
-                    self._publish_status()
+                    on_bus.publish_status(self)
                 self._done.set()
                 return
             self._wake.wait(self.tick_s)
@@ -634,7 +409,7 @@ class Supervisor(Service):
         if self._roudi is not None and self._roudi.watch():
             self.events.append((time.time_ns(), "iox-roudi", "restarted"))
         with self._lock:
-            self._apply_heartbeats()
+            on_bus.apply_heartbeats(self)
             for event in self.backend.poll():
                 self._on_exit(event, now)
             for warning in self.backend.warnings():
@@ -652,11 +427,11 @@ class Supervisor(Service):
                     self.instances[instance_id] = Instance(instance_id, name, index, now)
                     self._status_dirty = True
             self._check_health(now)
-            self._start_pending(now)
+            launching.start_pending(self, now)
             self._refresh_locations()
-            self._save_state()
+            leading.save_state(self)
         if self._status_dirty or now - self._last_status >= self.status_period_s:
-            self._publish_status()
+            on_bus.publish_status(self)
 
     def _desired(self) -> dict[str, tuple[str, int]]:
         if self._going_down:
@@ -770,136 +545,6 @@ class Supervisor(Service):
         self._event(inst.id, f"kill: {reason}")
         self.backend.kill(inst.id)
 
-    def _start_pending(self, now: float) -> None:
-        assert self._planner is not None
-        queue = sorted(
-            (i for i in self.instances.values() if i.state == S.SYSTEM_PENDING),
-            key=lambda i: (i.queued_mono, self.order.index(i.system), i.index),
-        )
-        blocked = False
-        for position, inst in enumerate(queue):
-            system = self.systems[inst.system]
-            if inst.next_start_mono > now:
-                continue
-            waiting = [d for d in system.after if not self._ready(d)]
-            if waiting:
-                inst.reason = f"waiting for {', '.join(waiting)} to run"
-                continue
-            placement = self._planner.placement(inst.id)
-            if placement is None and not blocked:
-                impossible = self._planner.impossible(system)
-                if impossible:
-                    inst.set_state(S.SYSTEM_FAILED, f"cannot be placed: {impossible}")
-                    self._status_dirty = True
-                    continue
-                group = inst.system if isinstance(system, Cluster) else None
-                placement = self._planner.place(inst.id, system, group=group)
-            if placement is None:
-                blocked = True  # strict FIFO: later requests wait behind this one
-                free = {n.name: round(n.free, 3) for n in self._planner.nodes.values()}
-                reason = (
-                    f"queued ({position + 1}): needs {system.resources.cpus:g} CPU; free {free}"
-                )
-                if inst.reason != reason:
-                    inst.reason = reason
-                    self._status_dirty = True
-                continue
-            self._launch(inst, system, placement.node, placement.cpu_set, placement.gpu_ids)
-
-    def _launch(
-        self,
-        inst: Instance,
-        system: System,
-        node: str,
-        cpu_set: tuple[int, ...],
-        gpu_ids: tuple[int, ...],
-    ) -> None:
-        spec = self._launch_spec(inst, system, node, cpu_set, gpu_ids)
-        try:
-            running = self.backend.start(spec)
-        except (OrchestratorError, OSError, TimeoutError) as exc:
-            inst.set_state(S.SYSTEM_FAILED, f"backend could not start it: {exc}")
-            self._status_dirty = True
-            return
-        inst.pid, inst.host, inst.node = running.pid, running.host, running.node
-        inst.cpu_set, inst.device = cpu_set, spec.env[env_name("device")]
-        inst.started_mono = time.monotonic()
-        inst.last_beat_mono = None
-        inst.killing = False
-        running_now = not system.uses_heartbeat
-        inst.set_state(S.SYSTEM_RUNNING if running_now else S.SYSTEM_STARTING, "")
-        self._event(inst.id, "start")
-        self._status_dirty = True
-
-    def _launch_spec(
-        self,
-        inst: Instance,
-        system: System,
-        node: str,
-        cpu_set: tuple[int, ...],
-        gpu_ids: tuple[int, ...],
-    ) -> LaunchSpec:
-        mission = self.mission
-        device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
-        cluster = isinstance(system, Cluster)
-        env = child_env(
-            {
-                **os.environ,
-                **self.client_env,
-                **self._identity_env(inst),
-                **mission.env,
-                **system.env,
-            },
-            mission=mission.mission,
-            system=inst.system,
-            index=inst.index,
-            instance_id=inst.id,
-            domain=mission.domain,
-            run_dir=self.run_dir.resolve(),
-            phase=self.phase,
-            epoch_ns=self.epoch_ns,
-            device=device[system.resources.gpu],
-            heartbeat_period_s=min(1.0, system.health.timeout_s / 3),
-            ray_max_restarts=0 if system.restart.policy == "never" else system.restart.max_restarts,
-            cluster=inst.system if cluster else None,
-            cluster_size=self.sizes[inst.system] if cluster else None,
-        )
-        if gpu_ids:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
-        if system.app is not None:
-            argv = (*RUNTIME_ARGV, system.app, *system.args)
-        else:
-            assert system.command is not None
-            argv = (*system.command, *system.args)
-        labels: dict[str, float] = {}  # only a system tied to a node is tied to its labels:
-        if system.node is not None:  # the others may move when their node is lost (Ray)
-            for manifest_node in mission.nodes:
-                if manifest_node.name == system.node:
-                    labels = dict(manifest_node.labels)
-        return LaunchSpec(
-            instance_id=inst.id,
-            system=inst.system,
-            index=inst.index,
-            argv=tuple(argv),
-            env=env,
-            log_path=str(self.run_dir / "logs" / f"{inst.system}-{inst.index}.log"),
-            node=node,
-            cpus=system.resources.cpus,
-            cpu_set=cpu_set,
-            priority=system.priority,
-            memory_mb=system.resources.memory_mb,
-            gpu=system.resources.gpu,
-            gpu_ids=gpu_ids,
-            placement_group=inst.system if cluster else None,
-            placement=system.placement if isinstance(system, Cluster) else "pack",
-            labels=labels,
-        )
-
-    def _ready(self, name: str) -> bool:
-        """A dependency is ready when every wanted instance of it runs (and beats)."""
-        instances = [i for i in self.instances.values() if i.system == name]
-        return all(i.state == S.SYSTEM_RUNNING for i in instances)
-
     def _refresh_locations(self) -> None:
         for inst in self.instances.values():
             if inst.state in LIVE:
@@ -911,7 +556,7 @@ class Supervisor(Service):
                     inst.started_mono = time.monotonic()
                     self._status_dirty = True
 
-    # -- bus: heartbeats, status, commands -------------------------------------------------
+    # -- bus: heartbeats, status, commands (mcc.orchestrate.supervisor_bus) ----------------
 
     def _on_heartbeats(self, reader: Reader[Heartbeat]) -> None:
         """On Cyclone's thread: stamp and queue; the loop applies them (no lock wait here)."""
@@ -920,190 +565,13 @@ class Supervisor(Service):
             self._beats.append((now, now_ns, hb))
         self._wake.set()
 
-    def _apply_heartbeats(self) -> None:
-        prefix = f"{self.mission.mission}/"
-        supervisors = f"{prefix}supervisor/"
-        own = f"{supervisors}{os.getpid()}"
-        while self._beats:
-            now, now_ns, hb = self._beats.popleft()
-            if hb.system_id.startswith(supervisors):
-                if hb.system_id != own and (len(self._peers) < 64 or hb.system_id in self._peers):
-                    self._peers[hb.system_id] = (now, hb)
-                    self._heard_mono = now
-                continue
-            if hb.system_id.startswith(prefix):
-                self._mission_beat_mono = self._heard_mono = now
-            inst = self.instances.get(hb.system_id)
-            if inst is None or inst.state not in LIVE or not _beat_of(hb, inst):
-                continue
-            if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
-                continue  # a last word before exiting: the exit event says the rest
-            inst.last_beat_mono = now
-            if inst.state == S.SYSTEM_STARTING:
-                inst.set_state(S.SYSTEM_RUNNING)
-                inst.since_ns = now_ns  # when it beat, not when the loop saw it
-                self.events.append((now_ns, inst.id, "first heartbeat"))
-                self._status_dirty = True
-            if hb.device:
-                inst.device = hb.device
-
     def status(self) -> dict[str, Any]:
         """The mission's state as a plain dict (what ``mcc status --json`` prints)."""
-        with self._lock:
-            return {
-                "mission": self.mission.mission,
-                "phase": self.phase,
-                "state": self._mission_state().name.removeprefix("SYSTEM_").lower(),
-                "backend": self.backend.name,
-                "domain": self.mission.domain,
-                "security": self.mission.security,
-                "run_dir": str(self.run_dir),
-                "clusters": self._clusters(),
-                "supervisors": self._supervisors(),
-                "instances": [
-                    {
-                        "id": i.id,
-                        "state": i.state.name.removeprefix("SYSTEM_").lower(),
-                        "pid": i.pid,
-                        "host": i.host,
-                        "node": i.node,
-                        "cpus": _cpu_list(i.cpu_set),
-                        "device": i.device,
-                        "restarts": i.restarts,
-                        "reason": i.reason,
-                    }
-                    for i in self._sorted_instances()
-                ],
-            }
-
-    def _supervisors(self) -> list[dict[str, Any]]:
-        """This supervisor and the others it hears: role, epoch and how fresh their beat is."""
-        import socket
-
-        now = time.monotonic()
-        rows = [
-            {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "role": self.role,
-                "epoch": self.epoch,
-                "beat_age_s": 0.0,
-                "healthy": True,
-            }
-        ]
-        for seen, hb in self._peers.values():
-            age = now - seen
-            if hb.state == S.SYSTEM_STOPPED or age > 30.0:
-                continue
-            role = "active" if hb.state == S.SYSTEM_RUNNING else "standby"
-            rows.append(
-                {
-                    "pid": hb.pid,
-                    "host": hb.host,
-                    "role": role,
-                    "epoch": _epoch_of(hb) or 0,
-                    "beat_age_s": round(age, 2),
-                    "healthy": age < self.lease_s,
-                }
-            )
-        return rows
-
-    def _clusters(self) -> dict[str, dict[str, Any]]:
-        return {
-            name: {"size": self.sizes[name], "min": c.min, "max": c.max, "placement": c.placement}
-            for name, c in self.mission.clusters.items()
-        }
-
-    def _sorted_instances(self) -> Iterator[Instance]:
-        return iter(
-            sorted(self.instances.values(), key=lambda i: (self.order.index(i.system), i.index))
-        )
-
-    def _mission_state(self) -> SystemState:
-        if self.state in (S.SYSTEM_STOPPING, S.SYSTEM_STOPPED):
-            return self.state
-        states = {i.state for i in self.instances.values()}
-        if S.SYSTEM_FAILED in states:
-            return S.SYSTEM_DEGRADED
-        if states & {S.SYSTEM_PENDING, S.SYSTEM_STARTING}:
-            return S.SYSTEM_STARTING
-        return S.SYSTEM_RUNNING
-
-    def _publish_status(self) -> None:
-        with self._lock:
-            entries = [
-                SystemEntry(
-                    system_id=i.id,
-                    state=i.state,
-                    pid=i.pid,
-                    restarts=i.restarts,
-                    host=i.host,
-                    device=i.device,
-                    node=i.node,
-                    cpus=_cpu_list(i.cpu_set),
-                    reason=i.reason[:200],
-                    since_ns=i.since_ns,
-                )
-                for i in self._sorted_instances()
-            ]
-            status = MissionStatus(
-                mission=self.mission.mission,
-                phase=self.phase,
-                state=self._mission_state(),
-                domain_id=self.mission.domain,
-                run_dir=str(self.run_dir),
-                systems=entries,
-                time_ns=time.time_ns(),
-                backend=self.backend.name,
-                clusters_json=json.dumps(self._clusters()),
-            )
-            self._status_dirty = False
-            self._last_status = time.monotonic()
-        self._status_writer.write(status)
+        return on_bus.status(self)
 
     def _handle(self, command: Command) -> CommandReply:
-        if command.mission and command.mission != self.mission.mission:
-            raise MccError(
-                f"this domain runs mission {self.mission.mission!r}, not {command.mission!r}"
-            )
-        args = json.loads(command.args_json or "{}")
-        verb, target = command.verb, command.target
-        if self.role != "active":
-            raise MccError(f"this supervisor is {self.role}, not active (epoch {self.epoch})")
-        if verb != "status":  # who commanded: the sender's identity, never a field it wrote
-            assert self._replier is not None
-            sender = self._replier.sender(command)
-            log.info("command %s %s from %s (%s)", verb, target, sender, command.client_id)
-            with self._lock:
-                self.events.append(
-                    (time.time_ns(), f"{COMMAND_CHANNEL}/{sender}", f"{verb} {target}")
-                )
-        result: Any = None
-        if verb == "status":
-            result = self.status()
-        elif verb == "scale":
-            self.scale(target, int(args["size"]))
-        elif verb == "phase":
-            self.set_phase(target or args["phase"])
-        elif verb == "stop":
-            self.stop_system(target)
-        elif verb == "start":
-            self.start_system(target)
-        elif verb == "restart":
-            result = self.restart(target)
-        elif verb == "logs":
-            path = self.log_path(target)
-            lines = int(args.get("lines", 50))
-            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
-            result = {"path": str(path), "lines": text}
-        elif verb == "down":
-            self.down()
-        else:
-            verbs = "status, scale, phase, stop, start, restart, logs, down"
-            raise MccError(f"unknown verb {verb!r}; verbs: {verbs}")
-        return CommandReply(
-            ok=True, message=f"{verb} {target}".strip(), result_json=json.dumps(result)
-        )
+        """The replier's thread: one operator command."""
+        return on_bus.handle(self, command)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -1122,36 +590,6 @@ class Supervisor(Service):
         self.events.append((time.time_ns(), instance_id, what))
         self._status_dirty = True
 
-    def _write_summary(self) -> None:
-        summary = {
-            **self.status(),
-            "events": [{"time_ns": t, "instance": i, "event": e} for t, i, e in self.events],
-        }
-        registry.write_private(self.run_dir / "supervisor.json", json.dumps(summary, indent=2))
-
-
-def _beat_of(hb: Heartbeat, inst: Instance) -> bool:
-    """Whether ``hb`` can be ``inst``'s: the pid it names is the one the backend started (a
-    beat naming pid 0 or another process is not this instance's, whoever sent it); where the
-    backend knows no pid (a Ray actor before its first beat), any real pid."""
-    if hb.pid <= 0:
-        return False
-    return not inst.pid or hb.pid == inst.pid
-
-
-def _secured(base: Transport | None, identity: Identity) -> Transport:
-    """``base`` (default: the environment's transport) with ``identity``'s DDS Security."""
-    base = base or Transport.from_env()
-    return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
-
-
-def _epoch_of(hb: Heartbeat) -> int | None:
-    """The epoch a supervisor's beat names (``active epoch N`` / ``standby epoch N``)."""
-    words = hb.message.split()
-    if len(words) == 3 and words[1] == "epoch" and words[2].isdigit():
-        return int(words[2])
-    return None
-
 
 def _describe_exit(returncode: int | None) -> str:
     if returncode is None:
@@ -1162,7 +600,3 @@ def _describe_exit(returncode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exited {returncode}"
-
-
-def _cpu_list(cores: tuple[int, ...]) -> str:
-    return ",".join(map(str, cores))

@@ -1,0 +1,141 @@
+"""App ``config:`` blocks: a system's settings as a typed, checked object instead of ``args:``.
+
+An app module declares its model (``CONFIG = AssessorConfig``, an `AppConfig`: frozen, unknown
+fields refused); a manifest system of that app gives ``config:`` (a mapping). ``mcc validate``
+(and ``mcc up``, for the systems that have one) checks the block against the model, each
+problem as ``file:line: systems.NAME.config.FIELD: what is wrong (got …)``, exit status 2. The
+supervisor hands the block to each instance (``MCC_CONFIG``, JSON) and the runtime validates it
+once more into ``ctx.config``, the typed object:
+
+>>> class AssessorConfig(AppConfig):
+...     cutoff_m: float = Field(1000.0, gt=0, description="GOSPA c, m")
+>>> CONFIG = AssessorConfig
+>>> def assessor(ctx: AppContext) -> int:
+...     cutoff_m = ctx.config.cutoff_m
+
+A field that names a file is checked by loading it (`loaded_by`), so a bad scenario fails
+``mcc validate`` with the scenario's own ``file:line`` as it does for ``FILE_ARGS`` options of
+``args:``. docs/manifest.md has the whole story.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+
+from mcc.errors import ManifestError, MccError
+
+__all__ = ["AppConfig", "config_model", "config_problems", "loaded_by", "parse_config"]
+
+
+class AppConfig(BaseModel):
+    """The base of an app's ``CONFIG`` model: frozen, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def loaded_by(loader: Callable[[Any], Any]) -> AfterValidator:
+    """A field naming a file that ``loader`` reads: the file is read when the block is checked,
+    and what ``loader`` raises (its own ``file:line``) is the field's problem. The field keeps
+    the path: ``scenario: Annotated[Path, loaded_by(load_scenario)]``."""
+
+    def check(value: Any) -> Any:
+        try:
+            loader(value)
+        except Exception as exc:  # what the loader says is the user's answer
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(first) from None
+        return value
+
+    return AfterValidator(check)
+
+
+def config_model(module: ModuleType) -> type[BaseModel] | None:
+    """The module's ``CONFIG`` model, None when it declares none; `MccError` when ``CONFIG`` is
+    not a pydantic model."""
+    model = getattr(module, "CONFIG", None)
+    if model is None:
+        return None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise MccError(f"{module.__name__}.CONFIG: expected a pydantic model (got {model!r})")
+    return model
+
+
+def parse_config(model: type[BaseModel], text: str | None, *, where: str) -> BaseModel:
+    """The instance's side: ``text`` (the block as JSON, None: no block) as ``model``; an
+    `MccError` of ``where.FIELD: what is wrong (got …)`` lines."""
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise MccError(f"{where}: not JSON ({exc}) (got {(text or '')[:200]!r})") from None
+    problems = _problems(model, data, field=where)
+    if problems:
+        raise MccError("\n".join(problems))
+    return model.model_validate(data)
+
+
+def config_problems(path: str | Path, *, only_given: bool = False) -> list[str]:
+    """The problems of every app system's ``config:`` in the manifest at ``path``, as
+    ``file:line: systems.NAME.config.FIELD: what is wrong (got …)``. ``only_given``: only the
+    systems that have a block (what ``mcc up`` checks: it imports no other app module)."""
+    from mcc.orchestrate.manifest import load_manifest
+    from mcc.resources import shipped
+    from mcc.yamlsource import nearest_line, parse_mapping
+
+    path = shipped(path)
+    mission = load_manifest(path)
+    _, lines = parse_mapping(path.read_text(), source=str(path), error=ManifestError, expected="")
+    problems = []
+    for kind, name, system in mission._each():
+        if system.app is None or (only_given and system.config is None):
+            continue
+        try:
+            module = importlib.import_module(system.app.partition(":")[0])
+            model = config_model(module)
+        except Exception:  # an app that does not import: `runnable_problems` says why
+            continue
+        base = (kind, name, "config")
+        where = f"{kind}.{name}.config"
+
+        def at(loc: tuple[Any, ...], base: tuple[Any, ...] = base) -> str:
+            line = nearest_line(lines, (*base, *loc)) or nearest_line(lines, base[:2])
+            return f"{path}:{line}"
+
+        if model is None:
+            if system.config is not None:
+                problems.append(
+                    f"{at(())}: {where}: {module.__name__} declares no CONFIG model: give its "
+                    f"options in 'args:' (got {dict(system.config)!r})"
+                )
+            continue
+        problems += _problems(model, system.config or {}, field=where, at=at)
+    return problems
+
+
+def _problems(
+    model: type[BaseModel],
+    data: Any,
+    *,
+    field: str,
+    at: Callable[[tuple[Any, ...]], str] | None = None,
+) -> list[str]:
+    """``[at(loc): ]field.LOC: what is wrong (got …)`` for each problem of ``data``."""
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        out = []
+        for err in exc.errors(include_url=False):
+            loc = tuple(err["loc"])
+            name = ".".join([field, *map(str, loc)])
+            shown = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
+            where = f"{at(loc)}: " if at is not None else ""
+            message = err["msg"].removeprefix("Value error, ")  # a validator's own words
+            out.append(f"{where}{name}: {message}{shown}")
+        return out
+    return []

@@ -1,0 +1,173 @@
+"""Starting what the supervisor wants running: the queue of pending instances in start order
+(dependencies first, strict FIFO when the pool is full), their placement, and the command line
+and environment each one gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import TYPE_CHECKING
+
+from mcc.bus import Transport
+from mcc.errors import OrchestratorError
+from mcc.orchestrate.backends.base import LaunchSpec
+from mcc.orchestrate.instances import Instance, S
+from mcc.orchestrate.manifest import Cluster, System
+from mcc.orchestrate.planner import Placement
+from mcc.orchestrate.runtime import RUNTIME_ARGV
+from mcc.settings import child_env, env_name
+
+if TYPE_CHECKING:
+    from mcc.orchestrate.supervisor import Supervisor
+    from mcc.security import Identity
+
+
+def start_pending(sup: Supervisor, now: float) -> None:
+    assert sup._planner is not None
+    queue = sorted(
+        (i for i in sup.instances.values() if i.state == S.SYSTEM_PENDING),
+        key=lambda i: (i.queued_mono, sup.order.index(i.system), i.index),
+    )
+    blocked = False
+    for position, inst in enumerate(queue):
+        system = sup.systems[inst.system]
+        if inst.next_start_mono > now:
+            continue
+        waiting = [d for d in system.after if not _ready(sup, d)]
+        if waiting:
+            inst.reason = f"waiting for {', '.join(waiting)} to run"
+            continue
+        placement = sup._planner.placement(inst.id)
+        if placement is None and not blocked:
+            impossible = sup._planner.impossible(system)
+            if impossible:
+                inst.set_state(S.SYSTEM_FAILED, f"cannot be placed: {impossible}")
+                sup._status_dirty = True
+                continue
+            group = inst.system if isinstance(system, Cluster) else None
+            placement = sup._planner.place(inst.id, system, group=group)
+        if placement is None:
+            blocked = True  # strict FIFO: later requests wait behind this one
+            free = {n.name: round(n.free, 3) for n in sup._planner.nodes.values()}
+            reason = f"queued ({position + 1}): needs {system.resources.cpus:g} CPU; free {free}"
+            if inst.reason != reason:
+                inst.reason = reason
+                sup._status_dirty = True
+            continue
+        launch(sup, inst, system, placement)
+
+
+def launch(sup: Supervisor, inst: Instance, system: System, placement: Placement) -> None:
+    """Start ``inst`` where ``placement`` says; a refusal fails it (the restart policy decides)."""
+    spec = _launch_spec(sup, inst, system, placement)
+    try:
+        running = sup.backend.start(spec)
+    except (OrchestratorError, OSError, TimeoutError) as exc:
+        inst.set_state(S.SYSTEM_FAILED, f"backend could not start it: {exc}")
+        sup._status_dirty = True
+        return
+    inst.pid, inst.host, inst.node = running.pid, running.host, running.node
+    inst.cpu_set, inst.device = placement.cpu_set, spec.env[env_name("device")]
+    inst.started_mono = time.monotonic()
+    inst.last_beat_mono = None
+    inst.killing = False
+    running_now = not system.uses_heartbeat
+    inst.set_state(S.SYSTEM_RUNNING if running_now else S.SYSTEM_STARTING, "")
+    sup._event(inst.id, "start")
+    sup._status_dirty = True
+
+
+def _launch_spec(
+    sup: Supervisor, inst: Instance, system: System, placement: Placement
+) -> LaunchSpec:
+    """The instance's command line and environment (`mcc.settings.child_env`), and what it
+    was given of the node."""
+    mission = sup.mission
+    device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
+    cluster = isinstance(system, Cluster)
+    env = child_env(
+        {
+            **os.environ,
+            **sup.client_env,
+            **_identity_env(sup, inst),
+            **mission.env,
+            **system.env,
+        },
+        mission=mission.mission,
+        system=inst.system,
+        index=inst.index,
+        instance_id=inst.id,
+        domain=mission.domain,
+        run_dir=sup.run_dir.resolve(),
+        phase=sup.phase,
+        epoch_ns=sup.epoch_ns,
+        device=device[system.resources.gpu],
+        heartbeat_period_s=min(1.0, system.health.timeout_s / 3),
+        ray_max_restarts=0 if system.restart.policy == "never" else system.restart.max_restarts,
+        cluster=inst.system if cluster else None,
+        cluster_size=sup.sizes[inst.system] if cluster else None,
+        config=None if system.config is None else json.dumps(system.config),
+    )
+    if placement.gpu_ids:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.gpu_ids))
+    if system.app is not None:
+        argv = (*RUNTIME_ARGV, system.app, *system.args)
+    else:
+        assert system.command is not None
+        argv = (*system.command, *system.args)
+    labels: dict[str, float] = {}  # only a system tied to a node is tied to its labels:
+    if system.node is not None:  # the others may move when their node is lost (Ray)
+        for manifest_node in mission.nodes:
+            if manifest_node.name == system.node:
+                labels = dict(manifest_node.labels)
+    return LaunchSpec(
+        instance_id=inst.id,
+        system=inst.system,
+        index=inst.index,
+        argv=tuple(argv),
+        env=env,
+        log_path=str(sup.run_dir / "logs" / f"{inst.system}-{inst.index}.log"),
+        node=placement.node,
+        cpus=system.resources.cpus,
+        cpu_set=placement.cpu_set,
+        priority=system.priority,
+        memory_mb=system.resources.memory_mb,
+        gpu=system.resources.gpu,
+        gpu_ids=placement.gpu_ids,
+        placement_group=inst.system if cluster else None,
+        placement=system.placement if isinstance(system, Cluster) else "pack",
+        labels=labels,
+    )
+
+
+def _identity_env(sup: Supervisor, inst: Instance) -> dict[str, str]:
+    """A secured mission: the environment that carries ``inst``'s own, fresh identity."""
+    if sup.keystore is None:
+        return {}
+    from mcc.security.mission import instance_identity
+
+    identity = instance_identity(
+        sup.keystore,
+        mission=sup.mission.mission,
+        domain=sup.mission.domain,
+        system=inst.system,
+        index=inst.index,
+        topics=sup._system_topics[inst.system],
+    )
+    env = secured(sup._instance_base, identity).apply_to_env({})
+    return child_env(env, grants_at=sup.mission.where(inst.system))
+
+
+def _ready(sup: Supervisor, name: str) -> bool:
+    """A dependency is ready when every wanted instance of it runs (and beats)."""
+    instances = [i for i in sup.instances.values() if i.system == name]
+    return all(i.state == S.SYSTEM_RUNNING for i in instances)
+
+
+def secured(base: Transport | None, identity: Identity) -> Transport:
+    """``base`` (default: the environment's transport) with ``identity``'s DDS Security."""
+    base = base or Transport.from_env()
+    return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
