@@ -146,20 +146,17 @@ class IMMPredictor:
             log_w = ll + np.log(self.state.mu[rows])
         log_w -= log_w.max(axis=1, keepdims=True)
         w = np.exp(log_w)
-        self.state.x[rows], self.state.P[rows] = x, P
-        self.state.mu[rows] = w / w.sum(axis=1, keepdims=True)
-        self._recombine(rows)
+        mu = w / w.sum(axis=1, keepdims=True)
+        self.state.x[rows], self.state.P[rows], self.state.mu[rows] = x, P, mu
+        self._recombine(rows, kalman.IMMState(x, P, mu))
 
-    def _recombine(self, rows: I64) -> None:
-        """Refresh the cached combined estimate of ``rows`` only (new arrays: an estimate
-        handed out before stays as it was)."""
+    def _recombine(self, rows: I64, new: kalman.IMMState) -> None:
+        """Refresh the cached combined estimate of ``rows`` only, from their new state (new
+        arrays: an estimate handed out before stays as it was)."""
         if self._combined is None:
             return
-        st = self.state
         xc, Pc = self._combined[0].copy(), self._combined[1].copy()
-        xc[rows], Pc[rows] = kalman.imm_combine(
-            kalman.IMMState(st.x[rows], st.P[rows], st.mu[rows]), xp=np
-        )
+        xc[rows], Pc[rows] = kalman.imm_combine(new, xp=np)
         self._combined = (xc, Pc)
 
     def pda_update(
@@ -176,7 +173,7 @@ class IMMPredictor:
         at = np.searchsorted(tracks, ti)
         xs, Ps, mus = pda_mix(st.x[tracks], st.P[tracks], st.mu[tracks], x, P, ll, at, beta, beta0)
         st.x[tracks], st.P[tracks], st.mu[tracks] = xs, Ps, mus
-        self._recombine(tracks)
+        self._recombine(tracks, kalman.IMMState(xs, Ps, mus))
         return beta, tracks, beta0
 
     def append(self, x: F64, P: F64) -> None:
