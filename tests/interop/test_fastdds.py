@@ -92,7 +92,6 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.parametrize("topic", MATRIX_TOPICS)
 def _read_by_fastdds(
     peer: Path, env: dict[str, str], topic: str, sample: Any, *, validate: bool
 ) -> dict[str, Any]:
@@ -118,6 +117,7 @@ def _read_by_fastdds(
     return line
 
 
+@pytest.mark.parametrize("topic", MATRIX_TOPICS)
 def test_mcc_to_fastdds_xcdr1(topic: str, fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
     spec = TOPICS[topic]
     expected = foreign.pattern_sample(MODULE, spec.type.__name__, 3)
