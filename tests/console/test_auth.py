@@ -128,7 +128,10 @@ def test_console_finds_the_mission_it_serves(
         monkeypatch.delenv(name)
     with pytest.raises(OrchestratorError, match="no mission is running here"):
         resolve_domain(domain=None, mission=None)
-    assert resolve_domain(domain=None, mission=None, manifest=("sam-toc", 10)) == (10, "sam-toc")
+    assert resolve_domain(domain=None, mission=None, manifest=("sam-toc", 10))[:2] == (
+        10,
+        "sam-toc",
+    )
     (tmp_path / "active").mkdir()
     record = {
         "mission": "sam-toc",
@@ -139,10 +142,17 @@ def test_console_finds_the_mission_it_serves(
         "env": {"MCC_DISCOVERY_TAG": "demo-7"},
     }
     (tmp_path / "active" / "sam-toc.json").write_text(json.dumps(record))
-    assert resolve_domain(domain=None, mission="sam-toc") == (42, "sam-toc")
-    assert os.environ["MCC_DISCOVERY_TAG"] == "demo-7"  # the mission's discovery tag
-    assert resolve_domain(domain=None, mission=None) == (42, "sam-toc")
-    assert resolve_domain(domain=None, mission=None, manifest=("sam-toc", 10)) == (42, "sam-toc")
-    assert resolve_domain(domain=7, mission=None, manifest=("sam-toc", 10)) == (7, "sam-toc")
+    joined = resolve_domain(domain=None, mission="sam-toc")
+    assert joined[:2] == (42, "sam-toc")
+    assert joined.transport is not None and joined.transport.discovery_tag == "demo-7"
+    assert "MCC_DISCOVERY_TAG" not in os.environ  # passed on, never set in this process
+    tagged = resolve_domain(domain=None, mission="sam-toc", tag="mine")
+    assert tagged.transport is not None and tagged.transport.discovery_tag == "mine"
+    assert resolve_domain(domain=None, mission=None)[:2] == (42, "sam-toc")
+    assert resolve_domain(domain=None, mission=None, manifest=("sam-toc", 10))[:2] == (
+        42,
+        "sam-toc",
+    )
+    assert resolve_domain(domain=7, mission=None, manifest=("sam-toc", 10))[:2] == (7, "sam-toc")
     with pytest.raises(OrchestratorError, match="mission 'c2' is not running here"):
         resolve_domain(domain=None, mission="c2")

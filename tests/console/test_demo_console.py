@@ -16,7 +16,7 @@ from mcc.demo import DEFAULT_MISSION, DemoConsole
 def test_demo_console_serves_with_a_one_time_commander_password(
     tmp_path: Path, domain_id: int, bus_env: dict[str, str]
 ) -> None:
-    web = DemoConsole.start(DEFAULT_MISSION, domain_id, tmp_path, port=0)
+    web = DemoConsole.start(DEFAULT_MISSION, domain_id, tmp_path, port=0, env=bus_env)
     try:
         deadline = time.monotonic() + 60
         while not web.poll():

@@ -37,8 +37,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from mcc import settings
 from mcc.bench import report
 from mcc.errors import MccError
+from mcc.lifecycle import Closeable
 
 __all__ = ["COLUMNS", "LOADS", "PRIORITIES", "add_parser", "run_c2loop_bench", "run_c2loop_row"]
 
@@ -93,15 +95,14 @@ def run_c2loop_row(
 
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = tag or f"mcc-c2-{os.getpid()}-{domain_id}"
-    env = {
-        **os.environ,
-        **Transport.loopback(tag).apply_to_env({}),
-        "MCC_DOMAIN": str(domain_id),
-        "MCC_DISCOVERY_TAG": tag,
-        "MCC_MISSION": MISSION,
-        "MCC_INDEX": "0",
-        "MCC_RUN_DIR": str(run_dir),
-    }
+    env = settings.child_env(
+        Transport.loopback(tag).apply_to_env(os.environ),
+        domain=domain_id,
+        discovery_tag=tag,
+        mission=MISSION,
+        index=0,
+        run_dir=run_dir,
+    )
     cpu_procs = (os.cpu_count() or 1) if "cpu" in load else 0
     # Load processes end by themselves after this long, should the bench die without
     # stopping them.
@@ -128,13 +129,13 @@ def run_c2loop_row(
                 "--warmup-cycles",
                 str(WARMUP_CYCLES),
             ],
-            env={**env, "MCC_SYSTEM": "plant"},
+            env=settings.child_env(env, system="plant"),
         )
         _set_priority(plant.popen.pid, priority)
         elaborator = procs.start(
             "elaborator",
             [*runtime, "mcc.apps.c2loop:elaborator"],
-            env={**env, "MCC_SYSTEM": "elaborator"},
+            env=settings.child_env(env, system="elaborator"),
         )
         _set_priority(elaborator.popen.pid, priority)
         csv_path = rtt_csv_path(run_dir, 0)
@@ -352,7 +353,7 @@ class _Process:
             self._file.close()
 
 
-class _Processes:
+class _Processes(Closeable):
     """The processes of one row, all stopped on exit, last started first."""
 
     def __init__(self, run_dir: Path) -> None:
@@ -387,10 +388,8 @@ class _Processes:
             self._check_alive()
             time.sleep(min(left, 0.1))
 
-    def __enter__(self) -> _Processes:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """Stop every process still running, last started first."""
         for proc in reversed(self.procs):
             if not proc._file.closed:
                 proc.stop()

@@ -48,6 +48,7 @@ from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
 from mcc.lifecycle import Closeable
+from mcc.settings import child_env
 from mcc.types import OrderStatus, SystemState
 
 COLUMNS = (
@@ -189,8 +190,7 @@ class _Mission(Closeable):
         self.mission = load_manifest(self.manifest)
         self.home = tmp / "home"
         self.home.mkdir(mode=0o700)
-        self.env = {**os.environ, "MCC_HOME": str(self.home), "MCC_AGENT_ORPHAN_S": "20"}
-        self.env.pop("MCC_DISCOVERY_TAG", None)
+        self.env = child_env(home=self.home, agent_orphan_s=20, discovery_tag=None)
         self.lab: Any = None
         self.logs: list[Any] = []
         self.supervisors: list[subprocess.Popen[str]] = []
@@ -200,8 +200,8 @@ class _Mission(Closeable):
             lab = NetLab(["a", "b", "c"], name=f"ch{os.getpid() % 10000}", subnet=pick_subnet(),
                          root_address=True)  # fmt: skip
             self.lab = lab.up()
-            for key in ("CYCLONEDDS_URI", "MCC_TRANSPORT"):
-                self.env.pop(key, None)
+            self.env.pop("CYCLONEDDS_URI", None)  # Cyclone's own variable, not a setting
+            self.env = child_env(self.env, transport=None)
             # A lost participant announcement is repeated after 1 s, not Cyclone's 30 s.
             spdp = "<Discovery><SPDPInterval>1s</SPDPInterval></Discovery>"
             inside = Transport(kind="udp", multicast=True, interface=LAB_IFACE, extra_xml=spdp)
@@ -225,7 +225,7 @@ class _Mission(Closeable):
         with paths.log.open("w") as log:
             subprocess.run(
                 self.lab.exec_argv("c", argv),
-                env={**self.env, "MCC_AGENT_SOCKET": str(paths.socket)},
+                env=child_env(self.env, agent_socket=paths.socket),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 check=True,

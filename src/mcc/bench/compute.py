@@ -62,6 +62,7 @@ from mcc.compute import KERNELS, Kernels, open_compute
 from mcc.compute.backend import available_devices, device_kind
 from mcc.compute.registry import KernelSpec
 from mcc.errors import MccError
+from mcc.settings import child_env
 
 __all__ = [
     "BULK_EXTRA_XML",
@@ -110,6 +111,9 @@ def bulk_transport(tag: str) -> Transport:
 
 @contextlib.contextmanager
 def _env(overrides: dict[str, str]) -> Iterator[None]:
+    """``overrides`` in this process's environment for the block: the remote compute client
+    takes its transport from there (`mcc.compute.remote.ComputeClient` has no ``transport``
+    argument yet), then restored."""
     saved = {k: os.environ.get(k) for k in overrides}
     os.environ.update(overrides)
     try:
@@ -271,7 +275,7 @@ def run_compute_bench(
         device_kind(device)
         domain = next(domains)
         name = f"bench-{os.getpid()}-{i}"
-        env = {**os.environ, **overrides, "MCC_DOMAIN": str(domain)}
+        env = child_env({**os.environ, **overrides}, domain=domain)
         with (
             _env(overrides),
             _service(device, name, env),

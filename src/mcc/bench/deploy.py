@@ -32,6 +32,7 @@ from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
 from mcc.orchestrate.client import ControlClient
 from mcc.orchestrate.runtime import RUNTIME_ARGV
+from mcc.settings import child_env
 from mcc.types import Heartbeat, MissionStatus, SystemState
 
 COLUMNS = (
@@ -123,31 +124,24 @@ def run_deploy(
 ) -> list[dict[str, Any]]:
     domains = ScratchDomains()
     tag = f"bench-deploy-{os.getpid()}"
-    env = Transport.loopback(tag).apply_to_env(dict(os.environ))
-    env["MCC_DISCOVERY_TAG"] = tag
-    saved = {k: os.environ.get(k) for k in ("MCC_DISCOVERY_TAG", "MCC_TRANSPORT")}
-    os.environ.update({k: env[k] for k in saved if k in env})
+    # The run's transport and tag: in the children's environment and given to our own buses,
+    # never set in os.environ.
+    transport = Transport.loopback(tag)
+    env = child_env(transport.apply_to_env(os.environ), discovery_tag=tag)
     rows: list[dict[str, Any]] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="mcc-bench-deploy-") as tmp:
-            for backend in backends:
-                for n in workers:
-                    domain = next(domains)
-                    try:
-                        rows.append(_mcc_row(Path(tmp), backend, n, domain, failovers, env))
-                    except MccError as exc:  # a row that cannot finish is a result too
-                        rows.append(
-                            {"impl": "mcc", "backend": backend, "workers": n, "error": str(exc)}
-                        )
-            if anchor:
-                for n in workers:
-                    rows.append(_exec_row(Path(tmp), n, next(domains), failovers, env))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with tempfile.TemporaryDirectory(prefix="mcc-bench-deploy-") as tmp:
+        for backend in backends:
+            for n in workers:
+                domain = next(domains)
+                try:
+                    rows.append(_mcc_row(Path(tmp), backend, n, domain, failovers, env, transport))
+                except MccError as exc:  # a row that cannot finish is a result too
+                    rows.append(
+                        {"impl": "mcc", "backend": backend, "workers": n, "error": str(exc)}
+                    )
+        if anchor:
+            for n in workers:
+                rows.append(_exec_row(Path(tmp), n, next(domains), failovers, env, transport))
     return rows
 
 
@@ -183,13 +177,21 @@ def wait_until(
 
 
 def _mcc_row(
-    tmp: Path, backend: str, n: int, domain: int, failovers: int, env: dict[str, str]
+    tmp: Path,
+    backend: str,
+    n: int,
+    domain: int,
+    failovers: int,
+    env: dict[str, str],
+    transport: Transport,
 ) -> dict[str, Any]:
     manifest = tmp / f"deploy-{backend}-{n}.yaml"
     manifest.write_text(MANIFEST.format(workers=n, domain=domain, probe=PROBE, max=max(n, 1)))
     mission = f"deploy{n}"
-    run_env = {**env, "MCC_HOME": str(tmp / f"home-{backend}-{n}")}
-    with Bus(domain, name="mcc bench deploy") as bus:
+    run_env = child_env(env, home=tmp / f"home-{backend}-{n}")
+    with Bus(
+        domain, transport=transport, discovery_tag=transport.discovery_tag, name="mcc bench deploy"
+    ) as bus:
         watch = _StatusWatch(bus)
         client = ControlClient(bus, mission, timeout_s=10.0)
         start_ns = time.time_ns()
@@ -264,7 +266,7 @@ def _failover(watch: _StatusWatch, instance_id: str) -> float:
 
 
 def _exec_row(
-    tmp: Path, n: int, domain: int, failovers: int, env: dict[str, str]
+    tmp: Path, n: int, domain: int, failovers: int, env: dict[str, str], transport: Transport
 ) -> dict[str, Any]:
     """Anchor: a fresh Python process per worker, restarted by exec after a kill."""
     first_beat: dict[tuple[str, int], int] = {}
@@ -275,14 +277,9 @@ def _exec_row(
             first_beat.setdefault((hb.system_id, hb.pid), now)
 
     def spawn(index: int) -> subprocess.Popen[bytes]:
-        worker_env = {
-            **env,
-            "MCC_MISSION": "exec",
-            "MCC_SYSTEM": "w",
-            "MCC_INDEX": str(index),
-            "MCC_DOMAIN": str(domain),
-            "MCC_RUN_DIR": str(tmp),
-        }
+        worker_env = child_env(
+            env, mission="exec", system="w", index=index, domain=domain, run_dir=tmp
+        )
         return subprocess.Popen(
             [*RUNTIME_ARGV, PROBE],
             env=worker_env,
@@ -291,7 +288,12 @@ def _exec_row(
         )
 
     procs: list[subprocess.Popen[bytes]] = []
-    with Bus(domain, name="mcc bench deploy exec") as bus:
+    with Bus(
+        domain,
+        transport=transport,
+        discovery_tag=transport.discovery_tag,
+        name="mcc bench deploy exec",
+    ) as bus:
         reader = bus.reader("Heartbeat", type=Heartbeat, on_data=on_data)
         try:
             start_ns = time.time_ns()

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcc.bench import perftest
-from mcc.bench.latency_pingpong import PingPong, mcc_pingpong, run_mcc_pingpong, run_pong
+from mcc.bench.latency_pingpong import PingPong, main, mcc_pingpong, run_mcc_pingpong, run_pong
 from mcc.bench.latency_rows import (
     PEERS,
     RowSpec,
@@ -44,6 +45,7 @@ __all__ = [
     "IMPLS",
     "PingPong",
     "add_parser",
+    "main",
     "mcc_pingpong",
     "run_latency",
     "run_mcc_pingpong",
@@ -397,3 +399,7 @@ def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
         notes=lambda rows: notes(rows, options),
         targets=targets,
     )
+
+
+if __name__ == "__main__":  # `python -m mcc.bench.latency ping|pong` (docs/benchmarks.md)
+    sys.exit(main())

@@ -25,6 +25,7 @@ from mcc.bench.stats import LatencyRecorder
 from mcc.bus import Bus, Transport
 from mcc.errors import MccError
 from mcc.netlab import LAB_IFACE, NetLab, netns_available
+from mcc.settings import current
 from mcc.types import PerfSample
 
 __all__ = ["add_parser", "run_netfault"]
@@ -234,7 +235,7 @@ def add_parser(bsub: Any) -> None:
     parser.add_argument(
         "--timeout-ms", type=float, default=200.0, help="best effort: a ping is lost after this"
     )
-    parser.add_argument("--domain", type=int, default=int(os.environ.get("MCC_DOMAIN", "0")))
+    parser.add_argument("--domain", type=int, default=current().domain)
 
 
 def _cmd(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from mcc import settings
 from mcc.bench.anchor_tools import Background, background
 from mcc.bench.perftest_options import (
     MATCH_TIMEOUT_S,
@@ -211,10 +212,12 @@ def free_port(kind: int = socket.SOCK_DGRAM) -> int:
 
 def child_env(transport: Transport, options: PerfOptions) -> dict[str, str]:
     """Environment of a benchmark child process: transport, perf QoS library, no tag override."""
-    env = transport.apply_to_env(os.environ)
-    env["MCC_QOS_FILE"] = str(perf_qos_file(options.send_queue))
-    env.pop("MCC_DISCOVERY_TAG", None)  # the transport carries the run's own tag
-    return env
+    # No discovery tag of its own: the transport carries the run's.
+    return settings.child_env(
+        transport.apply_to_env(os.environ),
+        qos_file=perf_qos_file(options.send_queue),
+        discovery_tag=None,
+    )
 
 
 def run_tag(what: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from mcc.bench import report
 from mcc.errors import MccError
+from mcc.settings import child_env, current
 
 BENCH = "persist"
 COLUMNS = (
@@ -45,7 +46,7 @@ def add_parser(bench_subparsers: Any) -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run, well under a minute")
     parser.add_argument("--rounds", type=int, help="stored/acked writes each (default 500)")
     parser.add_argument("--size", type=int, default=1024, help="state bytes per sample")
-    parser.add_argument("--domain", type=int, default=int(os.environ.get("MCC_DOMAIN", "0")))
+    parser.add_argument("--domain", type=int, default=current().domain)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -165,7 +166,7 @@ def _replica(domain: int, tag: str) -> Iterator[subprocess.Popen[str]]:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, "MCC_DISCOVERY_TAG": tag},
+            env=child_env(discovery_tag=tag),
         )
         try:
             assert proc.stdout is not None

@@ -45,6 +45,8 @@ class BusBridge:
         mission: the mission name (None: whichever supervisor answers on the domain).
         truth: also bridge the simulation's ``Truth`` (a debugging overlay).
         command_timeout_s: how long a command waits for its answer.
+        transport: the bus transport (the mission's, with the console's identity when
+            secured); None: this process's environment (`mcc.bus.Bus`).
     """
 
     def __init__(
@@ -55,8 +57,10 @@ class BusBridge:
         mission: str | None = None,
         truth: bool = False,
         command_timeout_s: float = 5.0,
+        transport: Transport | None = None,
     ) -> None:
         self.state = state
+        self.transport = transport
         self.domain = domain
         self.mission = mission
         self.truth = truth
@@ -70,7 +74,11 @@ class BusBridge:
         self.secured: bool | None = None
 
     def start(self) -> BusBridge:
-        bus = self._bus = Bus(self.domain, name="mcc console")
+        # The transport's discovery tag, not the environment's (`Bus` prefers that one).
+        tag = self.transport.discovery_tag if self.transport is not None else None
+        bus = self._bus = Bus(
+            self.domain, transport=self.transport, discovery_tag=tag, name="mcc console"
+        )
         self.secured = transport_secured(bus.transport)
         if not self.secured:
             log.warning(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
-import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from mcc.bus.transport import Transport
 from mcc.errors import MccError
+from mcc.settings import current
 
 
 def add_parsers(sub: Any) -> None:
@@ -120,47 +122,70 @@ def cmd_adduser(args: argparse.Namespace) -> int:
     return 0
 
 
+class ConsoleJoin(NamedTuple):
+    """Where the console joins: a domain, the mission it commands (None: any on the domain)
+    and the bus transport (None: this process's environment, `mcc.bus.Bus`)."""
+
+    domain: int
+    mission: str | None
+    transport: Transport | None = None
+
+
 def resolve_domain(
-    *, domain: int | None, mission: str | None, manifest: tuple[str, int] | None = None
-) -> tuple[int, str | None]:
-    """The domain to join and the mission name to command (None: any on the domain): from
-    ``--domain``, else the registry of missions running here (``--mission``, the manifest's
-    mission, or the only one running), else the manifest's domain, else env ``MCC_DOMAIN``.
-    A secured mission found in the registry gives the console its ``console`` identity (from
-    the mission's keystore) unless the environment's transport carries one already."""
+    *,
+    domain: int | None,
+    mission: str | None,
+    manifest: tuple[str, int] | None = None,
+    tag: str | None = None,
+) -> ConsoleJoin:
+    """The domain to join and the mission name to command: from ``--domain``, else the
+    registry of missions running here (``--mission``, the manifest's mission, or the only one
+    running), else the manifest's domain, else ``MCC_DOMAIN``. A mission found in the registry
+    gives its transport and discovery tag (where this process's environment sets none) and,
+    secured, the console's identity from its keystore unless the transport carries one
+    already. ``tag`` (``--tag``) is the discovery tag whatever else says. Nothing is set in
+    ``os.environ``: the transport is returned."""
     from mcc.orchestrate import registry
 
+    settings = current()
+    own = _tagged(Transport.from_env() if settings.transport else None, tag)
     if domain is not None:
-        return domain, mission or (manifest[0] if manifest else None)
+        return ConsoleJoin(domain, mission or (manifest[0] if manifest else None), own)
     try:
         record = registry.find(mission or (manifest[0] if manifest else None))
     except MccError:
         if mission is not None:
             raise
         if manifest is not None:
-            return manifest[1], manifest[0]
-        if os.environ.get("MCC_DOMAIN"):
-            return int(os.environ["MCC_DOMAIN"]), None
+            return ConsoleJoin(manifest[1], manifest[0], own)
+        if "domain" in settings.model_fields_set:  # MCC_DOMAIN given
+            return ConsoleJoin(settings.domain, None, own)
         raise
-    for key, value in record.env.items():  # the mission's discovery tag and transport
-        os.environ.setdefault(key, value)
+    base = Transport.from_env() if settings.transport else record.transport
+    transport = _tagged(base, tag or settings.discovery_tag or record.discovery_tag)
     if record.keystore:
-        _join_as_console(record.keystore, record.mission)
-    return record.domain, record.mission
+        transport = _as_console(transport, record.keystore, record.mission)
+    return ConsoleJoin(record.domain, record.mission, transport)
 
 
-def _join_as_console(keystore: str, mission: str) -> None:
-    """Put the mission's ``console`` identity into this process's transport (env
-    ``MCC_TRANSPORT``), unless the transport there has a DDS Security identity already."""
-    from mcc.bus.transport import ENV_VAR, Transport
+def _tagged(transport: Transport | None, tag: str | None) -> Transport | None:
+    """``transport`` (None: Cyclone's defaults) with discovery tag ``tag`` (None: as it is)."""
+    if tag is None:
+        return transport
+    return dataclasses.replace(transport or Transport(), discovery_tag=tag)
+
+
+def _as_console(transport: Transport | None, keystore: str, mission: str) -> Transport:
+    """``transport`` with the mission's ``console`` identity, unless it carries a DDS Security
+    identity already."""
     from mcc.console.bridge import transport_secured
     from mcc.orchestrate.client import operator_transport
     from mcc.security.mission import CONSOLE
 
-    if os.environ.get(ENV_VAR) and transport_secured(Transport.from_env()):
-        return
-    transport = operator_transport(keystore, mission, CONSOLE)
-    os.environ.update(transport.apply_to_env({}))
+    base = transport or Transport()
+    if transport_secured(base):
+        return base
+    return operator_transport(keystore, mission, CONSOLE, base=base)
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -168,13 +193,13 @@ def cmd_console(args: argparse.Namespace) -> int:
     from mcc.console.layout import load_layout
     from mcc.console.server import ConsoleConfig, serve
 
-    if args.tag:
-        os.environ["MCC_DISCOVERY_TAG"] = args.tag
     layout = load_layout(manifest=args.manifest, scenario=args.scenario, weapons=args.weapons)
     manifest = (
         (layout.mission, layout.domain) if layout.mission and layout.domain is not None else None
     )
-    domain, mission = resolve_domain(domain=args.domain, mission=args.mission, manifest=manifest)
+    domain, mission, transport = resolve_domain(
+        domain=args.domain, mission=args.mission, manifest=manifest, tag=args.tag
+    )
     users, audit = _paths(args)
     if not UserStore(users).users():
         raise MccError(
@@ -191,6 +216,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         update_hz=args.update_hz,
         allowed_hosts=tuple(args.allow_host),
         allowed_origins=tuple(args.allow_origin),
+        transport=transport,
     )
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.tls_cert:
         print(

@@ -58,6 +58,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from mcc.bus.transport import Transport
 from mcc.console import metrics
 from mcc.console.audit import AuditLog
 from mcc.console.auth import SESSION_TTL_S, LoginThrottle, SessionStore, User, UserStore
@@ -103,6 +104,8 @@ class ConsoleConfig:
         allowed_origins: origins (``scheme://host[:port]``) allowed to send requests besides
             the console's own, e.g. a TLS proxy's ``https://toc.example``.
         limits: what the live state keeps and ships (`StateLimits`).
+        transport: the bus transport (`mcc.console.commands.resolve_domain` finds the
+            mission's); None: this process's environment.
     """
 
     domain: int
@@ -117,6 +120,7 @@ class ConsoleConfig:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     limits: StateLimits = field(default_factory=StateLimits)
+    transport: Transport | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.update_hz <= 10:
@@ -204,6 +208,7 @@ class Console:
             mission=config.mission,
             truth=config.truth,
             command_timeout_s=config.command_timeout_s,
+            transport=config.transport,
         )
         self.users = UserStore(config.users_path)
         self.sessions = SessionStore(config.sessions_path)

@@ -16,7 +16,8 @@ the source's: the first chunk sent → the last chunk back; one-way MB/s = 2 × 
 (10^6 bytes/s), the same as the MPI baseline (``mcc.hpc.mpi stream``).
 
 ``BULK_TRANSPORT_XML`` tunes Cyclone for large samples (UDP datagrams up to 64 KB instead of
-1.4 KB fragments, a larger unacknowledged window); ``bulk_env`` applies it to child processes.
+1.4 KB fragments, a larger unacknowledged window); ``bulk_transport`` adds it to a transport
+(a job hands that to its supervisor).
 """
 
 from __future__ import annotations
@@ -25,14 +26,13 @@ import argparse
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from mcc.bus import Bus, ReaderLoop, Transport, Writer
-from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.errors import WriteTimeoutError
 from mcc.hpc.base import (
     CONTROL_ID,
@@ -61,7 +61,6 @@ __all__ = [
     "BULK_TRANSPORT_XML",
     "MAX_CHUNK_BYTES",
     "MAX_STREAM_BYTES",
-    "bulk_env",
     "bulk_transport",
     "check_stream_sizes",
     "echo",
@@ -96,12 +95,6 @@ def bulk_transport(transport: Transport) -> Transport:
     if BULK_TRANSPORT_XML in transport.extra_xml:
         return transport
     return replace(transport, extra_xml=transport.extra_xml + BULK_TRANSPORT_XML)
-
-
-def bulk_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the bulk transport (on its transport, else loopback) for child processes."""
-    base = Transport.from_env(env) if env.get(TRANSPORT_ENV) else Transport.loopback()
-    return bulk_transport(base).apply_to_env(env)
 
 
 def _write(writer: Writer[Any], sample: Any) -> None:
@@ -198,8 +191,21 @@ def check_stream_sizes(size_bytes: int, chunk_bytes: int) -> None:
         )
 
 
-def _chunks(size_bytes: int, chunk_bytes: int) -> range:
-    return range(0, size_bytes, chunk_bytes)
+def _send_chunks(
+    writer: Writer[Any],
+    buffer: Any,
+    size_bytes: int,
+    chunk_bytes: int,
+    sample: Callable[[int, int, bytes], Any],
+    stop: threading.Event | None = None,
+    job_id: str = "",
+) -> None:
+    """Write ``buffer[:size_bytes]`` in ``chunk_bytes`` chunks, ``sample(k, offset, payload)``
+    each (flow-controlled, `_write`); `HpcError` when ``stop`` is set on the way."""
+    for k, offset in enumerate(range(0, size_bytes, chunk_bytes)):
+        if stop is not None and stop.is_set():
+            raise HpcError(f"stream {job_id}: stopped while sending")
+        _write(writer, sample(k, offset, buffer[offset : offset + chunk_bytes].tobytes()))
 
 
 # -- source --------------------------------------------------------------------------------------
@@ -292,21 +298,23 @@ def _send(
         time.sleep(0.01)
     peer = hellos[0]
     first_ns = time.time_ns()
-    for k, offset in enumerate(_chunks(size_bytes, chunk_bytes)):
-        if stop.is_set():
-            raise HpcError(f"stream {job_id}: stopped while sending")
-        _write(
-            writer,
-            WorkItem(
-                job_id=job_id,
-                item_id=k,
-                worker_id=peer,
-                lo=offset,
-                hi=size_bytes,
-                payload=data[offset : offset + chunk_bytes].tobytes(),
-                issue_ns=0,
-            ),
-        )
+    _send_chunks(
+        writer,
+        data,
+        size_bytes,
+        chunk_bytes,
+        lambda k, offset, payload: WorkItem(
+            job_id=job_id,
+            item_id=k,
+            worker_id=peer,
+            lo=offset,
+            hi=size_bytes,
+            payload=payload,
+            issue_ns=0,
+        ),
+        stop,
+        job_id,
+    )
     return first_ns
 
 
@@ -405,18 +413,20 @@ def _echo_until_over(
         assert assembly.buffer is not None
         buffer = assembly.buffer
         chunk = assembly.chunk_bytes  # back in the chunks it came in
-        for k, offset in enumerate(_chunks(assembly.size_bytes, chunk)):
-            _write(
-                writer,
-                WorkResult(
-                    job_id=job_id,
-                    item_id=k,
-                    worker_id=echo_id,
-                    count=k,
-                    value=offset,
-                    payload=buffer[offset : offset + chunk].tobytes(),
-                ),
-            )
+        _send_chunks(
+            writer,
+            buffer,
+            assembly.size_bytes,
+            chunk,
+            lambda k, offset, payload: WorkResult(
+                job_id=job_id,
+                item_id=k,
+                worker_id=echo_id,
+                count=k,
+                value=offset,
+                payload=payload,
+            ),
+        )
         echoed += assembly.size_bytes
     return echoed
 
