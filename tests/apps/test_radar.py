@@ -279,3 +279,19 @@ def test_the_truth_app_keeps_bounded_tracks_and_bounds_a_track_s_own_clock(
     assert desk.records[0]["target_id"] == int(target.ids[0])
     assert sorted(desk.tracks) == [1, 2, 3]
     assert desk.dropped == {"track past the bound of tracks kept": 3}
+
+
+def test_the_truth_summary_counts_threats_and_names_friends_killed(tmp_path: Path) -> None:
+    """Friends (IFF Mode 5) are not threats: ``targets`` counts the raid, ``friends`` the
+    others, and a kill of a friend (fratricide) is listed in ``friends_killed``."""
+    from types import SimpleNamespace
+
+    from mcc.apps.radar import _write_summary
+
+    scenario = load_scenario(REPO / "scenarios/sam-toc.yaml")
+    kills = [{"target_id": 901}, {"target_id": 3}]
+    path = tmp_path / "truth-summary.json"
+    _write_summary(path, scenario, 0, 10.0, SimpleNamespace(records=kills))  # type: ignore[arg-type]
+    summary = json.loads(path.read_text())
+    assert (summary["targets"], summary["friends"]) == (52, 2)
+    assert summary["friends_killed"] == [901]

@@ -230,11 +230,15 @@ def _write_summary(
     path: Path, scenario: Scenario, epoch_ns: int, end_s: float, desk: _KillDesk
 ) -> None:
     impacts = scenario.impacts(end_s)
+    friends = set(scenario.ids[scenario.mode5].tolist())
     summary = {
         "scenario": scenario.id,
         "epoch_ns": epoch_ns,
         "end_s": round(end_s, 6),
-        "targets": scenario.n_targets,
+        "targets": int(np.count_nonzero(~scenario.mode5)),  # the threats: friends apart
+        "friends": int(np.count_nonzero(scenario.mode5)),
+        # Friends (IFF Mode 5) killed: fratricide; TEWA must keep this empty.
+        "friends_killed": [k["target_id"] for k in desk.records if k["target_id"] in friends],
         "kills": desk.records,
         "impacts": [{**vars(hit), "time_s": round(hit.time_s, 6)} for hit in impacts],
         "leakers": len(impacts),
