@@ -91,6 +91,7 @@ def test_families_run_mcc_defaults_beside_stonesoup(tmp_path: Path) -> None:
         "mcc", "defaults", "stonesoup", "ekf-cv"
     )  # fmt: skip
     assert (jpda["impl"], jpda["variant"], jpda["scans"]) == ("mcc", "jpda", 21)
+    assert 0 <= jpda["jpda_fallbacks"] <= jpda["jpda_clusters"]  # counted (none cross here)
     assert jpda["gospa_ratio"] == pytest.approx(jpda["gospa_m"] / ss["gospa_m"], abs=1e-3)
     assert mcc["scans"] == ss["scans"] == 21 and mcc["targets"] == 30
     assert mcc["gospa_ratio"] == pytest.approx(mcc["gospa_m"] / ss["gospa_m"], abs=1e-3)

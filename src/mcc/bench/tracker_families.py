@@ -340,7 +340,11 @@ def run_mcc(
         ms = (time.perf_counter() - start) * 1e3
         table = tracker.tracks()
         score.add(scan.time_s, table.ids, table.positions_m, ms=ms)
-    return _row("mcc", variant, data, score)
+    row = _row("mcc", variant, data, score)
+    if tracker.jpda is not None:  # clusters of 2+ tracks, and those past exact enumeration
+        row["jpda_clusters"] = tracker.jpda.clusters
+        row["jpda_fallbacks"] = tracker.jpda.fallbacks
+    return row
 
 
 def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -> dict[str, Any]:
