@@ -121,3 +121,18 @@ def test_classify_rules_missiles_out_for_friends() -> None:
     assert plain.tolist() == [missile, missile]
     assert fused[0] == missile and fused[1] != missile
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
+
+
+def test_a_snapshot_from_before_iff_restores_as_not_interrogated() -> None:
+    trk = MultiTargetTracker(TrackerConfig(ndim=2, model="cv"))
+    for k in range(4):
+        trk.step(Scan(float(k), np.array([[100.0 * k, 0.0]]), np.diag([100.0, 100.0]),
+                      iff=np.array([FRIEND])))  # fmt: skip
+    doc = trk.snapshot()
+    assert doc["iff"] == [FRIEND]
+    for key in ("iff", "iff_friend", "iff_silent", "iff_invalid"):
+        del doc[key]
+    old = MultiTargetTracker(trk.config)
+    old.restore(doc)
+    assert old.tracks().iff.tolist() == [NOT]
+    assert old.tracks().identity.tolist() == [Identity.IDENTITY_PENDING.value]
