@@ -283,9 +283,7 @@ def _observer(m: _Mission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
     from mcc.orchestrate.client import ControlClient, operator_transport
     from mcc.security.mission import CONSOLE
 
-    record = wait_for(
-        lambda: next((r for r in _records(m) if r.mission == m.name), None), 120, "mcc up"
-    )
+    record = wait_for(lambda: _record(m), 120, "mcc up")
     base = m.bench_transport or record.transport or Transport.from_env()
     transport = (
         operator_transport(record.keystore, m.name, CONSOLE, base=base) if record.keystore else base
@@ -306,18 +304,13 @@ def _observer(m: _Mission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
             client.close()
 
 
-def _records(m: _Mission) -> list[Any]:
+def _record(m: _Mission) -> Any:
+    """The mission's registry record in its own home once `mcc up` wrote it, else None (read
+    from the file: the registry's `active()` would look in this process's MCC_HOME)."""
     from mcc.orchestrate import registry
 
-    saved = os.environ.get("MCC_HOME")
-    os.environ["MCC_HOME"] = str(m.home)  # the registry reads the mission's home
-    try:
-        return registry.active()
-    finally:
-        if saved is None:
-            os.environ.pop("MCC_HOME", None)
-        else:
-            os.environ["MCC_HOME"] = saved
+    path = m.home / "active" / f"{m.name}.json"
+    return registry.load(path) if path.exists() else None
 
 
 def _topics_of(system: Any) -> set[str]:

@@ -4,17 +4,21 @@ Cyclone's ``ddsperf``, ``sockperf``, MPI, and mcc pinging a foreign peer's echo.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcc.bench import perftest
-from mcc.bench.latency_pingpong import PingPong, PingSpec, perf_profile, ping_here
+from mcc.bench.latency_pingpong import PingPong, PingSpec, perf_profile
 from mcc.bench.perftest import Node, PerfOptions
+from mcc.bench.stats import LatencyRecorder
 from mcc.bus import Transport
 from mcc.errors import MccError
 from mcc.settings import child_env, current
@@ -40,7 +44,7 @@ class RowSpec:
 
 
 def peer_pingpong(r: RowSpec, peer: str, count: int) -> PingPong:
-    """mcc (this process) pinging a foreign echo: loopback unicast without a discovery tag
+    """mcc (a ping process) pinging a foreign echo: loopback unicast without a discovery tag
     (other vendors never see Cyclone's), XCDR1 as the profile says, QoS from the same
     profiles (the Fast DDS echo loads `mcc qos export --vendor fastdds`)."""
     import tempfile
@@ -80,17 +84,20 @@ def peer_pingpong(r: RowSpec, peer: str, count: int) -> PingPong:
             mode="listener",
             interval_ms=r.interval_ms,
         )
-        saved = os.environ.pop("MCC_DISCOVERY_TAG", None)  # ping_here's bus would take it
+        # The ping runs in a child whose environment has no discovery tag (a bus in this
+        # process would take this process's); it prints its histogram as one RESULT line.
+        ping_env = child_env(env, qos_file=perftest.perf_qos_file(r.options.send_queue))
+        argv = [sys.executable, "-m", "mcc.bench.latency_pingpong", "ping"]
+        argv += ["--spec", json.dumps(dataclasses.asdict(spec))]
         try:
-            perftest.claim_in_process(r.domain)
-            return ping_here(spec, transport, perftest.perf_qos_file(r.options.send_queue))
+            with perftest.workers() as ws:
+                raw = ws.start("ping", r.nodes[0], argv, env=ping_env).result(r.duration_s + 120)
+            return PingPong(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
         except MccError as exc:
             echo.kill()
             said = echo.communicate(timeout=10)[0][-2000:]
             raise MccError(f"{exc}\n--- the {peer} echo said:\n{said}") from None
         finally:
-            if saved is not None:
-                os.environ["MCC_DISCOVERY_TAG"] = saved
             try:
                 echo.communicate(timeout=10)  # it ends on the seq-0 sample
             except subprocess.TimeoutExpired:
