@@ -11,6 +11,9 @@
  *   mcc-fastdds-peer radar     --sensor-id ID --position X,Y,Z --scan-period-s S --sigmas R,AZ,EL,VR
  *                              --pd P --clutter-rate C --coverage RMIN,RMAX,ELMIN,ELMAX[,AZ0,WIDTH]
  *                              [--seed N] [--duration-s S]   DetectionBatch from the bus's Truth
+ *                              [--iff P_REPLY[,P_FALSE_REPLY] --iff-friends ID,ID,...]  an IFF
+ *                              interrogator, as a scenario radar's `iff:` (the friends: the
+ *                              scenario's `iff: {mode5: true}` target ids, Truth has no IFF)
  *   mcc-fastdds-peer console   --mission M [--timeout-s S] [--principal P]  reads Track,
  *                              AirPicture and MissionStatus, sends `Command status` (in
  *                              partition cmd/P, default cmd/fastdds-console), prints the reply
@@ -603,7 +606,7 @@ int run_radar(int argc, char** argv)
   auto o = options(argc, argv,
                    {"--sensor-id", "--position", "--scan-period-s", "--sigmas", "--pd",
                     "--clutter-rate", "--coverage", "--seed", "--duration-s", "--qos",
-                    "--snr-ref-db", "--max-truth-age-s"});
+                    "--snr-ref-db", "--max-truth-age-s", "--iff", "--iff-friends"});
   const std::string sensor_id = opt(o, "--sensor-id", "fastdds-radar");
   auto position = to_doubles("--position", opt(o, "--position", "0,0,0"), 3, 3);
   const double period_s = to_double("--scan-period-s", opt(o, "--scan-period-s", "1"));
@@ -614,6 +617,16 @@ int run_radar(int argc, char** argv)
   const double snr_ref_db = to_double("--snr-ref-db", opt(o, "--snr-ref-db", "13"));
   const double duration_s = to_double("--duration-s", opt(o, "--duration-s", "0"));
   const double max_age_s = to_double("--max-truth-age-s", opt(o, "--max-truth-age-s", "2"));
+  // IFF, as mcc.apps.scenario_radar.RadarModel.interrogate: a friend answers IFF_FRIEND (2)
+  // with p_reply, else IFF_NO_REPLY (1); any other detection IFF_INVALID (3) with p_false.
+  const bool interrogates = o.count("--iff") > 0;
+  auto iff_p = to_doubles("--iff", opt(o, "--iff", "0"), 1, 2);
+  std::vector<uint32_t> friends;
+  for (double id : to_doubles("--iff-friends", opt(o, "--iff-friends", "0"), 1, 4096))
+    friends.push_back(static_cast<uint32_t>(id));
+  const double p_reply = iff_p[0], p_false = iff_p.size() > 1 ? iff_p[1] : 0.0;
+  if (p_reply < 0 || p_reply > 1 || p_false < 0 || p_false > 1)
+    usage("radar: --iff P_REPLY[,P_FALSE_REPLY], each in [0, 1]");
   const double sector0 = cov.size() == 6 ? cov[4] : 0.0;
   const double width = cov.size() == 6 ? cov[5] : 2 * M_PI;
   if (period_s <= 0 || period_s > 60 || pd < 0 || pd > 1 || clutter_rate < 0)
@@ -669,10 +682,12 @@ int run_radar(int argc, char** argv)
       }
     const double t_s = tick_ns * 1e-9;
     std::vector<double> r, az, el, vr, snr, x, y, z;
+    std::vector<uint8_t> friend_seen;  // per detection: the target answers Mode 5
     if (have_truth && t_s - newest.time_ns() * 1e-9 <= max_age_s)
     {
       auto px = unpack(newest.x_m()), py = unpack(newest.y_m()), pz = unpack(newest.z_m());
       auto vx = unpack(newest.vx_mps()), vy = unpack(newest.vy_mps()), vz = unpack(newest.vz_mps());
+      const auto& ids = newest.target_id();  // <u4[count]
       const double dt = t_s - newest.time_ns() * 1e-9;
       for (uint32_t i = 0; i < newest.count() && i < px.size(); i++)
       {
@@ -690,6 +705,10 @@ int run_radar(int argc, char** argv)
         az.push_back(std::fmod(aa + sigmas[1] * normal(rng) + 2 * M_PI, 2 * M_PI));
         el.push_back(ee + sigmas[2] * normal(rng));
         vr.push_back(v + sigmas[3] * normal(rng));
+        uint32_t id = 0;
+        for (int b = 0; b < 4 && i * 4 + b < ids.size(); b++)
+          id |= static_cast<uint32_t>(ids[i * 4 + b]) << (8 * b);
+        friend_seen.push_back(std::find(friends.begin(), friends.end(), id) != friends.end());
       }
     }
     std::poisson_distribution<int> poisson(clutter_rate > 0 ? clutter_rate : 1.0);
@@ -703,6 +722,7 @@ int run_radar(int argc, char** argv)
       el.push_back(std::asin(s0 + uniform(rng) * (s1 - s0)));
       vr.push_back(-340.0 + 680.0 * uniform(rng));
       snr.push_back(snr_ref_db - 3.0 - 2.0 * std::log(1.0 - uniform(rng)));
+      friend_seen.push_back(0);
     }
     for (size_t i = 0; i < r.size(); i++)
     {
@@ -727,6 +747,12 @@ int run_radar(int argc, char** argv)
     pack(batch.x_m(), x);
     pack(batch.y_m(), y);
     pack(batch.z_m(), z);
+    if (interrogates)
+      for (size_t i = 0; i < r.size(); i++)
+      {
+        double u = uniform(rng);
+        batch.iff().push_back(friend_seen[i] ? (u < p_reply ? 2 : 1) : (u < p_false ? 3 : 1));
+      }
     batch.publish_ns(now_ns());
     if (!writer->write(&batch))
       die("write DetectionBatch failed");

@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from cyclonedds.core import Policy, Qos
 from cyclonedds.pub import DataWriter
@@ -271,9 +272,9 @@ def test_malformed_foreign_samples_are_counted_and_dropped(
             _stop(again)
 
 
-def fastdds_radar_args(model: Any) -> list[str]:
+def fastdds_radar_args(model: Any, friends: Sequence[int] = ()) -> list[str]:
     """The Fast DDS radar's options that make it the scenario radar ``model``
-    (a ``mcc.apps.scenario.RadarModel``)."""
+    (a ``mcc.apps.scenario.RadarModel``); ``friends``: the scenario's Mode 5 target ids."""
     coverage = (
         model.min_range_m,
         model.max_range_m,
@@ -296,7 +297,55 @@ def fastdds_radar_args(model: Any) -> list[str]:
         *("--pd", repr(model.pd), "--clutter-rate", repr(model.clutter_rate)),
         *("--coverage", ",".join(map(repr, coverage))),
         *("--snr-ref-db", repr(model.snr_ref_db)),
+        *(
+            ("--iff", f"{model.iff_p_reply!r},{model.iff_p_false_reply!r}")
+            if model.iff_p_reply is not None
+            else ()
+        ),
+        *(("--iff-friends", ",".join(map(str, friends))) if friends else ()),
     ]
+
+
+def test_fastdds_radar_interrogates_iff(fastdds_peer: Path, foreign_env: dict[str, str]) -> None:
+    """The Fast DDS radar with ``--iff 1 --iff-friends 1``: target 1 (north) answers
+    IFF_FRIEND (2), target 2 (east) IFF_NO_REPLY (1), in the batch MCC reads; as the scenario
+    radars' interrogator (`mcc.apps.scenario_radar.RadarModel.interrogate`)."""
+    from mcc.apps.scenario import TruthState
+    from mcc.types.arrays import optional_field, packed_field
+
+    radar = _peer(
+        fastdds_peer,
+        *("radar", "--sensor-id", "iff-radar", "--scan-period-s", "0.2", "--pd", "1"),
+        *("--coverage", "0,40000,-0.5,1.5", "--iff", "1", "--iff-friends", "1"),
+        env=foreign_env,
+    )
+    answers: list[tuple[list[float], list[int]]] = []
+    try:
+        with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
+            truth = bus.writer("Truth")
+            batches = bus.reader("DetectionBatch")
+            deadline = time.monotonic() + 30
+            while len(answers) < 3 and time.monotonic() < deadline:
+                state = TruthState(
+                    time.time_ns() * 1e-9,
+                    np.array([1, 2], np.uint32),
+                    np.array([1, 1], np.uint8),
+                    np.array([[0.0, 10000.0, 1000.0], [10000.0, 0.0, 1000.0]]),
+                    np.zeros((2, 3)),
+                    np.ones(2, bool),
+                )
+                truth.write(state.to_msg(scenario_id="iff", time_ns=time.time_ns()))
+                for batch in batches.take_wait(16, timeout_s=0.2):
+                    iff = optional_field(batch, "iff")
+                    if batch.count == 2 and iff is not None:
+                        azimuths = packed_field(batch, "azimuth_rad").tolist()
+                        answers.append((azimuths, iff.tolist()))
+    finally:
+        out = _stop(radar)
+    assert len(answers) >= 3, out[-3000:]
+    for azimuths, iff in answers:
+        east = [abs(a - np.pi / 2) < 0.1 for a in azimuths]  # the other one is north
+        assert sorted(zip(east, iff, strict=True)) == [(False, 2), (True, 1)], answers
 
 
 # -- the apps ----------------------------------------------------------------------------------
