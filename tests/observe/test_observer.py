@@ -85,3 +85,12 @@ def test_observer_serves_a_secured_missions_metrics(
             _, err = observer.communicate(timeout=30)
             notify.close()
         assert observer.returncode == 0, err
+
+
+def test_the_old_module_name_runs_the_observer() -> None:
+    """Units that still say ``python -m mcc.observe`` get the observer (exec'd, same pid)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcc.observe", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m mcc.observer")
