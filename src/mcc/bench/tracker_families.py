@@ -35,7 +35,8 @@ state [x vx y vy ω]); ``CartesianToBearingRange`` measurements with the ``Exten
 missed distance = the 0.999 chi-square gate) and ``GNNWith2DAssignment``, or ``JPDA`` with the
 ``PDAHypothesiser`` (the family's p_d and clutter density; not in the default run: Stone Soup's
 JPDA enumerates joint hypotheses, and 5 scans of the crossing family did not finish in 300 s,
-measured; when asked for, it runs the first `STONESOUP_JPDA_SCANS` scans, with a note);
+nor 3 scans in 400 s, measured; when asked for, it runs the first `STONESOUP_JPDA_SCANS` scans,
+with a note);
 ``ekf-ct`` on the crossing and manoeuvre families, ``ukf`` on the 1° family
 (elsewhere its GOSPA equalled the EKF's within 0.1 %, measured); ``MultiMeasurementInitiator``
 (2 points, prior velocity σ 300 m/s per axis as MCC's) and ``UpdateTimeStepsDeleter(4)``
