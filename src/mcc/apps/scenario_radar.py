@@ -7,7 +7,7 @@ Frame and units (DESIGN.md): ENU metres, azimuth from north clockwise, radians.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -101,7 +101,8 @@ class Detections:
         """The detections of a ``DetectionBatch`` (``time_s`` = origin, Unix seconds); an
         ``iff`` of another length than ``count`` raises ``ValueError``."""
         iff = optional_field(msg, "iff")
-        return cls(
+        make: Callable[..., Detections] = cls  # the columns in field order, then by name
+        return make(
             msg.origin_ns * 1e-9,
             *(float_field(msg, name) for name in _COLUMNS),
             target_id=np.full(msg.count, -1, np.int64),

@@ -227,8 +227,9 @@ class TewaEngine:
         left_alone = engaged | self._killed_ns.keys() | self._rejected_ns.keys()
         free = np.array([int(t) not in left_alone for t in threats.track_id], dtype=bool)
         wanted = free & (threats.score >= self.min_score)
-        friend = np.isin(threats.identity, FRIENDLY)  # the hard rule: never a friend
-        self._veto(threats.track_id[wanted & friend], threats.identity[wanted & friend])
+        identity = threats.identity_values()
+        friend = np.isin(identity, FRIENDLY)  # the hard rule: never a friend
+        self._veto(threats.track_id[wanted & friend], identity[wanted & friend])
         idx = np.flatnonzero(wanted & ~friend)
         weapons = self._ready_weapons(now_ns)
         if idx.size == 0 or not weapons:
@@ -255,7 +256,7 @@ class TewaEngine:
         )
         pk1 = np.where(np.isfinite(tof), pk1, 0.0)
         pk_salvo = 1.0 - (1.0 - pk1) ** rounds[:, None]
-        value = threats.score[idx] * IDENTITY_WEIGHT[threats.identity[idx]]  # type: ignore[index]
+        value = threats.score[idx] * IDENTITY_WEIGHT[identity[idx]]
         plans = {
             "hungarian": wta_hungarian(pk_salvo, value),
             "greedy": wta_greedy(

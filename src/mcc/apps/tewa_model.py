@@ -179,6 +179,12 @@ class ThreatReport:
         """Time to impact, or to CPA for a track that never reaches its asset."""
         return np.where(self.time_to_impact_s >= 0, self.time_to_impact_s, self.time_to_cpa_s)
 
+    def identity_values(self) -> U8:
+        """``identity``, every track ``PENDING`` when the report has none."""
+        if self.identity is None:
+            return np.zeros(self.count, np.uint8)
+        return self.identity
+
     def ranked(self) -> I64:
         """Indices from the most to the least threatening."""
         return np.argsort(self.rank, kind="stable")
@@ -200,7 +206,7 @@ class ThreatReport:
                     classification=_target_class(int(self.classification[i])),
                     update_ns=self.time_ns,
                     origin_ns=self.origin_ns,
-                    identity=Identity(int(self.identity[i]) if self.identity is not None else 0),
+                    identity=Identity(int(self.identity_values()[i])),
                 )
             )
         return out
