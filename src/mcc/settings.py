@@ -140,8 +140,8 @@ class Settings(BaseSettings):
     )
     log_format: Literal["text", "json"] = Field(
         default="text",
-        description="`json`: JSON lines for a log shipper (`mcc up --log-format json` sets it "
-        "for the mission's processes).",
+        description="`json`: JSON lines for a log shipper; in the environment of `mcc up` (or "
+        "a mission's `env:`) every process of the mission logs so.",
     )
     # -- one instance: set by the supervisor ------------------------------------------------------
     mission: str | None = Field(

@@ -13,7 +13,6 @@ from mcc.observe.logs import add_log_format_argument, configure_logging
 
 
 def test_json_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    # set (not deleted) so that the json format configure_logging exports is undone after
     monkeypatch.setenv("MCC_LOG_FORMAT", "text")
     stream = io.StringIO()
     handler = configure_logging("json", stream=stream)
@@ -30,7 +29,7 @@ def test_json_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (first["level"], first["logger"], first["scan_id"]) == ("warning", "mcc.test", 7)
     assert first["pid"] == os.getpid() and first["time"].endswith("+00:00")
     assert "ValueError: bad" in second["exception"]
-    assert os.environ["MCC_LOG_FORMAT"] == "json"  # children log the same way
+    assert os.environ["MCC_LOG_FORMAT"] == "text"  # this process's settings are not changed
 
 
 def test_the_option_and_its_default(monkeypatch: pytest.MonkeyPatch) -> None:

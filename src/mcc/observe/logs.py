@@ -15,7 +15,6 @@ import argparse
 import datetime as dt
 import json
 import logging
-import os
 import sys
 from typing import IO, Any
 
@@ -61,8 +60,10 @@ def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
 def configure_logging(
     log_format: str = "text", *, level: int = logging.INFO, stream: IO[str] | None = None
 ) -> logging.Handler:
-    """One handler on the root logger in ``log_format``; ``json`` is also exported in
-    ``MCC_LOG_FORMAT`` so that child processes log the same way."""
+    """One handler on the root logger in ``log_format``, for this process only: child
+    processes log JSON when their environment says so (``MCC_LOG_FORMAT=json``, e.g. in a
+    mission's ``env:`` or the environment of ``mcc up``), never because this one changed
+    ``os.environ``."""
     if log_format not in FORMATS:
         raise ValueError(f"log format {log_format!r}: use one of {FORMATS}")
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -74,6 +75,4 @@ def configure_logging(
     handler._mcc = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
-    if log_format == "json":
-        os.environ[ENV] = "json"
     return handler
