@@ -554,6 +554,11 @@ def test_truth_tewa_and_launcher_kill_a_target(
     assert gone == {3}
     summary = json.loads((logs / "truth-summary.json").read_text())
     assert [(k["target_id"], k["weapon_id"]) for k in summary["kills"]][:1] == [(3, "sam-s")]
+    assert summary["friends"] == 0 and summary["friends_killed"] == []
+    # Its counts at the stop: pictures without identities (PENDING) never veto.
+    assert ", friend vetoes 0, orders stopped for a friend 0, pictures dropped 0" in (
+        logs / "tewa.log"
+    ).read_text()
 
 
 @pytest.mark.slow

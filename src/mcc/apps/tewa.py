@@ -237,6 +237,17 @@ class _TewaApp:
         finally:
             if self._replier is not None:
                 self._replier.stop()
+            stats = self.engine.statistics()
+            self.ctx.log.info(
+                "tewa stops: %d cycles, %d orders issued, %d kills, friend vetoes %d, "
+                "orders stopped for a friend %d, pictures dropped %d",
+                stats.cycles,
+                stats.issued,
+                stats.kills,
+                stats.friend_vetoes,
+                stats.friend_orders_stopped,
+                self.dropped["picture"],
+            )
 
     def _restore(self) -> None:
         doc = self.record.load()
