@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcc.bench import perftest
+from mcc.bench import perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec
 from mcc.bench.stats import LatencyRecorder
 from mcc.errors import MccError
@@ -215,18 +215,12 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--sizes", help="sizes in bytes (default 64,1024,4096,10240,65536)")
     p.add_argument("--intervals", help="send intervals in ms, 0 = flat out (default 1,0.1,0)")
     p.add_argument(
-        "--duration",
-        type=float,
-        help=f"seconds per row (default {DEFAULT_DURATION_S:g}, quick {QUICK_DURATION_S:g})",
-    )
-    p.add_argument(
         "--stall-threshold-ms",
         type=float,
         default=DEFAULT_THRESHOLD_MS,
         help="an unthrottled write this long or longer counts as a stall (default %(default)g)",
     )
-    perftest.add_common_options(p)
-    p.set_defaults(func=cmd_blocked)
+    MODE.add_options(p, duration_s=(DEFAULT_DURATION_S, QUICK_DURATION_S))
     return p
 
 
@@ -243,27 +237,19 @@ def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> BlockedPla
     )
 
 
-def cmd_blocked(args: argparse.Namespace) -> int:
-    run_mode(args, perftest.options_from_args(args))
-    return 0
-
-
-def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
-    """Run the blocked-writes bench as ``args`` ask, report it; the JSON document."""
-    from mcc.bench import runner
-
-    plan = plan_from_args(args, options)
-    return runner.run_perf_mode(
-        "blocked",
-        args,
-        plan,
-        lambda p, step: run_blocked(p, progress=step),
-        rows=plan.rows,
-        key=("size_bytes", "interval_ms"),
-        metric="samples_per_s",
-        higher_is_better=True,
-        columns=COLUMNS,
-        title=lambda nets: f"blocked writes (send queue {options.send_queue}), {nets} network",
-        notes=lambda _rows: notes(plan),
-        targets=targets,
-    )
+MODE = runner.PerfMode(
+    "blocked",
+    plan_from_args=plan_from_args,
+    run=run_blocked,
+    rows=lambda plan: plan.rows,
+    key=("size_bytes", "interval_ms"),
+    metric="samples_per_s",
+    higher_is_better=True,
+    columns=COLUMNS,
+    title=lambda plan, nets: (
+        f"blocked writes (send queue {plan.options.send_queue}), {nets} network"
+    ),
+    notes=lambda plan, _rows: notes(plan),
+    targets=targets,
+)
+run_mode = MODE.run_mode

@@ -68,50 +68,35 @@ _GIB = 1 << 30
 
 @dataclass(frozen=True)
 class Plan:
-    """What one invocation measures."""
+    """What one invocation measures; the defaults are the full run (`FULL`)."""
 
-    workers: tuple[int, ...]
-    n_workers: int  # N of the workers sweep
-    ns: tuple[int, ...]  # the N sweep (2 workers)
-    stream_bytes: int
-    chunks_kib: tuple[int, ...]
-    stream_impls: tuple[str, ...]
-    recovery_n: int
-    recovery_workers: int
-    recovery_items: int  # few, long items: a kill lands inside one
-    repeats: int
-    kill_repeats: int
-    stream_repeats: int
+    workers: tuple[int, ...] = (1, 2, 4)
+    n_workers: int = 1_000_000_000  # N of the workers sweep
+    ns: tuple[int, ...] = (10_000_000, 100_000_000, 1_000_000_000)  # the N sweep (2 workers)
+    stream_bytes: int = _GIB
+    chunks_kib: tuple[int, ...] = (64, 256, 1024, 4096)
+    stream_impls: tuple[str, ...] = ("dds", "mpi", "mpi-tcp")
+    recovery_n: int = 500_000_000
+    recovery_workers: int = 2
+    recovery_items: int = 8  # few, long items: a kill lands inside one
+    repeats: int = 5
+    kill_repeats: int = 5
+    stream_repeats: int = 3
 
 
+FULL = Plan()
 QUICK = Plan(
     workers=(1, 2),
     n_workers=20_000_000,
     ns=(),
     stream_bytes=_GIB // 32,
     chunks_kib=(256,),
-    stream_impls=("dds", "mpi", "mpi-tcp"),
     # items of 2.5e8 numbers: long enough that the kill lands after two mid-item checkpoints
     recovery_n=1_000_000_000,
-    recovery_workers=2,
     recovery_items=4,
     repeats=1,
     kill_repeats=1,
     stream_repeats=1,
-)
-FULL = Plan(
-    workers=(1, 2, 4),
-    n_workers=1_000_000_000,
-    ns=(10_000_000, 100_000_000, 1_000_000_000),
-    stream_bytes=_GIB,
-    chunks_kib=(64, 256, 1024, 4096),
-    stream_impls=("dds", "mpi", "mpi-tcp"),
-    recovery_n=500_000_000,
-    recovery_workers=2,
-    recovery_items=8,
-    repeats=5,
-    kill_repeats=5,
-    stream_repeats=3,
 )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcc.bench import perftest
+from mcc.bench import perftest, runner
 from mcc.bench.latency_pingpong import PingPong, main, mcc_pingpong, run_mcc_pingpong, run_pong
 from mcc.bench.latency_rows import (
     PEERS,
@@ -354,7 +354,7 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         "`make interop` (host network, loopback; docs/interop.md)",
     )
     perftest.add_common_options(p)
-    p.set_defaults(func=cmd_latency)
+    p.set_defaults(func=MODE.command)
     return p
 
 
@@ -375,30 +375,22 @@ def plan_from_args(args: argparse.Namespace) -> LatencyPlan:
     )
 
 
-def cmd_latency(args: argparse.Namespace) -> int:
-    run_mode(args, perftest.options_from_args(args))
-    return 0
-
-
-def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
-    """Run the latency bench as ``args`` ask, report it; the JSON document."""
-    from mcc.bench import runner
-
-    plan = dataclasses.replace(plan_from_args(args), options=options)
-    return runner.run_perf_mode(
-        "latency",
-        args,
-        plan,
-        lambda p, step: run_latency(p, progress=step),
-        rows=plan.rows,
-        key=("impl", "size_bytes", "interval_ms"),
-        metric="p50_us",
-        higher_is_better=False,
-        columns=COLUMNS,
-        title=lambda nets: f"one-way latency (RTT/2), {nets} network, {options.transport}, µs",
-        notes=lambda rows: notes(rows, options),
-        targets=targets,
-    )
+MODE = runner.PerfMode(
+    "latency",
+    plan_from_args=lambda args, options: dataclasses.replace(plan_from_args(args), options=options),
+    run=run_latency,
+    rows=lambda plan: plan.rows,
+    key=("impl", "size_bytes", "interval_ms"),
+    metric="p50_us",
+    higher_is_better=False,
+    columns=COLUMNS,
+    title=lambda plan, nets: (
+        f"one-way latency (RTT/2), {nets} network, {plan.options.transport}, µs"
+    ),
+    notes=lambda plan, rows: notes(rows, plan.options),
+    targets=targets,
+)
+run_mode = MODE.run_mode
 
 
 if __name__ == "__main__":  # `python -m mcc.bench.latency ping|pong` (docs/benchmarks.md)

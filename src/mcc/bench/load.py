@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcc.bench import latency, perftest
+from mcc.bench import latency, perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec, SubSpec
 from mcc.errors import MccError
 
@@ -248,14 +248,7 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_INTERVAL_MS,
         help="ms between pings, 0 = flat out (default %(default)g)",
     )
-    p.add_argument("--impl", default=",".join(IMPLS), help="implementations (default %(default)s)")
-    p.add_argument(
-        "--duration",
-        type=float,
-        help=f"seconds per row (default {DEFAULT_DURATION_S:g}, quick {QUICK_DURATION_S:g})",
-    )
-    perftest.add_common_options(p)
-    p.set_defaults(func=cmd_load)
+    MODE.add_options(p, impls=IMPLS, duration_s=(DEFAULT_DURATION_S, QUICK_DURATION_S))
     return p
 
 
@@ -274,27 +267,17 @@ def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> LoadPlan:
     )
 
 
-def cmd_load(args: argparse.Namespace) -> int:
-    run_mode(args, perftest.options_from_args(args))
-    return 0
-
-
-def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
-    """Run the load bench as ``args`` ask, report it; the JSON document."""
-    from mcc.bench import runner
-
-    plan = plan_from_args(args, options)
-    return runner.run_perf_mode(
-        "load",
-        args,
-        plan,
-        lambda p, step: run_load(p, progress=step),
-        rows=plan.rows,
-        key=("impl", "load", "size_bytes"),
-        metric="p50_us",
-        higher_is_better=False,
-        columns=COLUMNS,
-        title=lambda nets: f"latency unloaded vs loaded, {nets} network, µs",
-        notes=lambda _rows: notes(plan),
-        targets=targets,
-    )
+MODE = runner.PerfMode(
+    "load",
+    plan_from_args=plan_from_args,
+    run=run_load,
+    rows=lambda plan: plan.rows,
+    key=("impl", "load", "size_bytes"),
+    metric="p50_us",
+    higher_is_better=False,
+    columns=COLUMNS,
+    title=lambda plan, nets: f"latency unloaded vs loaded, {nets} network, µs",
+    notes=lambda plan, _rows: notes(plan),
+    targets=targets,
+)
+run_mode = MODE.run_mode

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -170,47 +171,84 @@ def over_nets(
     return rows
 
 
-def run_perf_mode(
-    bench: str,
-    args: argparse.Namespace,
-    plan: Any,
-    run: Callable[[Any, Callable[[str], None]], list[dict[str, Any]]],
-    *,
-    rows: int,
-    key: Sequence[str],
-    metric: str,
-    higher_is_better: bool,
-    columns: Sequence[str],
-    title: Callable[[str], str],
-    notes: Callable[[list[dict[str, Any]]], str],
-    targets: Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]],
-) -> dict[str, Any]:
-    """One perftest mode end to end: ``run(plan, progress)`` (``plan.options`` set to each
-    network of ``--net`` in turn, ``rows`` progress steps each), then `finish` with
-    ``title(nets)``, ``notes(rows)`` and the ``targets`` of each network; the JSON document."""
-    import dataclasses
+@dataclass(frozen=True)
+class PerfMode:
+    """One perftest mode, wired: its plan from the arguments (``plan_from_args(args,
+    options)``), how a plan runs (``run(plan, progress=step)``, ``rows(plan)`` progress steps),
+    how networks compare (``key``, ``metric``) and what its outputs say (``columns``,
+    ``title(plan, nets)``, ``notes(plan, rows)``, ``targets(rows)``)."""
 
-    from mcc.bench.perftest import nets_from_args
+    name: str
+    plan_from_args: Callable[[argparse.Namespace, Any], Any]
+    run: Callable[..., list[dict[str, Any]]]
+    rows: Callable[[Any], int]
+    key: Sequence[str]
+    metric: str
+    higher_is_better: bool
+    columns: Sequence[str]
+    title: Callable[[Any, str], str]
+    notes: Callable[[Any, list[dict[str, Any]]], str]
+    targets: Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]]
 
-    nets = nets_from_args(args)
-    with progress(rows * len(nets), bench) as step:
-        out = over_nets(
-            args,
-            plan.options,
-            lambda o: run(dataclasses.replace(plan, options=o), step),
-            key=key,
-            metric=metric,
-            higher_is_better=higher_is_better,
+    def add_options(
+        self,
+        parser: argparse.ArgumentParser,
+        *,
+        impls: Sequence[str] = (),
+        duration_s: tuple[float, float] | None = None,
+    ) -> None:
+        """The options every mode has (`mcc.bench.perftest.add_common_options`), ``--impl``
+        (default ``impls``) and ``--duration`` (``(default, quick)`` seconds per row) when
+        given; ``mcc bench NAME`` runs `command`."""
+        from mcc.bench.perftest import add_common_options
+
+        if impls:
+            parser.add_argument(
+                "--impl", default=",".join(impls), help="implementations (default %(default)s)"
+            )
+        if duration_s is not None:
+            parser.add_argument(
+                "--duration",
+                type=float,
+                help=f"seconds per row (default {duration_s[0]:g}, quick {duration_s[1]:g})",
+            )
+        add_common_options(parser)
+        parser.set_defaults(func=self.command)
+
+    def command(self, args: argparse.Namespace) -> int:
+        """``mcc bench NAME``."""
+        from mcc.bench.perftest import options_from_args
+
+        self.run_mode(args, options_from_args(args))
+        return 0
+
+    def run_mode(self, args: argparse.Namespace, options: Any) -> dict[str, Any]:
+        """Run the mode as ``args`` ask over each network of ``--net``, then `finish`; the
+        JSON document."""
+        import dataclasses
+
+        from mcc.bench.perftest import nets_from_args
+
+        plan = self.plan_from_args(args, options)
+        nets = nets_from_args(args)
+        with progress(self.rows(plan) * len(nets), self.name) as step:
+            out = over_nets(
+                args,
+                plan.options,
+                lambda o: self.run(dataclasses.replace(plan, options=o), progress=step),
+                key=self.key,
+                metric=self.metric,
+                higher_is_better=self.higher_is_better,
+            )
+        return finish(
+            self.name,
+            out,
+            self.columns,
+            args=args,
+            title=self.title(plan, " + ".join(nets)),
+            notes=self.notes(plan, out),
+            targets=per_net(self.targets, out),
         )
-    return finish(
-        bench,
-        out,
-        columns,
-        args=args,
-        title=title(" + ".join(nets)),
-        notes=notes(out),
-        targets=per_net(targets, out),
-    )
 
 
 def per_net(

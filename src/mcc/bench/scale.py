@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcc.bench import perftest
+from mcc.bench import perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec
 from mcc.errors import MccError
 
@@ -199,7 +199,7 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         f"{QUICK_DURATION_S:g})",
     )
     perftest.add_common_options(p)
-    p.set_defaults(func=cmd_scale)
+    p.set_defaults(func=MODE.command)
     return p
 
 
@@ -215,27 +215,17 @@ def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> ScalePlan:
     )
 
 
-def cmd_scale(args: argparse.Namespace) -> int:
-    run_mode(args, perftest.options_from_args(args))
-    return 0
-
-
-def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
-    """Run the scale bench as ``args`` ask, report it; the JSON document."""
-    from mcc.bench import runner
-
-    plan = plan_from_args(args, options)
-    return runner.run_perf_mode(
-        "scale",
-        args,
-        plan,
-        lambda p, step: run_scale(p, progress=step),
-        rows=len(plan.pairs),
-        key=("publishers", "subscribers", "subscriber"),
-        metric="p50_us",
-        higher_is_better=False,
-        columns=COLUMNS,
-        title=lambda nets: f"N publishers x M subscribers, per subscriber, {nets} network",
-        notes=lambda _rows: notes(plan),
-        targets=targets,
-    )
+MODE = runner.PerfMode(
+    "scale",
+    plan_from_args=plan_from_args,
+    run=run_scale,
+    rows=lambda plan: len(plan.pairs),
+    key=("publishers", "subscribers", "subscriber"),
+    metric="p50_us",
+    higher_is_better=False,
+    columns=COLUMNS,
+    title=lambda plan, nets: f"N publishers x M subscribers, per subscriber, {nets} network",
+    notes=lambda plan, _rows: notes(plan),
+    targets=targets,
+)
+run_mode = MODE.run_mode

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcc.bench import perftest
+from mcc.bench import perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec
 from mcc.errors import MccError
 
@@ -287,14 +287,7 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_APP_BATCH,
         help="samples per written sample with app batching (default %(default)s)",
     )
-    p.add_argument("--impl", default=",".join(IMPLS), help="implementations (default %(default)s)")
-    p.add_argument(
-        "--duration",
-        type=float,
-        help=f"seconds per row (default {DEFAULT_DURATION_S:g}, quick {QUICK_DURATION_S:g})",
-    )
-    perftest.add_common_options(p)
-    p.set_defaults(func=cmd_throughput)
+    MODE.add_options(p, impls=IMPLS, duration_s=(DEFAULT_DURATION_S, QUICK_DURATION_S))
     return p
 
 
@@ -312,27 +305,19 @@ def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> Throughput
     )
 
 
-def cmd_throughput(args: argparse.Namespace) -> int:
-    run_mode(args, perftest.options_from_args(args))
-    return 0
-
-
-def run_mode(args: argparse.Namespace, options: PerfOptions) -> dict[str, Any]:
-    """Run the throughput bench as ``args`` ask, report it; the JSON document."""
-    from mcc.bench import runner
-
-    plan = plan_from_args(args, options)
-    return runner.run_perf_mode(
-        "throughput",
-        args,
-        plan,
-        lambda p, step: run_throughput(p, progress=step),
-        rows=plan.rows,
-        key=("impl", "size_bytes", "batching"),
-        metric="samples_per_s",
-        higher_is_better=True,
-        columns=COLUMNS,
-        title=lambda nets: f"throughput at the subscriber, {nets} network, {options.transport}",
-        notes=lambda _rows: notes(plan),
-        targets=targets,
-    )
+MODE = runner.PerfMode(
+    "throughput",
+    plan_from_args=plan_from_args,
+    run=run_throughput,
+    rows=lambda plan: plan.rows,
+    key=("impl", "size_bytes", "batching"),
+    metric="samples_per_s",
+    higher_is_better=True,
+    columns=COLUMNS,
+    title=lambda plan, nets: (
+        f"throughput at the subscriber, {nets} network, {plan.options.transport}"
+    ),
+    notes=lambda plan, _rows: notes(plan),
+    targets=targets,
+)
+run_mode = MODE.run_mode
