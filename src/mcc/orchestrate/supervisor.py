@@ -73,8 +73,9 @@ class Supervisor(Service):
         """``watch``: what the process running this supervisor also reads on the supervisor's
         bus (a job launcher watching results) when the mission is secured. Cyclone DDS gives a
         process one identity per domain, so such a watcher shares the supervisor's.
-        ``transport``: the base transport of the mission's processes (default: this process's
-        environment, ``MCC_TRANSPORT``); given, every process of the mission gets it."""
+        ``transport``: the base transport of the mission's processes (default: the backend's,
+        e.g. a network lab's bridge, else this process's ``MCC_TRANSPORT``); given, every
+        process of the mission gets it."""
         if phase is not None and phase not in mission.phases:
             raise OrchestratorError(
                 f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
@@ -112,6 +113,7 @@ class Supervisor(Service):
         # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
         self._beats: deque[tuple[float, int, Heartbeat]] = deque(maxlen=65536)
         self._roudi: Any = None  # mcc.bus.shm.RouDi, when this supervisor started the host's
+        transport = transport or backend.transport()
         transports = mission_transports(mission, transport or Transport.from_env())
         if transports is None and transport is not None:
             transports = (transport, transport)

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcc.bus.transport import Transport
+
 
 @dataclass(frozen=True)
 class LaunchSpec:
@@ -105,6 +107,11 @@ class Backend(Protocol):
     def capacity(self) -> Mapping[str, float]:
         """CPUs per node the planner may place on, e.g. ``{"local": 2.0}``."""
         ...
+
+    def transport(self) -> Transport | None:
+        """The transport of this host's processes that the backend decided (the local
+        backend's network lab: its bridge); None: the environment's."""
+        return None
 
     def cores(self) -> Mapping[str, list[int]]:
         """The cores of each node that instances may be pinned to; none: nothing pinned."""

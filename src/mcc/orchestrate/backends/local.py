@@ -160,6 +160,7 @@ class LocalBackend(Backend):
         self.lab: NetLab | None = None
         self._lab_file: Path | None = None
         self._host_transport: Transport | None = None
+        self._root_transport: Transport | None = None
         if any(node.kind == "netns" for node in self.nodes):
             self._open_lab()
 
@@ -186,7 +187,9 @@ class LocalBackend(Backend):
             base, kind="udp", multicast=True, peers=(), tcp_port=None, max_participant_index=None
         )
         assert lab.root_address is not None
-        os.environ.update(dataclasses.replace(lab_transport, interface=lab.bridge).apply_to_env({}))
+        # This host's processes (the supervisor, the instances of its own node) are on the
+        # bridge: the supervisor takes it from `transport()`, nothing goes into os.environ.
+        self._root_transport = dataclasses.replace(lab_transport, interface=lab.bridge)
         self._host_transport = dataclasses.replace(lab_transport, interface=LAB_IFACE)
         self._lab_file = private_dir(home() / "netlab") / f"{self.mission}.json"
         write_private(self._lab_file, json.dumps(lab.to_dict(), indent=2))
@@ -443,6 +446,9 @@ class LocalBackend(Backend):
 
     def capacity(self) -> Mapping[str, float]:
         return {node.name: node_capacity(node) for node in self.nodes}
+
+    def transport(self) -> Transport | None:
+        return self._root_transport
 
     def cores(self) -> dict[str, list[int]]:
         return {node.name: node_cores(node) for node in self.nodes}
