@@ -550,6 +550,7 @@ FAMILY_COLUMNS = (
     "period_s",
     "scans",
     "ms_per_scan",
+    "cpu_ms_per_scan",
     "gospa_m",
     "gospa_loc_m",
     "gospa_missed",
