@@ -136,3 +136,24 @@ def test_unknown_profile_is_an_error_listing_known_ones(
 
     with Bus(domain_id) as bus, pytest.raises(QosError, match="known profiles: .*sensor_stream"):
         bus.writer("Track", profile="sensor_strem")
+
+
+def test_optional_packed_array_holds_count_items_or_none() -> None:
+    """``DetectionBatch.iff`` was appended after radars existed: empty passes (a writer that
+    predates it), ``count`` octets pass, any other length is refused naming the field."""
+    batch = _batch([1.0, 2.0, 3.0])
+    validate_sample(batch)  # iff left out
+    batch.iff = pack([0, 1, 2], "u1")
+    validate_sample(batch)
+    batch.iff = pack([0, 1], "u1")
+    with pytest.raises(SampleError, match=r"DetectionBatch\.iff: 2 bytes but count=3 .* or none"):
+        validate_sample(batch)
+
+
+def test_sample_to_dict_decodes_optional_arrays() -> None:
+    from mcc.bus.inspect import sample_to_dict
+
+    batch = _batch([1.0, 2.0])
+    batch.iff = pack([2, 1], "u1")
+    assert sample_to_dict(batch)["iff"] == "uint8[2] [2, 1]"
+    assert sample_to_dict(_batch([1.0]))["iff"] == "uint8[0] []"

@@ -21,7 +21,7 @@ from cyclonedds.core import Policy
 
 from mcc.bus.core import PROFILE_TAG, Bus
 from mcc.bus.qos import describe_qos
-from mcc.types import PACKED_ARRAYS
+from mcc.types import OPTIONAL_ARRAYS, PACKED_ARRAYS
 from mcc.types.arrays import packed_field
 
 
@@ -61,7 +61,8 @@ def discover_topics(bus: Bus, *, duration_s: float = 2.0) -> list[TopicInfo]:
 
 def sample_to_dict(sample: Any, *, max_items: int = 8) -> dict[str, Any]:
     """A printable view of a sample: packed arrays decoded, long arrays shortened."""
-    packed = PACKED_ARRAYS.get(type(sample).__name__, {})
+    kind = type(sample).__name__
+    packed = {**PACKED_ARRAYS.get(kind, {}), **OPTIONAL_ARRAYS.get(kind, {})}
     out: dict[str, Any] = {}
     for f in fields(sample):
         value = getattr(sample, f.name)

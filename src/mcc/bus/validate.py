@@ -5,7 +5,8 @@ Checked, per topic type, with a plan built once per type:
   * integer fields fit their IDL type;
   * enum fields hold a literal of their enum;
   * packed array fields (``mcc.types.PACKED_ARRAYS``) hold exactly ``count`` items and, for
-    floating-point arrays, only finite values;
+    floating-point arrays, only finite values; optional ones (``mcc.types.OPTIONAL_ARRAYS``,
+    appended to a type after writers existed) hold ``count`` items or none;
   * nested ``NDArray`` messages have a valid dtype and as many bytes as their shape needs.
 """
 
@@ -25,7 +26,7 @@ from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as idl_types
 
 from mcc.errors import SampleError
-from mcc.types import PACKED_ARRAYS, NDArray
+from mcc.types import OPTIONAL_ARRAYS, PACKED_ARRAYS, NDArray
 
 _INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -46,7 +47,7 @@ class _Plan:
     ints: tuple[tuple[str, int, int], ...]
     enums: tuple[tuple[str, type[enum.Enum]], ...]
     float_arrays: tuple[tuple[str, int], ...]
-    packed: tuple[tuple[str, np.dtype[Any], int], ...]  # field, dtype, items per count
+    packed: tuple[tuple[str, np.dtype[Any], int, bool], ...]  # field, dtype, per count, optional
     nested: tuple[str, ...]  # struct-typed fields
     nested_seqs: tuple[str, ...]  # sequences of structs
 
@@ -80,8 +81,9 @@ def _plan(cls: type) -> _Plan:
             if isinstance(sub, type) and issubclass(sub, IdlStruct):
                 nested_seqs.append(name)
     packed = tuple(
-        (name, np.dtype(dtype), math.prod(dims))
-        for name, (dtype, dims) in PACKED_ARRAYS.get(cls.__name__, {}).items()
+        (name, np.dtype(dtype), math.prod(dims), optional)
+        for optional, table in ((False, PACKED_ARRAYS), (True, OPTIONAL_ARRAYS))
+        for name, (dtype, dims) in table.get(cls.__name__, {}).items()
     )
     return _Plan(
         tuple(floats),
@@ -152,21 +154,24 @@ def validate_sample(sample: Any, *, path: str | None = None) -> None:
 
 
 def _check_packed(
-    sample: Any, where: str, packed: tuple[tuple[str, np.dtype[Any], int], ...]
+    sample: Any, where: str, packed: tuple[tuple[str, np.dtype[Any], int, bool], ...]
 ) -> None:
     count = sample.count
-    for name, dtype, per_item in packed:
+    for name, dtype, per_item, optional in packed:
         data = getattr(sample, name)
         if not isinstance(data, (bytes, bytearray)):
             raise SampleError(
                 f"{where}.{name}: expected packed bytes, got {type(data).__name__}; "
                 f"use mcc.types.arrays.pack(values, {dtype.str!r})"
             )
+        if optional and not data:
+            continue  # left out: the writer predates the field
         expected = count * per_item * dtype.itemsize
         if len(data) != expected:
             raise SampleError(
                 f"{where}.{name}: {len(data)} bytes but count={count} needs {expected} "
                 f"({count} x {per_item} x {dtype.str}); pack exactly `count` items"
+                + (" or none" if optional else "")
             )
         if dtype.kind == "f" and count and not np.isfinite(np.frombuffer(data, dtype)).all():
             bad = int(np.flatnonzero(~np.isfinite(np.frombuffer(data, dtype)))[0])
