@@ -543,3 +543,18 @@ def test_a_domain_whose_port_is_taken_fails_with_the_fix_in_the_message() -> Non
             assert "ephemeral range" in message and "1..100" in message, message
         return
     pytest.fail(f"every clashing domain's port was held: {clashing}")
+
+
+def test_a_transports_own_tag_beats_the_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that hands a bus its transport (the console, the benches) gets that
+    transport's tag even where ``MCC_DISCOVERY_TAG`` names another; a bare bus takes the
+    environment's, and ``discovery_tag=`` beats both."""
+    from mcc.bus import Bus
+
+    monkeypatch.setenv("MCC_DISCOVERY_TAG", _tag("env"))
+    with Bus(DOMAIN, transport=Transport.loopback(_tag("own"))) as bus:
+        assert bus.transport is not None and bus.transport.discovery_tag == _tag("own")
+    with Bus(DOMAIN, transport=Transport.loopback(None)) as bus:
+        assert bus.transport is not None and bus.transport.discovery_tag == _tag("env")
+    with Bus(DOMAIN, transport=Transport.loopback(_tag("own")), discovery_tag=_tag("arg")) as bus:
+        assert bus.transport is not None and bus.transport.discovery_tag == _tag("arg")

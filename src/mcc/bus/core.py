@@ -158,7 +158,7 @@ class Bus(Closeable):
             ``Transport.apply_to_env``), else ``CYCLONEDDS_URI`` or Cyclone's defaults.
         discovery_tag: isolates this bus from others on the same domain (tests, parallel runs);
             shorthand for ``Transport(discovery_tag=...)`` merged into ``transport``; default:
-            env ``MCC_DISCOVERY_TAG``.
+            the transport's own tag, else env ``MCC_DISCOVERY_TAG``.
         qos: the profile library; default ``qos/mcc.xml``.
         name: participant name shown by ``mcc topic list``.
     """
@@ -178,8 +178,9 @@ class Bus(Closeable):
             raise MccError(f"domain_id = {domain_id}: DDS domain ids run from 0 to 232")
         if transport is None and os.environ.get(TRANSPORT_ENV):
             transport = Transport.from_env()
-        discovery_tag = discovery_tag or settings.current().discovery_tag or None
-        if discovery_tag is not None:
+        if discovery_tag is None and (transport is None or transport.discovery_tag is None):
+            discovery_tag = settings.current().discovery_tag or None
+        if discovery_tag:
             transport = _with_tag(transport, discovery_tag)
         self.domain_id = domain_id
         self.partitions = tuple(partitions)
