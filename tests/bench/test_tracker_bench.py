@@ -97,7 +97,7 @@ def test_families_run_mcc_defaults_beside_stonesoup(tmp_path: Path) -> None:
     assert mcc["gospa_ratio"] == pytest.approx(mcc["gospa_m"] / ss["gospa_m"], abs=1e-3)
     assert mcc["gospa_m"] < ss["gospa_m"] and mcc["track_ids"] <= ss["track_ids"]
     assert mcc["speedup_vs_stonesoup"] > 10
-    assert 0 < mcc["cpu_ms_per_scan"] and 0 < ss["cpu_ms_per_scan"]
+    assert mcc["cpu_ms_per_scan"] > 0 and ss["cpu_ms_per_scan"] > 0
 
 
 def test_families_cli_writes_json(tmp_path: Path) -> None:
