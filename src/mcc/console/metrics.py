@@ -242,6 +242,17 @@ def render(
         [({"topic": t, "reason": r}, n) for (t, r), n in sorted((dropped or {}).items())],
     )
     w.family(
+        "mcc_console_identity_errors",
+        "counter",
+        "track identity/IFF values the console shows as '?', by topic and reason "
+        "(unknown_value: outside the enum; malformed: packed arrays of another length)",
+        [
+            ({"topic": t, "reason": r}, n)
+            for t, reasons in sorted((snapshot.get("identity_errors") or {}).items())
+            for r, n in sorted(reasons.items())
+        ],
+    )
+    w.family(
         "mcc_console_left_out",
         "counter",
         "items left out by the console's bounds (tracks, threats, orders, ...), by kind",

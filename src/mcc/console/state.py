@@ -28,12 +28,17 @@ import numpy as np
 from mcc.console.limits import StateLimits
 from mcc.console.state_values import (
     HELD_ORDERS,
+    IDENTITY,
+    IDENTITY_TABLE,
+    IFF_ANSWER,
+    IFF_TABLE,
     ORDER_STATUS,
     SUPERVISOR,
     SYSTEM_STATE,
     TARGET_CLASS,
     TOPICS,
     TRACK_STATUS,
+    UNKNOWN_VALUE,
     WEAPON_STATE,
     NonFiniteError,
     Series,
@@ -59,7 +64,7 @@ from mcc.types import (
     Truth,
     WeaponStatus,
 )
-from mcc.types.arrays import packed_field
+from mcc.types.arrays import optional_field, packed_field
 
 log = logging.getLogger("mcc.console")
 
@@ -102,6 +107,9 @@ class LiveState(StateViews):
         #: Samples dropped, by (topic, reason): ``nonfinite``, ``future``, ``malformed``,
         #: ``oversized``; topic ``snapshot`` counts the last guard of `snapshot_json`.
         self.dropped: dict[tuple[str, str], int] = {}
+        #: Identity/IFF values shown as ``?``, by (topic, reason): ``unknown_value`` (outside
+        #: the enum), ``malformed`` (an AirPicture's identity/iff arrays of another length).
+        self.identity_errors: dict[tuple[str, str], int] = {}
         #: Items left out by a bound, in all (tracks, threats, orders, weapons, ...).
         self.left_out_total: dict[str, int] = {}
         self.snapshot_bytes = 0
@@ -157,6 +165,41 @@ class LiveState(StateViews):
                 self._drop(topic, "malformed", detail=detail)
             return None
 
+    def _named(self, names: dict[int, str], value: Any, topic: str, detail: str) -> str:
+        """The name of the enum ``value`` in ``names``; ``?`` for a value it does not know
+        (counted in ``identity_errors``, logged once). Call under the lock."""
+        try:
+            name = names.get(enum_value(value))
+        except (TypeError, ValueError):
+            name = None
+        if name is None:
+            self._identity_error(topic, "unknown_value", 1, detail)
+            return UNKNOWN_VALUE
+        return name
+
+    def _picture_identities(
+        self, msg: AirPicture, rows: np.ndarray, detail: str
+    ) -> tuple[list[str | None], list[str | None]]:
+        """The identity and IFF names of the picture's ``rows``: None where the writer has no
+        such array (it predates them), ``?`` for a value outside the enum or for arrays of
+        another length than ``count`` (both counted). Call under the lock."""
+        out: list[list[str | None]] = []
+        for name, table in (("identity", IDENTITY_TABLE), ("iff", IFF_TABLE)):
+            try:
+                values = optional_field(msg, name)
+            except (ValueError, TypeError, KeyError):
+                self._identity_error("AirPicture", "malformed", 1, f"{detail}: {name}")
+                out.append([UNKNOWN_VALUE] * len(rows))
+                continue
+            if values is None:
+                out.append([None] * len(rows))
+                continue
+            unknown = int(np.count_nonzero(table[values] == UNKNOWN_VALUE))
+            if unknown:
+                self._identity_error("AirPicture", "unknown_value", unknown, f"{detail}: {name}")
+            out.append(table[values[rows]].tolist())
+        return out[0], out[1]
+
     def on_air_pictures(self, msgs: list[AirPicture]) -> None:
         for msg in msgs:
             now_ns = time.time_ns()
@@ -188,12 +231,15 @@ class LiveState(StateViews):
                     rows = np.sort(rows[rank[: self.limits.max_tracks]])
                 kept_ids = ids[rows].tolist()
                 xyz = state[rows].round(2).tolist()
-                for track_id, (x, y, z, vx, vy, vz), st, cl, q in zip(
+                identity, iff = self._picture_identities(msg, rows, f"tracker {tracker!r}")
+                for track_id, (x, y, z, vx, vy, vz), st, cl, q, ident, answer in zip(
                     kept_ids,
                     xyz,
                     status[rows].tolist(),
                     cls[rows].tolist(),
                     quality[rows].tolist(),
+                    identity,
+                    iff,
                     strict=True,
                 ):
                     self._tracks[track_id] = {
@@ -207,6 +253,8 @@ class LiveState(StateViews):
                         "status": TRACK_STATUS.get(st, "unknown"),
                         "cls": TARGET_CLASS.get(cl, "unknown"),
                         "quality": round(q, 3),
+                        "identity": ident,
+                        "iff": answer,
                         "t_ns": msg.time_ns,
                         "received_ns": now_ns,
                         "tracker": tracker,
@@ -250,6 +298,7 @@ class LiveState(StateViews):
                 old = self._tracks.get(msg.track_id)
                 if old is not None and old["t_ns"] > msg.update_ns:
                     continue  # the picture already has a newer state
+                detail = f"track {msg.track_id}"
                 self._tracks[msg.track_id] = {
                     "id": msg.track_id,
                     "x": rounded(msg.x_m, 2),
@@ -261,6 +310,8 @@ class LiveState(StateViews):
                     "status": status,
                     "cls": TARGET_CLASS.get(enum_value(msg.classification), "unknown"),
                     "quality": round(msg.quality, 3),
+                    "identity": self._named(IDENTITY, msg.identity, "Track", detail),
+                    "iff": self._named(IFF_ANSWER, msg.iff, "Track", detail),
                     "t_ns": msg.update_ns,
                     "received_ns": now_ns,
                     "tracker": self._text(msg.tracker_id),
@@ -304,6 +355,9 @@ class LiveState(StateViews):
                     "cpa_m": rounded(msg.cpa_m, 0),
                     "tcpa_s": rounded(msg.time_to_cpa_s),
                     "cls": TARGET_CLASS.get(enum_value(msg.classification), "unknown"),
+                    "identity": self._named(
+                        IDENTITY, msg.identity, "Threat", f"track {msg.track_id}"
+                    ),
                     "t_ns": msg.update_ns,
                     "received_ns": now_ns,
                 }

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from mcc.types import (
+    Identity,
+    IffAnswer,
     OrderStatus,
     SystemState,
     TargetClass,
@@ -44,6 +46,27 @@ TARGET_CLASS = _names(TargetClass, "CLASS_")
 ORDER_STATUS = _names(OrderStatus, "ORDER_")
 WEAPON_STATE = _names(WeaponState, "WEAPON_")
 SYSTEM_STATE = _names(SystemState, "SYSTEM_")
+#: STANAG 1241 standard identity and the last IFF answer of a track (``friend``,
+#: ``assumed_friend``, ``hostile`` …; ``not_interrogated``, ``no_reply``, ``friend`` …).
+IDENTITY = _names(Identity, "IDENTITY_")
+IFF_ANSWER = _names(IffAnswer, "IFF_")
+#: What the page shows for an identity or IFF value it does not know (counted).
+UNKNOWN_VALUE = "?"
+#: Why an identity or IFF value is shown as ``?``.
+IDENTITY_ERRORS = {
+    "unknown_value": "a value outside the enum",
+    "malformed": "its packed identity/iff arrays do not match its count",
+}
+
+
+def lookup_table(names: dict[int, str]) -> np.ndarray:
+    """``names`` as a table indexed by an octet (``UNKNOWN_VALUE`` where there is no name), to
+    name a packed ``u1`` array at once."""
+    return np.array([names.get(i, UNKNOWN_VALUE) for i in range(256)], dtype=object)
+
+
+IDENTITY_TABLE = lookup_table(IDENTITY)
+IFF_TABLE = lookup_table(IFF_ANSWER)
 HELD_ORDERS = ("proposed", "issued", "in_flight")
 #: TEWA re-publishes every threat each cycle: a threat not heard again within this long of
 #: the newest one (receive time) is gone.

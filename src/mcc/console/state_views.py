@@ -16,6 +16,7 @@ from mcc.console.limits import StateLimits
 from mcc.console.state_values import (
     DROP_REASONS,
     HELD_ORDERS,
+    IDENTITY_ERRORS,
     SUPERVISOR,
     THREAT_CYCLE_NS,
     Series,
@@ -41,6 +42,7 @@ class StateViews:
     version: int
     samples: dict[str, int]
     dropped: dict[tuple[str, str], int]
+    identity_errors: dict[tuple[str, str], int]
     snapshot_bytes: int
     pictures: int
     outcomes: dict[str, int]
@@ -75,6 +77,21 @@ class StateViews:
                 topic,
                 why,
                 f" ({detail})" if detail else "",
+            )
+
+    def _identity_error(self, topic: str, reason: str, n: int, detail: str) -> None:
+        """Count ``n`` identity/IFF values of ``topic`` shown as ``?``; log the first of each
+        reason (the sample itself is kept)."""
+        key = (topic, reason)
+        self.identity_errors[key] = self.identity_errors.get(key, 0) + n
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning(
+                "console: %s identity shown as '?': %s (%s; counted in /metrics as "
+                "mcc_console_identity_errors_total; logged once)",
+                topic,
+                IDENTITY_ERRORS[reason],
+                detail,
             )
 
     def snapshot(self, now_ns: int | None = None) -> dict[str, Any]:
@@ -142,6 +159,13 @@ class StateViews:
             dropped: dict[str, dict[str, int]] = {}
             for (topic, reason), n in sorted(self.dropped.items()):
                 dropped.setdefault(topic, {})[reason] = n
+            identity_errors: dict[str, dict[str, int]] = {}
+            for (topic, reason), n in sorted(self.identity_errors.items()):
+                identity_errors.setdefault(topic, {})[reason] = n
+            identities: dict[str, int] = {}
+            for t in tracks:
+                key = t["identity"] or "none"
+                identities[key] = identities.get(key, 0) + 1
             det = self.det_to_order_ms.recent(now_ms)
             pic = self.picture_latency_ms.recent(now_ms)
             snapshot = {
@@ -160,6 +184,7 @@ class StateViews:
                 "truth": list(self._truth),
                 "left_out": left_out,
                 "dropped": dropped,
+                "identity_errors": identity_errors,
                 "series": {
                     "track_count": self.track_count.recent(now_ms),
                     "det_to_order_ms": det,
@@ -175,6 +200,8 @@ class StateViews:
                     "misses": self.outcomes["miss"],
                     "aborted": self.outcomes["aborted"],
                     "dropped": sum(self.dropped.values()),
+                    "identities": identities,
+                    "identity_errors": sum(self.identity_errors.values()),
                     "det_to_order_p50_ms": round2(percentile((v for _, v in det), 50)),
                     "det_to_order_p99_ms": round2(percentile((v for _, v in det), 99)),
                     "picture_latency_p50_ms": round2(percentile((v for _, v in pic), 50)),
