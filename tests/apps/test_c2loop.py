@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -29,6 +30,7 @@ from mcc.apps.c2loop import (
     summarize_rtts,
     summary_path,
 )
+from tests.apps.configs import configured
 from tests.conftest import REPO
 
 # -- the aircraft model --------------------------------------------------------------------------
@@ -159,14 +161,15 @@ RATE_HZ = 50.0
 
 @contextmanager
 def _app(
-    spec: str, system: str, args: list[str], *, env: dict[str, str], run_dir: Path
+    spec: str, system: str, config: dict[str, Any], *, env: dict[str, str], run_dir: Path
 ) -> Iterator[subprocess.Popen[str]]:
-    """Run one app instance under the runtime; SIGTERM it (then kill) if still running after."""
+    """Run one app instance under the runtime with its ``config:`` block; SIGTERM it (then
+    kill) if still running after."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcc.orchestrate.runtime", spec, *args],
+        [sys.executable, "-m", "mcc.orchestrate.runtime", spec],
         cwd=REPO,
         env={
-            **env,
+            **configured(env, **config),
             "MCC_MISSION": "c2-test",
             "MCC_SYSTEM": system,
             "MCC_INDEX": "0",
@@ -228,14 +231,14 @@ def test_plant_and_elaborator_close_the_loop(tmp_path: Path, bus_env: dict[str, 
         _app(
             "mcc.apps.c2loop:plant",
             "plant",
-            ["--rate-hz", str(RATE_HZ), "--warmup-cycles", "5"],
+            {"rate_hz": RATE_HZ, "warmup_cycles": 5},
             env=bus_env,
             run_dir=tmp_path,
         ) as plant,
         _app(
             "mcc.apps.c2loop:elaborator",
             "elaborator",
-            ["--report-s", "0.5"],
+            {"report_s": 0.5},
             env=bus_env,
             run_dir=tmp_path,
         ) as elaborator,
@@ -266,10 +269,16 @@ def test_plant_and_elaborator_close_the_loop(tmp_path: Path, bus_env: dict[str, 
     assert psutil.Process(os.getpid()).children(recursive=True) == []  # no orphans
 
 
-def test_bad_arguments_fail_the_app(tmp_path: Path, bus_env: dict[str, str]) -> None:
+def test_a_bad_config_fails_the_app(tmp_path: Path, bus_env: dict[str, str]) -> None:
     with _app(
-        "mcc.apps.c2loop:plant", "plant", ["--rate-hz", "fast"], env=bus_env, run_dir=tmp_path
+        "mcc.apps.c2loop:plant", "plant", {"rate_hz": "fast"}, env=bus_env, run_dir=tmp_path
     ) as proc:
         out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 1
-    assert "--rate-hz" in out and "bad arguments" in out
+    assert proc.returncode == 2
+    assert "mcc: error: systems.plant.config.rate_hz: Input should be a valid number" in out
+    with _app(
+        "mcc.apps.c2loop:elaborator", "elab", {"rate_hz": 5}, env=bus_env, run_dir=tmp_path
+    ) as proc:
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "systems.elab.config.rate_hz: Extra inputs are not permitted (got 5)" in out

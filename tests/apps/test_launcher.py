@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from mcc.apps.statefile import StateFile, open_state
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.errors import MccError, ScenarioError
 from mcc.orchestrate.runtime import AppContext, Identity
+from mcc.settings import Settings
 from mcc.types import (
     EngagementOrder,
     OrderStatus,
@@ -38,6 +40,7 @@ from mcc.types import (
     WeaponState,
     WeaponStatus,
 )
+from tests.apps.configs import configured
 from tests.conftest import REPO, app_instance, stop_app, wait_for
 
 S = 1_000_000_000  # ns per second
@@ -323,11 +326,7 @@ def test_launcher_process_engages_and_answers(
         tracks, orders = bus.writer("Track"), bus.writer("EngagementOrder")
         with app_instance(
             "mcc.apps.launcher:launcher",
-            "--weapons",
-            str(weapons),
-            "--status-period-s",
-            "0.5",
-            env=bus_env,
+            env=configured(bus_env, weapons=weapons, status_period_s=0.5),
             system="launcher",
             logs=tmp_path,
         ) as proc:
@@ -400,33 +399,41 @@ def _wait_answer(
 
 
 @pytest.mark.parametrize(
-    ("args", "expected"),
+    ("config", "expected"),
     [
         (
-            ["--weapon", "nope"],
+            {"weapon": "nope"},
             "weapons 'weapons-sam-toc' have no weapon 'nope'; weapons: sam-1, sam-2, sam-3",
         ),
-        (["--weapons", "{bad}"], "{bad}: weapons: Field required"),
+        (
+            {"weapons": "{bad}"},
+            "systems.launcher.config.weapons: {bad}: weapons: Field required (got '{bad}')",
+        ),
+        (
+            {"track_wait_s": -1},
+            "systems.launcher.config.track_wait_s: Input should be greater than 0 (got -1)",
+        ),
     ],
-    ids=["unknown-weapon", "bad-file"],
+    ids=["unknown-weapon", "bad-file", "negative-wait"],
 )
 def test_a_user_mistake_is_a_message_and_status_2(
     domain_id: int,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    args: list[str],
+    config: dict[str, Any],
     expected: str,
 ) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: 1\n")
-    args = [a.format(bad=bad) for a in args]
+    config = {k: v.format(bad=bad) if isinstance(v, str) else v for k, v in config.items()}
     with Bus(domain_id) as bus:
         ctx = AppContext(
             identity=Identity("test", "launcher", 0),
-            args=args,
+            args=[],
             bus=bus,
             heartbeat=HeartbeatPublisher(bus, "test/launcher/0"),
             run_dir=tmp_path,
+            settings=Settings.from_env(configured({"MCC_SYSTEM": "launcher"}, **config)),
         )
         assert launcher(ctx) == 2
     assert capsys.readouterr().err == "mcc: error: " + expected.format(bad=bad) + "\n"
@@ -437,17 +444,17 @@ def test_a_user_mistake_is_a_message_and_status_2(
 
 @contextmanager
 def launcher_process(
-    weapons: Path, env: dict[str, str], logs: Path, *args: str
+    weapons: Path, env: dict[str, str], logs: Path, **config: Any
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``test/launcher/0`` under the runtime (run folder ``logs``: its record is
     ``logs/state/launcher-0.json``), output in ``logs/launcher.N.log``; killed after the block."""
     n = len(list(logs.glob("launcher.*.log")))
     with (logs / f"launcher.{n}.log").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.launcher:launcher"]
-            + ["--weapons", str(weapons), "--status-period-s", "0.2", *args],
+            [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.launcher:launcher"],
             cwd=REPO,
-            env={**env, "MCC_MISSION": "test", "MCC_SYSTEM": "launcher", "MCC_INDEX": "0"}
+            env=configured(env, weapons=weapons, status_period_s=0.2, **config)
+            | {"MCC_MISSION": "test", "MCC_SYSTEM": "launcher", "MCC_INDEX": "0"}
             | {"MCC_RUN_DIR": str(logs)},
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,9 @@ from mcc.apps.radar import default_epoch_ns, radar, truth
 from mcc.apps.scenario import Detections, TruthState, load_scenario
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.orchestrate.runtime import AppContext, Identity
+from mcc.settings import Settings
 from mcc.types import EngagementOrder, OrderStatus, Track
+from tests.apps.configs import configured
 from tests.conftest import REPO, app_instance, stop_app, wait_for
 
 pytestmark = pytest.mark.slow
@@ -32,19 +35,13 @@ def test_truth_and_radar_processes(bus_env: dict[str, str], domain_id: int, tmp_
         with (
             app_instance(
                 "mcc.apps.radar:truth",
-                "--scenario",
-                SMALL,
-                "--rate-hz",
-                "20",
-                env=bus_env,
+                env=configured(bus_env, scenario=SMALL, rate_hz=20),
                 system="sim",
                 logs=tmp_path,
             ) as sim,
             app_instance(
                 "mcc.apps.radar:radar",
-                "--scenario",
-                SMALL,
-                env=bus_env,
+                env=configured(bus_env, scenario=SMALL),
                 system="radar",
                 logs=tmp_path,
             ) as rad,
@@ -158,46 +155,61 @@ def _truth_at(samples: list, time_ns: int) -> TruthState:
     )
 
 
-def _context(bus: Bus, run_dir: Path, *args: str) -> AppContext:
+def _context(bus: Bus, run_dir: Path, **config: Any) -> AppContext:
+    """The app's context with its ``config:`` block as the supervisor hands it (the app checks
+    it against its own model)."""
     return AppContext(
         identity=Identity("test", "radar", 0),
-        args=list(args),
+        args=[],
         bus=bus,
         heartbeat=HeartbeatPublisher(bus, "test/radar/0"),
         run_dir=run_dir,
+        settings=Settings.from_env(configured({"MCC_SYSTEM": "radar"}, **config)),
     )
 
 
-BAD_FILE = "{bad}:2: duration_s: must be > 0.0 (got -5)"
+BAD_FILE = (
+    "systems.radar.config.scenario: {bad}:2: duration_s: must be > 0.0 (got -5) (got '{bad}')"
+)
 
 
 @pytest.mark.parametrize(
-    ("entry", "args", "expected"),
+    ("entry", "config", "expected"),
     [
-        (radar, ["--scenario", "{bad}"], BAD_FILE),
-        (truth, ["--scenario", "{bad}"], BAD_FILE),
+        (radar, {"scenario": "{bad}"}, BAD_FILE),
+        (truth, {"scenario": "{bad}"}, BAD_FILE),
         (
             radar,
-            ["--scenario", SMALL, "--radar", "nope"],
+            {"scenario": SMALL, "radar": "nope"},
             "scenario 'small' has no radar 'nope'; radars: radar-1",
         ),
+        (
+            truth,
+            {"rate_hz": 0},
+            "systems.radar.config.rate_hz: Input should be greater than 0 (got 0)",
+        ),
+        (
+            radar,
+            {"truth_source": "tv"},
+            "systems.radar.config.truth_source: Input should be 'bus' or 'scenario' (got 'tv')",
+        ),
     ],
-    ids=["radar-bad-file", "truth-bad-file", "unknown-radar"],
+    ids=["radar-bad-file", "truth-bad-file", "unknown-radar", "rate-0", "unknown-source"],
 )
 def test_a_user_mistake_is_a_message_and_status_2(
     domain_id: int,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     entry: Callable[[AppContext], int],
-    args: list[str],
+    config: dict[str, Any],
     expected: str,
 ) -> None:
     # The app returns 2 rather than raising, so the runtime prints no traceback either.
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: 1\nduration_s: -5\n")
-    args = [a.format(bad=bad) for a in args]
+    config = {k: str(v).format(bad=bad) if k == "scenario" else v for k, v in config.items()}
     with Bus(domain_id) as bus:
-        assert entry(_context(bus, tmp_path, *args)) == 2
+        assert entry(_context(bus, tmp_path, **config)) == 2
     err = capsys.readouterr().err
     assert err == "mcc: error: " + expected.format(bad=bad) + "\n"
 
@@ -209,8 +221,7 @@ def test_radar_without_simulation_propagates_the_scenario(
     scenario = load_scenario(REPO / SMALL)
     with Bus(domain_id) as bus:
         reader = bus.reader("DetectionBatch")
-        args = ["--scenario", SMALL, "--truth-source", "scenario", "--epoch-ns", str(epoch_ns)]
-        ctx = _context(bus, tmp_path, *args)
+        ctx = _context(bus, tmp_path, scenario=SMALL, truth_source="scenario", epoch_ns=epoch_ns)
         codes: list[int] = []
         thread = threading.Thread(target=lambda: codes.append(radar(ctx)))
         thread.start()

@@ -39,6 +39,7 @@ from mcc.types import (
     WeaponStatus,
 )
 from mcc.types.arrays import pack
+from tests.apps.configs import configured
 from tests.conftest import REPO, app_instance, stop_app, wait_for
 
 S = 1_000_000_000
@@ -500,23 +501,20 @@ def test_truth_tewa_and_launcher_kill_a_target(
         writers = (bus.writer("Track"), bus.writer("AirPicture"))
         with (
             app_instance(
-                "mcc.apps.radar:truth", "--scenario", SMALL, env=bus_env, system="sim", logs=logs
+                "mcc.apps.radar:truth",
+                env=configured(bus_env, scenario=SMALL),
+                system="sim",
+                logs=logs,
             ) as sim,
             app_instance(
                 "mcc.apps.tewa:tewa",
-                "--scenario",
-                SMALL,
-                "--weapons",
-                str(weapons),
-                env=bus_env,
+                env=configured(bus_env, scenario=SMALL, weapons=weapons),
                 system="tewa",
                 logs=logs,
             ) as tewa_proc,
             app_instance(
                 "mcc.apps.launcher:launcher",
-                "--weapons",
-                str(weapons),
-                env=bus_env,
+                env=configured(bus_env, weapons=weapons),
                 system="sam",
                 logs=logs,
             ) as sam,
@@ -556,9 +554,10 @@ def test_truth_tewa_and_launcher_kill_a_target(
     assert [(k["target_id"], k["weapon_id"]) for k in summary["kills"]][:1] == [(3, "sam-s")]
     assert summary["friends"] == 0 and summary["friends_killed"] == []
     # Its counts at the stop: pictures without identities (PENDING) never veto.
-    assert ", friend vetoes 0, orders stopped for a friend 0, pictures dropped 0" in (
-        logs / "tewa.log"
-    ).read_text()
+    assert (
+        ", friend vetoes 0, orders stopped for a friend 0, pictures dropped 0"
+        in (logs / "tewa.log").read_text()
+    )
 
 
 @pytest.mark.slow
@@ -580,12 +579,7 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
         Bus(domain_id) as bus,
         app_instance(
             "mcc.apps.tewa:tewa",
-            "--scenario",
-            SMALL,
-            "--weapons",
-            str(weapons),
-            "--approval",
-            env=bus_env,
+            env=configured(bus_env, scenario=SMALL, weapons=weapons, approval=True),
             system="tewa",
             logs=tmp_path,
         ) as proc,
@@ -670,10 +664,10 @@ def tewa_process(
     n = len(list(logs.glob("tewa.*.log")))
     with (logs / f"tewa.{n}.log").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.tewa:tewa"]
-            + ["--scenario", SMALL, "--weapons", str(weapons), "--order-timeout-s", "120"],
+            [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.tewa:tewa"],
             cwd=REPO,
-            env={**env, "MCC_MISSION": "test", "MCC_SYSTEM": "tewa", "MCC_INDEX": "0"}
+            env=configured(env, scenario=SMALL, weapons=weapons, order_timeout_s=120)
+            | {"MCC_MISSION": "test", "MCC_SYSTEM": "tewa", "MCC_INDEX": "0"}
             | {"MCC_RUN_DIR": str(logs)},
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -873,10 +867,10 @@ def test_tewa_and_launcher_both_killed_mid_flight_one_launch_per_order(
         n = len(list(tmp_path.glob("sam.*.log")))
         with (tmp_path / f"sam.{n}.log").open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.launcher:launcher"]
-                + ["--weapons", str(weapons)],
+                [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.launcher:launcher"],
                 cwd=REPO,
-                env={**bus_env, "MCC_MISSION": "test", "MCC_SYSTEM": "sam", "MCC_INDEX": "0"}
+                env=configured(bus_env, weapons=weapons)
+                | {"MCC_MISSION": "test", "MCC_SYSTEM": "sam", "MCC_INDEX": "0"}
                 | {"MCC_RUN_DIR": str(tmp_path)},
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -8,6 +8,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,13 +29,16 @@ from mcc.bus import Bus, HeartbeatPublisher
 from mcc.compute import kalman
 from mcc.compute.associate import gnn_assign
 from mcc.errors import ComputeError
+from mcc.orchestrate.appconfig import app_config
 from mcc.orchestrate.runtime import AppContext, Identity
+from mcc.settings import Settings
 from mcc.tracking.associators import gnn_sparse as _gnn_sparse
 from mcc.tracking.gaters import _candidate_pairs
 from mcc.tracking.predictors import _cv_predict
 from mcc.tracking.updaters import _position_update
 from mcc.types import TargetClass, TrackStatus
 from mcc.types.arrays import packed_field
+from tests.apps.configs import configured
 from tests.conftest import app_instance, wait_for
 
 CONFIRMED = int(TrackStatus.TRACK_CONFIRMED.value)
@@ -438,33 +442,44 @@ def test_scan_shapes_are_checked() -> None:
 # -- the app -----------------------------------------------------------------------------------
 
 
-def _context(bus: Bus, run_dir: Path, *args: str) -> AppContext:
+def _context(bus: Bus, run_dir: Path, **config: Any) -> AppContext:
+    """The app's context with its ``config:`` block as the supervisor hands it."""
     return AppContext(
         identity=Identity("test", "tracker", 0),
-        args=list(args),
+        args=[],
         bus=bus,
         heartbeat=HeartbeatPublisher(bus, "test/tracker/0"),
         run_dir=run_dir,
+        settings=Settings.from_env(configured({"MCC_SYSTEM": "tracker"}, **config)),
     )
 
 
+def _app(ctx: AppContext) -> Any:
+    from mcc.apps.tracker import TrackerAppConfig, _app_config, _TrackerApp
+
+    opts = app_config(ctx, TrackerAppConfig)
+    return _TrackerApp(ctx, _app_config(opts), {}, opts)
+
+
 @pytest.mark.parametrize(
-    ("args", "expected"),
+    ("config", "expected"),
     [
-        (["--confirm", "5/4"], "TrackerConfig.confirm_m=5 is out of range"),
-        (["--confirm", "three"], "--confirm 'three': expected M/N, e.g. 3/4"),
-        (["--gate", "2"], "TrackerConfig.gate_probability=2.0 is out of range"),
+        ({"confirm": "5/4"}, "TrackerConfig.confirm_m=5 is out of range"),
+        ({"confirm": "three"}, "systems.tracker.config.confirm: String should match pattern"),
+        ({"gate": 2}, "systems.tracker.config.gate: Input should be less than 1 (got 2)"),
+        ({"max_sensors": 0}, "config.max_sensors: Input should be greater than or equal to 1"),
+        ({"reorder_ms": "nan"}, "systems.tracker.config.reorder_ms: Input should be a finite"),
     ],
 )
 def test_a_bad_option_is_a_message_and_status_2(
     domain_id: int,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    args: list[str],
+    config: dict[str, Any],
     expected: str,
 ) -> None:
     with Bus(domain_id) as bus:
-        assert tracker(_context(bus, tmp_path, *args)) == 2
+        assert tracker(_context(bus, tmp_path, **config)) == 2
     err = capsys.readouterr().err
     assert err.startswith("mcc: error: ") and expected in err
 
@@ -476,7 +491,7 @@ def test_app_publishes_pictures_and_track_life_in_process(domain_id: int, tmp_pa
         batches = bus.writer("DetectionBatch")
         pictures = bus.reader("AirPicture")
         tracks = bus.reader("Track")
-        ctx = _context(bus, tmp_path, "--reorder-ms", "0", "--track-period-s", "100")
+        ctx = _context(bus, tmp_path, reorder_ms=0, track_period_s=100)
         codes: list[int] = []
         thread = threading.Thread(target=lambda: codes.append(tracker(ctx)))
         thread.start()
@@ -543,18 +558,20 @@ def test_truth_radar_and_tracker_processes(
         tracks = bus.reader("Track")
         with (
             app_instance(
-                "mcc.apps.radar:truth", "--scenario", small, env=env, system="sim", logs=tmp_path
+                "mcc.apps.radar:truth",
+                env=configured(env, scenario=small),
+                system="sim",
+                logs=tmp_path,
             ),
             app_instance(
-                "mcc.apps.radar:radar", "--scenario", small, env=env, system="radar", logs=tmp_path
+                "mcc.apps.radar:radar",
+                env=configured(env, scenario=small),
+                system="radar",
+                logs=tmp_path,
             ),
             app_instance(
                 "mcc.apps.tracker:tracker",
-                "--scenario",
-                small,
-                "--track-period-s",
-                "0.5",
-                env=env,
+                env=configured(env, scenario=small, track_period_s=0.5),
                 system="tracker",
                 logs=tmp_path,
             ) as trk,
@@ -640,7 +657,7 @@ def test_hostile_batches_are_dropped_and_the_tracker_goes_on(
             qos=bus._endpoint_qos("sensor_stream", writer=True),
         )
         pictures = bus.reader("AirPicture")
-        ctx = _context(bus, tmp_path, "--reorder-ms", "0", "--track-period-s", "100")
+        ctx = _context(bus, tmp_path, reorder_ms=0, track_period_s=100)
         codes: list[int] = []
         thread = threading.Thread(target=lambda: codes.append(tracker(ctx)))
         thread.start()
@@ -706,14 +723,10 @@ def test_batches_stamped_far_from_the_receive_time_are_not_held(
     tracker's reorder heap (about 143 MB); now they, batches an hour old, batches too large,
     radars past the bound and a flood past the reorder bound are dropped and counted, and the
     good batches are still tracked."""
-    from mcc.apps.tracker import _app_config, _app_parser, _TrackerApp
-
     with Bus(domain_id) as bus:
         batches = bus.writer("DetectionBatch")
         pictures = bus.reader("AirPicture")
-        args = ["--reorder-ms", "0", "--max-sensors", "3", "--max-detections", "5000"]
-        opts = _app_parser().parse_args(args)
-        app = _TrackerApp(_context(bus, tmp_path, *args), _app_config(opts), {}, opts)
+        app = _app(_context(bus, tmp_path, reorder_ms=0, max_sensors=3, max_detections=5000))
         thread = threading.Thread(target=app.run)
         thread.start()
         try:
@@ -756,17 +769,14 @@ def test_batches_stamped_far_from_the_receive_time_are_not_held(
     assert dict(app.dropped) == {"future": 100, "old": 5, "large": 1, "sensors": 2}
     assert app.heard == {"r1", "r2", "r3"}
     text = caplog.text
-    assert "dropped: stamped 3.6e+03 s ahead (--max-future-ms)" in text
+    assert "dropped: stamped 3.6e+03 s ahead (max_future_ms)" in text
     assert text.count("further ones are counted, not logged") == 4  # once per kind
 
 
 def test_the_reorder_heap_is_bounded(domain_id: int, tmp_path: Path) -> None:
-    from mcc.apps.tracker import _app_config, _app_parser, _TrackerApp
-
     with Bus(domain_id) as bus:
-        args = ["--reorder-ms", "60000", "--max-pending", "5", "--max-pending-detections", "40"]
-        opts = _app_parser().parse_args(args)
-        app = _TrackerApp(_context(bus, tmp_path, *args), _app_config(opts), {}, opts)
+        ctx = _context(bus, tmp_path, reorder_ms=60000, max_pending=5, max_pending_detections=40)
+        app = _app(ctx)
         now_ns = time.time_ns()
         for k in range(10):  # held for a minute each, within the skew: the heap would grow
             app._hold(_batch(now_ns + k, detections=10, scan=k), now_ns)  # type: ignore[arg-type]
@@ -781,7 +791,7 @@ def _run_app(
     each picture's (ids, TargetClass values)."""
     batches = bus.writer("DetectionBatch")
     pictures = bus.reader("AirPicture")
-    ctx = _context(bus, run_dir, "--reorder-ms", "0", "--state", str(state), "--checkpoint-s", "0")
+    ctx = _context(bus, run_dir, reorder_ms=0, state=state, checkpoint_s=0)
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(tracker(ctx)))
     thread.start()
@@ -857,15 +867,12 @@ def test_iff_answers_fuse_into_the_published_identity_and_bad_ones_are_dropped(
     """Detections answering IFF_FRIEND make a FRIEND track on Track and AirPicture; a batch
     whose iff is neither empty nor `count` IffAnswer values is counted and dropped on arrival,
     like the bus drops other packed arrays of the wrong length."""
-    from mcc.apps.tracker import _app_config, _app_parser, _TrackerApp
     from mcc.types import Identity as StdIdentity
     from mcc.types import IffAnswer
 
     friend = int(IffAnswer.IFF_FRIEND.value)
     with Bus(domain_id) as bus:
-        args = ["--reorder-ms", "0"]
-        opts = _app_parser().parse_args(args)
-        app = _TrackerApp(_context(bus, tmp_path, *args), _app_config(opts), {}, opts)
+        app = _app(_context(bus, tmp_path, reorder_ms=0))
         app.pictures, app.tracks_out = bus.writer("AirPicture"), bus.writer("Track")
         pictures, tracks = bus.reader("AirPicture"), bus.reader("Track")
         now_ns = time.time_ns()

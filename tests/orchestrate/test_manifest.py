@@ -81,10 +81,11 @@ def test_validate_imports_apps_and_finds_commands(tmp_path: Path, bus_env: dict[
         '  b: {app: "mcc.orchestrate.probe:nosuch"}\n'
         "  c: {command: [no-such-binary-xyz]}\n"
         '  d: {app: "mcc.orchestrate.probe:idle"}\n'
-        '  e: {app: "mcc.apps.tracker:tracker", args: [--scenario, nowhere.yaml]}\n'
+        '  e: {app: "mcc.apps.tracker:tracker", config: {scenario: nowhere.yaml}}\n'
         "  f:\n"
         '    app: "mcc.apps.tewa:tewa"\n'
-        f"    args: [--scenario, {REPO / 'scenarios/small.yaml'}, --weapons={bad}]\n"
+        f"    config: {{scenario: {REPO / 'scenarios/small.yaml'}, weapons: {bad}}}\n"
+        '  g: {app: "mcc.apps.launcher:launcher", args: [--weapons, x.yaml]}\n'
     )
     proc = run_cli(["validate", str(path)], env=bus_env, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -95,12 +96,24 @@ def test_validate_imports_apps_and_finds_commands(tmp_path: Path, bus_env: dict[
     assert f"{path}:5: systems.c.command: executable 'no-such-binary-xyz' not found" in (
         proc.stderr
     )
-    # Files named in app arguments must exist and parse (the app's FILE_ARGS loaders).
-    assert f"{path}:7: systems.e.args: --scenario: " in proc.stderr
+    # Files named in a config: block must exist and parse (the fields' `loaded_by` loaders),
+    # each with the loader's own words.
+    assert (
+        f"{path}:7: systems.e.config.scenario: nowhere.yaml: cannot read the scenario"
+        in proc.stderr
+    )
     assert "(got 'nowhere.yaml')" in proc.stderr
-    assert f"{path}:10: systems.f.args: --weapons: " in proc.stderr
+    assert f"{path}:10: systems.f.config.weapons: {bad}: weapons: " in proc.stderr
     assert f"(got '{bad}')" in proc.stderr
-    assert "systems.f.args: --scenario" not in proc.stderr  # that one is fine
+    assert "systems.f.config.scenario" not in proc.stderr  # that one is fine
+    # An app with a CONFIG model takes no args: the fix is named, with the fields.
+    assert (
+        f"{path}:11: systems.g.args: mcc.apps.launcher:launcher takes a config: block, not args "
+        "(fields: weapons, weapon, seed, status_period_s, max_order_age_s, track_wait_s, state) "
+        "(got ['--weapons', 'x.yaml'])"
+    ) in proc.stderr.splitlines()
+    up = run_cli(["up", str(path), "--duration", "1"], env=bus_env, check=False)
+    assert up.returncode == 2 and f"{path}:11: systems.g.args: " in up.stderr, up.stderr
 
 
 def test_shipped_missions_validate() -> None:

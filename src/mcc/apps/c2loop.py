@@ -20,11 +20,11 @@ clockwise from north; SI units everywhere.
 
 from __future__ import annotations
 
-import argparse
 import array
 import csv
 import json
 import math
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import Field
 
 from mcc.bus import Reader
 from mcc.errors import MccError
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import GuidanceCommand, NavSample
@@ -52,6 +54,8 @@ __all__ = [
     "PathFollower",
     "PathReference",
     "PointMassAircraft",
+    "ElaboratorConfig",
+    "PlantConfig",
     "Racetrack",
     "elaborator",
     "plant",
@@ -345,32 +349,40 @@ def summarize_rtts(rtts_ns: Sequence[int]) -> dict[str, float | int | None]:
 # -- the apps ----------------------------------------------------------------------------------
 
 
-def _parse(parser: argparse.ArgumentParser, args: list[str]) -> argparse.Namespace:
-    try:
-        return parser.parse_args(args)
-    except SystemExit:  # argparse has printed the reason; fail as an app, not the interpreter
-        raise MccError(f"{parser.prog}: bad arguments {args!r} (see the usage above)") from None
+class PlantConfig(AppConfig):
+    """The plant's ``config:`` block (every field optional)."""
+
+    rate_hz: Positive = Field(default=50.0, description="sensor rate, Hz")
+    vehicle_id: str | None = Field(
+        default=None, description="vehicle id in the samples (default: the instance id)"
+    )
+    x_m: float = Field(default=-5_000.0, allow_inf_nan=False, description="initial east, m")
+    y_m: float = Field(default=-8_000.0, allow_inf_nan=False, description="initial north, m")
+    z_m: float = Field(default=4_000.0, allow_inf_nan=False, description="initial altitude, m")
+    heading_deg: float = Field(
+        default=45.0, allow_inf_nan=False, description="initial heading, degrees from north"
+    )
+    speed_mps: Positive = Field(default=140.0, description="initial speed, m/s")
+    warmup_cycles: int = Field(
+        default=10, ge=0, description="first answered cycles left out of the summary (in the CSV)"
+    )
+    flush_s: Positive = Field(default=0.25, description="period of the CSV writes, s")
 
 
-def _plant_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcc.apps.c2loop:plant")
-    p.add_argument("--rate-hz", type=float, default=50.0, help="sensor rate, Hz (default 50)")
-    p.add_argument("--vehicle-id", help="vehicle id in the samples (default: the instance id)")
-    p.add_argument("--x-m", type=float, default=-5_000.0, help="initial east position, m")
-    p.add_argument("--y-m", type=float, default=-8_000.0, help="initial north position, m")
-    p.add_argument("--z-m", type=float, default=4_000.0, help="initial altitude, m")
-    p.add_argument("--heading-deg", type=float, default=45.0, help="initial heading, degrees")
-    p.add_argument("--speed-mps", type=float, default=140.0, help="initial speed, m/s")
-    p.add_argument(
-        "--warmup-cycles",
-        type=int,
-        default=10,
-        help="first answered cycles left out of the summary (still in the CSV; default 10)",
-    )
-    p.add_argument(
-        "--flush-s", type=float, default=0.25, help="period of the CSV writes, s (default 0.25)"
-    )
-    return p
+class ElaboratorConfig(AppConfig):
+    """The elaborator's ``config:`` block (every field optional)."""
+
+    length_m: Positive = Field(default=10_000.0, description="racetrack leg length, m")
+    radius_m: Positive = Field(default=3_000.0, description="racetrack turn radius, m")
+    center_x_m: float = Field(default=0.0, allow_inf_nan=False, description="centre, east, m")
+    center_y_m: float = Field(default=0.0, allow_inf_nan=False, description="centre, north, m")
+    altitude_m: float = Field(default=5_000.0, allow_inf_nan=False, description="altitude, m")
+    speed_mps: Positive = Field(default=150.0, description="speed to hold, m/s")
+    lookahead_m: Positive = Field(default=1_000.0, description="lookahead distance, m")
+    report_s: Positive = Field(default=10.0, description="log period of the track error, s")
+
+
+CONFIG = {"plant": PlantConfig, "elaborator": ElaboratorConfig}
 
 
 _RECENT = 1000  # answers this many seqs old are no longer checked for duplicates
@@ -379,9 +391,7 @@ _RECENT = 1000  # answers this many seqs old are no longer checked for duplicate
 class _Plant:
     """The aircraft between its sensor thread and its actuator listener."""
 
-    def __init__(self, ctx: AppContext, opts: argparse.Namespace) -> None:
-        if not opts.rate_hz > 0:
-            raise MccError(f"--rate-hz {opts.rate_hz}: must be > 0")
+    def __init__(self, ctx: AppContext, opts: PlantConfig) -> None:
         self.ctx = ctx
         self.vehicle_id: str = opts.vehicle_id or ctx.identity.id
         self.rate_hz: float = opts.rate_hz
@@ -563,12 +573,17 @@ class _Plant:
 
 
 def plant(ctx: AppContext) -> int:
-    """The vehicle: aircraft model, sensor thread at ``--rate-hz``, actuator listener.
+    """The vehicle: aircraft model, sensor thread at ``rate_hz``, actuator listener
+    (settings: `PlantConfig`).
 
     Writes each answered cycle to ``c2-rtt-INDEX.csv`` as it goes and, on stop, the round-trip
     summary to ``c2-summary-INDEX.json``, both in the run folder.
     """
-    opts = _parse(_plant_parser(), ctx.args)
+    try:
+        opts = app_config(ctx, PlantConfig)
+    except MccError as exc:  # a bad config: block, as `mcc validate` says it
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     # numpy's first percentile imports for ~30 ms with the GIL held; let it happen now rather
     # than in the first heartbeat, where it stalls the actuator by a GIL switch interval (5 ms).
@@ -607,22 +622,14 @@ def _fmt_us(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _elaborator_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcc.apps.c2loop:elaborator")
-    p.add_argument("--length-m", type=float, default=10_000.0, help="racetrack leg length, m")
-    p.add_argument("--radius-m", type=float, default=3_000.0, help="racetrack turn radius, m")
-    p.add_argument("--center-x-m", type=float, default=0.0, help="racetrack centre, east, m")
-    p.add_argument("--center-y-m", type=float, default=0.0, help="racetrack centre, north, m")
-    p.add_argument("--altitude-m", type=float, default=5_000.0, help="altitude to hold, m")
-    p.add_argument("--speed-mps", type=float, default=150.0, help="speed to hold, m/s")
-    p.add_argument("--lookahead-m", type=float, default=1_000.0, help="lookahead distance, m")
-    p.add_argument("--report-s", type=float, default=10.0, help="log period of the track error")
-    return p
-
-
 def elaborator(ctx: AppContext) -> int:
-    """The TOC side: answer every ``NavSample`` with a ``GuidanceCommand`` (same seq, origin)."""
-    opts = _parse(_elaborator_parser(), ctx.args)
+    """The TOC side: answer every ``NavSample`` with a ``GuidanceCommand`` (same seq, origin);
+    settings: `ElaboratorConfig`."""
+    try:
+        opts = app_config(ctx, ElaboratorConfig)
+    except MccError as exc:  # a bad config: block, as `mcc validate` says it
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
     follower = PathFollower(
         Racetrack(
             length_m=opts.length_m,

@@ -52,23 +52,24 @@ ballistic targets are harder to kill).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from cyclonedds.core import WaitSet
 from cyclonedds.util import duration
+from pydantic import Field
 
-from mcc.apps.args import positive_float
 from mcc.apps.launcher_weapons import (
     DEFAULT_CLASS_FACTORS,
     DEFAULT_WEAPONS,
     PkModel,
     Weapons,
+    WeaponsFile,
     WeaponSpec,
     intercept_time_s,
     load_weapons,
@@ -76,6 +77,7 @@ from mcc.apps.launcher_weapons import (
 )
 from mcc.apps.statefile import open_state
 from mcc.errors import MccError
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import (
@@ -88,8 +90,6 @@ from mcc.types import (
     WeaponStatus,
 )
 
-#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
-FILE_ARGS = {"--weapons": load_weapons}
 BUS_TOPICS = {
     "launcher": Topics(
         publish=("EngagementOutcome", "WeaponStatus"), subscribe=("EngagementOrder", "Track")
@@ -411,28 +411,40 @@ def _order_from(doc: dict[str, Any]) -> EngagementOrder:
 # -- the app -------------------------------------------------------------------------------
 
 
+class LauncherConfig(AppConfig):
+    """A launcher's ``config:`` block (every field optional)."""
+
+    weapons: WeaponsFile = Field(
+        default=Path(DEFAULT_WEAPONS), description="weapons YAML file (specs, Pk model)"
+    )
+    weapon: str | None = Field(
+        default=None, description="weapon id (default: the file's weapon number index)"
+    )
+    seed: int | None = Field(
+        default=None, description="seed of the kill draws (default: file seed and weapon id)"
+    )
+    status_period_s: Positive = Field(default=1.0, description="WeaponStatus period, s")
+    max_order_age_s: Positive = Field(
+        default=5.0, description="older orders (e.g. replayed to a restart) are ignored, s"
+    )
+    track_wait_s: Positive = Field(
+        default=1.0, description="how long an order waits for its track to be heard of, s"
+    )
+    state: Path | None = Field(
+        default=None, description="durable record (default RUN_DIR/state/SYSTEM-INDEX.json)"
+    )
+
+
+CONFIG = LauncherConfig
+
+
 def launcher(ctx: AppContext) -> int:
     """Run one launcher until stopped.
 
-    Args (``ctx.args``): ``--weapons FILE`` (default ``scenarios/weapons-sam-toc.yaml``),
-    ``--weapon ID`` (default: the file's weapon number ``index`` of this instance), ``--seed N``
-    (kill draws; default: from the file's seed and the weapon id), ``--status-period-s`` (1),
-    ``--max-order-age-s`` (5: older orders, e.g. replayed to a restarted launcher, are
-    ignored), ``--track-wait-s`` (1: how long an order waits for its track to be heard of),
-    ``--state FILE`` (its durable record; default ``RUN_DIR/state/SYSTEM-INDEX.json``).
+    Settings: `LauncherConfig` (``ctx.config``).
     """
-    parser = argparse.ArgumentParser(
-        prog="mcc.apps.launcher:launcher", description="one launcher: obey engagement orders"
-    )
-    parser.add_argument("--weapons", default=DEFAULT_WEAPONS, help="weapons YAML file")
-    parser.add_argument("--weapon", default=None, help="weapon id (default: by instance index)")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the kill draws")
-    parser.add_argument("--status-period-s", type=positive_float, default=1.0)
-    parser.add_argument("--max-order-age-s", type=positive_float, default=5.0)
-    parser.add_argument("--track-wait-s", type=positive_float, default=1.0)
-    parser.add_argument("--state", default=None, help="durable record (default: run folder)")
-    opts = parser.parse_args(ctx.args)
     try:
+        opts = app_config(ctx, LauncherConfig)
         weapons = load_weapons(opts.weapons)
         if opts.weapon is None:
             spec = weapons.weapons[ctx.identity.index % len(weapons.weapons)]
@@ -450,7 +462,7 @@ def launcher(ctx: AppContext) -> int:
 class _LauncherApp:
     """The bus side of a `Launcher`: orders and tracks in, status and answers out."""
 
-    def __init__(self, ctx: AppContext, unit: Launcher, opts: argparse.Namespace) -> None:
+    def __init__(self, ctx: AppContext, unit: Launcher, opts: LauncherConfig) -> None:
         self.ctx = ctx
         self.unit = unit
         self.status_period_ns = int(opts.status_period_s * 1e9)

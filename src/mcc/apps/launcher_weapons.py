@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcc.apps.args import shipped_path
 from mcc.apps.scenario import TARGET_CLASSES
 from mcc.errors import ScenarioError
+from mcc.orchestrate.appconfig import loaded_by
 from mcc.types import (
     TargetClass,
 )
@@ -25,6 +26,7 @@ from mcc.yamlsource import parse_mapping
 __all__ = [
     "DEFAULT_CLASS_FACTORS",
     "DEFAULT_WEAPONS",
+    "WeaponsFile",
     "PkModel",
     "WeaponSpec",
     "Weapons",
@@ -220,6 +222,14 @@ class Weapons:
         return np.random.default_rng(
             np.random.SeedSequence([self.seed, zlib.crc32(weapon_id.encode())])
         )
+
+
+def _load_weapons(path: Path) -> Weapons:
+    return load_weapons(path)
+
+
+#: A weapons file: loaded when the block is checked, so `mcc validate` names its own file:line.
+WeaponsFile = Annotated[Path, loaded_by(_load_weapons)]
 
 
 def load_weapons(path: str | Path) -> Weapons:

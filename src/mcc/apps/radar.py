@@ -10,18 +10,18 @@ talking to each other (docs/scenario.md). A radar with an IFF interrogator in th
 ``iff: {mode5: true}`` targets are the friends); one without leaves ``iff`` empty.
 
 Bounds: a radar takes the newest ``Truth`` by its stamp, but never one stamped further ahead of
-its own clock than ``--max-truth-age-s`` (it would stay "the newest" and blind the radar until
+its own clock than ``max_truth_age_s`` (it would stay "the newest" and blind the radar until
 then); the truth app keeps at most ``MAX_TRACKS`` tracks and ``MAX_ORDERS`` orders, and
 extrapolates a track by at most ``MAX_TRACK_AGE_S``. What is dropped is counted and logged once.
 
-    python -m mcc.orchestrate.runtime mcc.apps.radar:truth --scenario scenarios/sam-toc.yaml
-    python -m mcc.orchestrate.runtime mcc.apps.radar:radar --scenario scenarios/sam-toc.yaml \
-        --radar search
+Their settings are the system's ``config:`` block (`TruthConfig`, `RadarConfig`)::
+
+    truth: {app: mcc.apps.radar:truth, config: {scenario: scenarios/sam-toc.yaml}}
+    radar: {app: mcc.apps.radar:radar, config: {scenario: scenarios/sam-toc.yaml, radar: search}}
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -29,28 +29,68 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
-from mcc import settings
-from mcc.apps.args import positive_float
+from mcc.apps.args import DEFAULT_SCENARIO, ScenarioFile
 from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
 from mcc.errors import MccError
 from mcc.files import write_atomic
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, TrackStatus, Truth
 
-#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
-FILE_ARGS = {"--scenario": load_scenario}
 BUS_TOPICS = {
     "truth": Topics(publish=("Truth",), subscribe=("EngagementOutcome", "Track")),
     "radar": Topics(publish=("DetectionBatch",), subscribe=("Truth",)),
 }
 
-__all__ = ["default_epoch_ns", "radar", "truth"]
+__all__ = ["RadarConfig", "TruthConfig", "default_epoch_ns", "radar", "truth"]
 
-DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
+
+class _SimConfig(AppConfig):
+    scenario: ScenarioFile = Field(
+        default=Path(DEFAULT_SCENARIO), description="scenario YAML file (docs/scenario.md)"
+    )
+    epoch_ns: int | None = Field(
+        default=None,
+        ge=0,
+        description="scenario time 0, Unix ns (default: the mission's epoch, else now, whole s)",
+    )
+
+
+class TruthConfig(_SimConfig):
+    """The truth app's ``config:`` block (every field optional)."""
+
+    rate_hz: Positive = Field(default=10.0, description="Truth samples per second")
+    kill_gate_m: Positive = Field(
+        default=1000.0, description="how far a killed track may be from the target it names, m"
+    )
+    summary: Path | None = Field(
+        default=None, description="kills and impacts, JSON (default <run_dir>/truth-summary.json)"
+    )
+    exit_at_end: bool = Field(default=False, description="return at the scenario's duration_s")
+
+
+class RadarConfig(_SimConfig):
+    """A radar app's ``config:`` block (every field optional)."""
+
+    radar: str | None = Field(
+        default=None, description="scenario radar id (default: the instance index's radar)"
+    )
+    truth_source: Literal["bus", "scenario"] = Field(
+        default="bus",
+        description="bus: the newest Truth sample; scenario: propagate the file, no kills",
+    )
+    max_truth_age_s: Positive = Field(
+        default=2.0, description="older (or further ahead) truth is ignored: clutter only"
+    )
+
+
+CONFIG = {"truth": TruthConfig, "radar": RadarConfig}
 #: What the truth app keeps: tracks heard of, kill orders waiting or done; how far it moves a
 #: track along its velocity to find the target an order names.
 MAX_TRACKS = 10_000
@@ -58,11 +98,10 @@ MAX_ORDERS = 10_000
 MAX_TRACK_AGE_S = 10.0
 
 
-def default_epoch_ns(now_ns: int | None = None) -> int:
-    """The default scenario start (Unix ns): the mission's epoch (``MCC_EPOCH_NS``, set by the
-    supervisor, so a replaced instance resumes the scenario where it was), else now rounded
-    down to the whole second."""
-    epoch_ns = settings.current().epoch_ns
+def default_epoch_ns(now_ns: int | None = None, *, epoch_ns: int | None = None) -> int:
+    """The default scenario start (Unix ns): the mission's epoch (``epoch_ns``, an instance's
+    ``ctx.settings.epoch_ns``, set by the supervisor, so a replaced instance resumes the
+    scenario where it was), else now rounded down to the whole second."""
     if now_ns is None and epoch_ns is not None:
         return epoch_ns
     now_ns = time.time_ns() if now_ns is None else now_ns
@@ -73,26 +112,17 @@ def default_epoch_ns(now_ns: int | None = None) -> int:
 
 
 def truth(ctx: AppContext) -> int:
-    """Publish the scenario's ``Truth`` at ``--rate-hz`` until stopped; apply kills from the bus.
+    """Publish the scenario's ``Truth`` at ``rate_hz`` until stopped; apply kills from the bus.
 
-    Args (``ctx.args``): ``--scenario FILE``, ``--epoch-ns NS`` (scenario time 0; default: now
-    rounded down to the second), ``--rate-hz`` (10), ``--kill-gate-m`` (1000: how far the
-    killed track may be from the target it names), ``--summary FILE`` (kills and impacts as
-    JSON at exit; default ``<run_dir>/truth-summary.json``), ``--exit-at-end``.
+    Settings: `TruthConfig` (``ctx.config``): the scenario, its epoch, the rate, the kill gate,
+    where the summary goes (kills and impacts as JSON at exit), whether to stop at its end.
     """
-    parser = _parser("truth", "publish the scenario's ground truth")
-    parser.add_argument(
-        "--rate-hz", type=positive_float, default=10.0, help="Truth samples per second"
-    )
-    parser.add_argument("--kill-gate-m", type=positive_float, default=1000.0)
-    parser.add_argument("--summary", type=Path, default=None, help="kills and impacts (JSON)")
-    parser.add_argument("--exit-at-end", action="store_true", help="return at duration_s")
-    opts = parser.parse_args(ctx.args)
     try:
+        opts = app_config(ctx, TruthConfig)
         scenario = _load(opts.scenario)
     except MccError as exc:
         return _fail(exc)
-    epoch_ns = opts.epoch_ns if opts.epoch_ns is not None else default_epoch_ns()
+    epoch_ns = _epoch(ctx, opts)
     summary_path = opts.summary or ctx.run_dir / "truth-summary.json"
     writer = ctx.bus.writer("Truth")
     desk = _KillDesk(ctx, scenario, gate_m=opts.kill_gate_m)
@@ -256,24 +286,19 @@ def _write_summary(
 def radar(ctx: AppContext) -> int:
     """Publish one ``DetectionBatch`` per scan of one scenario radar until stopped.
 
-    Args (``ctx.args``): ``--scenario FILE``, ``--radar ID`` (default: the scenario's radar
-    number ``index`` of this instance), ``--truth-source bus|scenario`` (bus: the newest
-    ``Truth`` sample, the default; scenario: propagate the file itself from ``--epoch-ns``, with
-    no kills — a radar without a simulation process), ``--max-truth-age-s`` (2: older truth is
-    ignored and the radar sees clutter only), ``--epoch-ns`` (default: now rounded down to the
-    second): scans fall at ``epoch + k * scan_period_s``.
+    Settings: `RadarConfig` (``ctx.config``): the scenario and which of its radars (default:
+    number ``index`` of this instance), where the truth comes from (bus: the newest ``Truth``
+    sample; scenario: propagate the file itself from the epoch, with no kills — a radar
+    without a simulation process), how old a truth may be (older: clutter only). Scans fall at
+    ``epoch + k * scan_period_s``.
     """
-    parser = _parser("radar", "publish the detections of one scenario radar")
-    parser.add_argument("--radar", default=None, help="radar id (default: by instance index)")
-    parser.add_argument("--truth-source", choices=("bus", "scenario"), default="bus")
-    parser.add_argument("--max-truth-age-s", type=positive_float, default=2.0)
-    opts = parser.parse_args(ctx.args)
     try:
+        opts = app_config(ctx, RadarConfig)
         scenario = _load(opts.scenario)
         model, number = _pick_radar(scenario, opts.radar, ctx.identity.index)
     except MccError as exc:
         return _fail(exc)
-    epoch_ns = opts.epoch_ns if opts.epoch_ns is not None else default_epoch_ns()
+    epoch_ns = _epoch(ctx, opts)
     # A stream of its own per radar, fixed by the scenario's seed.
     rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, number]))
     writer = ctx.bus.writer("DetectionBatch")
@@ -355,16 +380,13 @@ def _pick_radar(scenario: Scenario, radar_id: str | None, index: int) -> tuple[R
 # -- shared --------------------------------------------------------------------------------
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"mcc.apps.radar:{prog}", description=description)
-    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, help="scenario YAML file")
-    parser.add_argument(
-        "--epoch-ns", type=int, default=None, help="scenario start, Unix ns (default: now, s)"
-    )
-    return parser
+def _epoch(ctx: AppContext, opts: _SimConfig) -> int:
+    if opts.epoch_ns is not None:
+        return opts.epoch_ns
+    return default_epoch_ns(epoch_ns=ctx.settings.epoch_ns)
 
 
-def _load(name: str) -> Scenario:
+def _load(name: str | Path) -> Scenario:
     """Load ``name``: as given, else relative to the repository (the shipped scenarios)."""
     return load_scenario(name)
 

@@ -68,26 +68,29 @@ by their writers for late readers) then settle them as before. The orders still
 (a launcher never fires twice for one order id, `mcc.apps.launcher`). A record that cannot be
 read is counted, logged once, set aside, and TEWA starts clean.
 
-    python -m mcc.orchestrate.runtime mcc.apps.tewa:tewa --scenario scenarios/sam-toc.yaml \\
-        --weapons scenarios/weapons-sam-toc.yaml
+    tewa:
+      app: mcc.apps.tewa:tewa
+      config: {scenario: scenarios/sam-toc.yaml, weapons: scenarios/weapons-sam-toc.yaml}
 
 Frame and units: ENU metres, m/s, seconds; times on the wire in Unix ns (DESIGN.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 from cyclonedds.core import WaitSet
 from cyclonedds.util import duration
+from pydantic import Field
 
-from mcc.apps.args import positive_float
+from mcc.apps.args import DEFAULT_SCENARIO, ScenarioFile
 from mcc.apps.launcher import DEFAULT_WEAPONS, load_weapons
+from mcc.apps.launcher_weapons import WeaponsFile
 from mcc.apps.scenario import load_scenario
 from mcc.apps.statefile import StateFile, open_state
 from mcc.apps.tewa_engine import TewaEngine
@@ -97,6 +100,7 @@ from mcc.apps.tewa_model import (
     Order,
     Picture,
     PlanEvaluation,
+    Policy,
     TewaResult,
     TewaStatistics,
     ThreatReport,
@@ -104,12 +108,12 @@ from mcc.apps.tewa_model import (
 from mcc.bus import Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.errors import MccError
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import AirPicture, Command, CommandReply, OrderStatus, Threat
 
 #: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
-FILE_ARGS = {"--scenario": load_scenario, "--weapons": load_weapons}
 BUS_TOPICS = {
     "tewa": Topics(
         publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals
@@ -126,12 +130,11 @@ __all__ = [
     "TewaEngine",
     "TewaResult",
     "TewaStatistics",
+    "TewaConfig",
     "ThreatReport",
     "tewa",
 ]
 
-
-DEFAULT_SCENARIO = "scenarios/sam-toc.yaml"
 # Approval commands travel on the Command topic in the partitions of the approval channel
 # (``approval/<principal>``): TEWA answers them there and the supervisor, which reads the
 # ``cmd`` channel, never hears them; who approved is the partition's principal.
@@ -141,22 +144,49 @@ APPROVAL_PARTITION = principal_partition(APPROVAL_CHANNEL, "*")
 # -- the app -------------------------------------------------------------------------------
 
 
+class TewaConfig(AppConfig):
+    """TEWA's ``config:`` block (every field optional)."""
+
+    scenario: ScenarioFile = Field(
+        default=Path(DEFAULT_SCENARIO), description="scenario YAML: the defended assets"
+    )
+    weapons: WeaponsFile = Field(
+        default=Path(DEFAULT_WEAPONS), description="weapons YAML: specs, Pk model"
+    )
+    asset_radius_m: Positive = Field(default=1000.0, description="'impact' = inside it, m")
+    policy: Policy = Field(default="auto", description="weapon assignment: " + ", ".join(POLICIES))
+    max_weapons_per_target: int = Field(default=2, ge=1, description="weapons on one threat")
+    salvo: int = Field(default=1, ge=1, description="rounds per engagement")
+    min_score: float = Field(
+        default=0.1, allow_inf_nan=False, description="threats below are not engaged"
+    )
+    compare_period_s: Positive = Field(default=1.0, description="plan check period, s")
+    mc_trials: int = Field(default=2000, ge=1, description="Monte Carlo trials per plan check")
+    order_timeout_s: Positive = Field(default=3.0, description="an order unanswered, s")
+    kill_assess_s: Positive = Field(default=3.0, description="kill assessment wait, s")
+    weapon_timeout_s: Positive = Field(default=3.0, description="a weapon silent this long, s")
+    seed: int = Field(default=0, description="Monte Carlo seed")
+    approval: bool = Field(
+        default=False,
+        description="propose orders; issue each when a Command approves it (partition approval)",
+    )
+    approval_timeout_s: Positive = Field(default=30.0, description="a proposal unapproved, s")
+    state: Path | None = Field(
+        default=None, description="durable record (default RUN_DIR/state/SYSTEM-INDEX.json)"
+    )
+
+
+CONFIG = TewaConfig
+
+
 def tewa(ctx: AppContext) -> int:
     """Run TEWA until stopped: ``AirPicture`` and ``WeaponStatus`` in, ``Threat`` and
     ``EngagementOrder`` out; outcomes (``EngagementOrder`` answers) in.
 
-    Args (``ctx.args``): ``--scenario FILE`` (the defended assets; default
-    ``scenarios/sam-toc.yaml``), ``--weapons FILE`` (weapon specs and Pk model; default
-    ``scenarios/weapons-sam-toc.yaml``), ``--asset-radius-m`` (1000: "impact" = inside it),
-    ``--policy auto|hungarian|greedy`` (auto), ``--max-weapons-per-target`` (2), ``--salvo``
-    (1), ``--min-score`` (0.1), ``--compare-period-s`` (1), ``--mc-trials`` (2000),
-    ``--order-timeout-s`` (3), ``--kill-assess-s`` (3), ``--weapon-timeout-s`` (3), ``--seed``,
-    ``--approval`` (propose orders, issue them when a ``Command`` approves them),
-    ``--approval-timeout-s`` (30) and ``--state FILE`` (its durable record; default
-    ``RUN_DIR/state/SYSTEM-INDEX.json``).
+    Settings: `TewaConfig` (``ctx.config``).
     """
-    opts = _parser().parse_args(ctx.args)
     try:
+        opts = app_config(ctx, TewaConfig)
         scenario = load_scenario(opts.scenario)
         weapons = load_weapons(opts.weapons)
         engine = TewaEngine(
@@ -420,37 +450,3 @@ class _TewaApp:
         )
         result = {"order_id": order_id, "status": status.name, "weapon_id": order.weapon_id}
         return CommandReply(ok=True, message=f"{verb} {order_id}", result_json=json.dumps(result))
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mcc.apps.tewa:tewa", description="threat evaluation and weapon assignment"
-    )
-    p.add_argument("--scenario", default=DEFAULT_SCENARIO, help="scenario YAML (the assets)")
-    p.add_argument("--weapons", default=DEFAULT_WEAPONS, help="weapons YAML (specs, Pk model)")
-    p.add_argument("--asset-radius-m", type=positive_float, default=1000.0)
-    p.add_argument("--policy", choices=POLICIES, default="auto")
-    p.add_argument("--max-weapons-per-target", type=_count, default=2)
-    p.add_argument("--salvo", type=_count, default=1, help="rounds per engagement")
-    p.add_argument("--min-score", type=float, default=0.1, help="threats below are not engaged")
-    p.add_argument("--compare-period-s", type=positive_float, default=1.0)
-    p.add_argument("--mc-trials", type=_count, default=2000)
-    p.add_argument("--order-timeout-s", type=positive_float, default=3.0)
-    p.add_argument("--kill-assess-s", type=positive_float, default=3.0)
-    p.add_argument("--weapon-timeout-s", type=positive_float, default=3.0)
-    p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed")
-    p.add_argument(
-        "--approval",
-        action="store_true",
-        help="propose orders; issue each when a Command approves it (partition 'approval')",
-    )
-    p.add_argument("--approval-timeout-s", type=positive_float, default=30.0)
-    p.add_argument("--state", default=None, help="durable record (default: run folder)")
-    return p
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value

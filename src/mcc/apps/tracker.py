@@ -8,23 +8,23 @@ publication.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import heapq
-import math
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
-from mcc import settings
+from mcc.apps.args import ScenarioFile
 from mcc.apps.statefile import StateFile, open_state
 from mcc.errors import ComputeError, MccError
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config, loaded_by
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.tracking import (
@@ -48,15 +48,6 @@ from mcc.types import (
 )
 from mcc.types.arrays import optional_field, pack, packed_field
 
-
-def _scenario(path: str) -> object:
-    from mcc.apps.scenario import load_scenario
-
-    return load_scenario(path)
-
-
-#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
-FILE_ARGS = {"--scenario": _scenario}
 BUS_TOPICS = {"tracker": Topics(publish=("AirPicture", "Track"), subscribe=("DetectionBatch",))}
 
 __all__ = [
@@ -64,6 +55,7 @@ __all__ = [
     "Scan",
     "StepReport",
     "TrackTable",
+    "TrackerAppConfig",
     "TrackerConfig",
     "TrackerConfigError",
     "tracker",
@@ -92,44 +84,117 @@ class _Sensor:
     coverage: Coverage | None = None
 
 
+def _load_tracker_config(path: Path) -> object:
+    return TrackerConfig.load(path)
+
+
+class TrackerAppConfig(AppConfig):
+    """The tracker app's ``config:`` block (every field optional). The tracking fields left
+    out (None) keep the `TrackerConfig` value (of ``tracker_config`` when given)."""
+
+    tracker_config: Annotated[Path, loaded_by(_load_tracker_config)] | None = Field(
+        default=None, description="YAML file of TrackerConfig fields; the fields below override it"
+    )
+    model: Literal["cv", "imm"] | None = Field(default=None, description="motion model")
+    gate: float | None = Field(default=None, gt=0, lt=1, description="gate probability, e.g. 0.999")
+    confirm: str | None = Field(
+        default=None,
+        pattern=r"^\s*[0-9]+\s*/\s*[0-9]+\s*$",
+        description="confirm after M hits in N scans, as 'M/N'",
+    )
+    max_misses: int | None = Field(default=None, ge=0, description="delete after more misses")
+    sigma_a: Positive | None = Field(
+        default=None, description="process noise: acceleration std, m/s²"
+    )
+    initiation: Literal["one_point", "two_point"] | None = Field(
+        default=None, description="track initiation"
+    )
+    init_velocity_std: Positive | None = Field(
+        default=None, description="one-point initiation velocity std, m/s"
+    )
+    scenario: ScenarioFile | None = Field(
+        default=None, description="scenario YAML: radar accuracy and coverage by sensor_id"
+    )
+    sigma_range_m: Positive = Field(
+        default=DEFAULT_SIGMA_RANGE_M, description="range std of a radar the scenario lacks, m"
+    )
+    sigma_azimuth_rad: Positive = Field(
+        default=DEFAULT_SIGMA_AZIMUTH_RAD, description="its azimuth std, rad"
+    )
+    sigma_elevation_rad: Positive = Field(
+        default=DEFAULT_SIGMA_ELEVATION_RAD, description="its elevation std, rad"
+    )
+    reorder_ms: float = Field(
+        default=20.0, ge=0, allow_inf_nan=False, description="hold a batch after its origin, ms"
+    )
+    track_period_s: Positive = Field(default=1.0, description="Track sample period, s")
+    epoch_ns: int | None = Field(
+        default=None, ge=0, description="time base, Unix ns (default: the mission's epoch)"
+    )
+    state: Path | None = Field(
+        default=None, description="picture kept across restarts (RUN_DIR/state/SYSTEM-INDEX.json)"
+    )
+    checkpoint_s: float = Field(
+        default=1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="picture saved this often, s (0: each cycle)",
+    )
+    max_future_ms: float = Field(
+        default=2000.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="drop batches stamped further ahead of the receive time, ms",
+    )
+    max_age_s: float = Field(
+        default=300.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="drop batches stamped further behind the receive time, s",
+    )
+    max_detections: int = Field(default=20_000, ge=1, description="detections per batch")
+    max_sensors: int = Field(default=64, ge=1, description="radars tracked")
+    max_pending: int = Field(default=1024, ge=1, description="batches held to reorder")
+    max_pending_detections: int = Field(
+        default=200_000, ge=1, description="detections held to reorder"
+    )
+    max_tracks: int | None = Field(
+        default=None, ge=1, description="tracks held (TrackerConfig.max_tracks)"
+    )
+
+
+CONFIG = TrackerAppConfig
+
+
 def tracker(ctx: AppContext) -> int:
     """Track every radar's ``DetectionBatch``; publish ``AirPicture`` and ``Track`` samples.
 
-    Each cycle takes the batches that have arrived, holds each until ``--reorder-ms`` past
+    Each cycle takes the batches that have arrived, holds each until ``reorder_ms`` past
     its ``origin_ns`` (so batches of several radars are folded in time order), runs
     `MultiTargetTracker.step` per batch and publishes one ``AirPicture`` (confirmed and
     coasting tracks; ``origin_ns`` = the oldest detection origin folded in, ``time_ns`` = the
     newest). Confirmed tracks are also published on the keyed ``Track`` topic every
-    ``--track-period-s`` and on a status change; a deleted track gets a last sample with
+    ``track_period_s`` and on a status change; a deleted track gets a last sample with
     ``TRACK_DELETED`` and is then disposed. A batch older than the tracker's time is late:
     counted and dropped. The heartbeat counts batches in and pictures out and records
     publish − origin of every batch folded in.
 
     What a sender stamps never decides what the tracker holds: on arrival, a batch whose
-    ``origin_ns`` is more than ``--max-future-ms`` ahead of the receive time, or more than
-    ``--max-age-s`` behind it, is dropped, as is one of more than ``--max-detections``
-    detections, one of a radar past the ``--max-sensors`` first, and one that would make the
-    batches held for reordering more than ``--max-pending`` (or their detections more than
-    ``--max-pending-detections``), and one whose ``iff`` answers are not empty or ``count``
+    ``origin_ns`` is more than ``max_future_ms`` ahead of the receive time, or more than
+    ``max_age_s`` behind it, is dropped, as is one of more than ``max_detections``
+    detections, one of a radar past the ``max_sensors`` first, and one that would make the
+    batches held for reordering more than ``max_pending`` (or their detections more than
+    ``max_pending_detections``), and one whose ``iff`` answers are not empty or ``count``
     `IffAnswer` values (the rule the bus holds other packed arrays to). Each is counted by
     reason and the first of each logged. The IFF answers go with the detections to the tracker,
     which fuses them into each track's STANAG 1241 ``identity`` (`mcc.tracking.identity`),
     published with the track's latest ``iff`` on ``AirPicture`` and ``Track``.
 
-    Args (``ctx.args``): ``--config FILE`` (YAML `TrackerConfig`; the flags below override
-    it), ``--model cv|imm``, ``--gate P`` (gate probability), ``--confirm M/N``,
-    ``--max-misses K``, ``--sigma-a`` (m/s²), ``--initiation one_point|two_point``,
-    ``--init-velocity-std`` (m/s), ``--scenario FILE`` (radar accuracy and coverage by
-    ``sensor_id``), ``--sigma-range-m``/``--sigma-azimuth-rad``/``--sigma-elevation-rad``
-    (radars the scenario does not name), ``--reorder-ms`` (20), ``--track-period-s`` (1),
-    ``--epoch-ns`` (time base; default ``MCC_EPOCH_NS``, else the first batch's second),
-    ``--max-future-ms`` (2000), ``--max-age-s`` (300), ``--max-detections`` (20 000),
-    ``--max-sensors`` (64), ``--max-pending`` (1024), ``--max-pending-detections`` (200 000),
-    ``--max-tracks`` (`TrackerConfig.max_tracks`).
+    Settings: `TrackerAppConfig` (``ctx.config``); the time base is ``epoch_ns``, else the
+    mission's epoch (``ctx.settings.epoch_ns``), else the first batch's second.
     """
-    parser = _app_parser()
-    opts = parser.parse_args(ctx.args)
     try:
+        opts = app_config(ctx, TrackerAppConfig)
         config = _app_config(opts)
         sensors = _app_sensors(opts.scenario)
     except MccError as exc:
@@ -139,66 +204,8 @@ def tracker(ctx: AppContext) -> int:
     return 0
 
 
-def _app_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mcc.apps.tracker:tracker", description="the multi-radar multi-target tracker"
-    )
-    parser.add_argument("--config", type=Path, help="YAML file of TrackerConfig fields")
-    parser.add_argument("--model", choices=("cv", "imm"), help="motion model")
-    parser.add_argument("--gate", type=float, help="gate probability, e.g. 0.999")
-    parser.add_argument("--confirm", metavar="M/N", help="confirm after M hits in N scans")
-    parser.add_argument("--max-misses", type=int, help="delete after more misses than this")
-    parser.add_argument("--sigma-a", type=float, help="process noise: acceleration std, m/s²")
-    parser.add_argument("--initiation", choices=("one_point", "two_point"))
-    parser.add_argument("--init-velocity-std", type=float, help="one-point velocity std, m/s")
-    parser.add_argument("--scenario", help="scenario YAML: radar accuracy and coverage")
-    parser.add_argument("--sigma-range-m", type=float, default=DEFAULT_SIGMA_RANGE_M)
-    parser.add_argument("--sigma-azimuth-rad", type=float, default=DEFAULT_SIGMA_AZIMUTH_RAD)
-    parser.add_argument("--sigma-elevation-rad", type=float, default=DEFAULT_SIGMA_ELEVATION_RAD)
-    parser.add_argument("--reorder-ms", type=float, default=20.0, help="hold after origin, ms")
-    parser.add_argument("--track-period-s", type=float, default=1.0, help="Track sample period")
-    parser.add_argument("--epoch-ns", type=int, help="time base, Unix ns")
-    parser.add_argument(
-        "--state",
-        metavar="FILE",
-        help="the picture kept across restarts (default RUN_DIR/state/SYSTEM-INDEX.json)",
-    )
-    parser.add_argument(
-        "--checkpoint-s", type=float, default=1.0, help="picture saved this often (%(default)s s)"
-    )
-    bound = parser.add_argument_group("bounds (hostile input is normal input)")
-    bound.add_argument(
-        "--max-future-ms",
-        type=float,
-        default=2000.0,
-        help="drop batches stamped further ahead of the receive time (default %(default)s)",
-    )
-    bound.add_argument(
-        "--max-age-s",
-        type=float,
-        default=300.0,
-        help="drop batches stamped further behind the receive time (default %(default)s)",
-    )
-    bound.add_argument("--max-detections", type=int, default=20_000, help="per batch")
-    bound.add_argument("--max-sensors", type=int, default=64, help="radars tracked")
-    bound.add_argument("--max-pending", type=int, default=1024, help="batches held to reorder")
-    bound.add_argument(
-        "--max-pending-detections", type=int, default=200_000, help="detections held to reorder"
-    )
-    bound.add_argument("--max-tracks", type=int, help="tracks held (TrackerConfig.max_tracks)")
-    return parser
-
-
-def _app_config(opts: argparse.Namespace) -> TrackerConfig:
-    for flag in ("max_detections", "max_sensors", "max_pending", "max_pending_detections"):
-        if getattr(opts, flag) < 1:
-            raise TrackerConfigError(f"--{flag.replace('_', '-')} {getattr(opts, flag)}: >= 1")
-    for flag in ("max_future_ms", "max_age_s"):
-        if not (math.isfinite(getattr(opts, flag)) and getattr(opts, flag) >= 0):
-            raise TrackerConfigError(
-                f"--{flag.replace('_', '-')} {getattr(opts, flag)}: a finite number >= 0"
-            )
-    base = TrackerConfig.load(opts.config) if opts.config else TrackerConfig()
+def _app_config(opts: TrackerAppConfig) -> TrackerConfig:
+    base = TrackerConfig.load(opts.tracker_config) if opts.tracker_config else TrackerConfig()
     overrides: dict[str, Any] = {}
     for flag, name in (
         ("model", "model"),
@@ -212,9 +219,7 @@ def _app_config(opts: argparse.Namespace) -> TrackerConfig:
         if getattr(opts, flag) is not None:
             overrides[name] = getattr(opts, flag)
     if opts.confirm is not None:
-        m, sep, n = opts.confirm.partition("/")
-        if not (sep and m.strip().isdigit() and n.strip().isdigit()):
-            raise TrackerConfigError(f"--confirm {opts.confirm!r}: expected M/N, e.g. 3/4")
+        m, _, n = opts.confirm.partition("/")
         overrides["confirm_m"], overrides["confirm_n"] = int(m), int(n)
     config = TrackerConfig.from_dict({**base.to_dict(), **overrides}, source="tracker options")
     if config.ndim != 3:
@@ -222,7 +227,7 @@ def _app_config(opts: argparse.Namespace) -> TrackerConfig:
     return config
 
 
-def _app_sensors(scenario_path: str | None) -> dict[str, _Sensor]:
+def _app_sensors(scenario_path: str | Path | None) -> dict[str, _Sensor]:
     if not scenario_path:
         return {}
     from mcc.apps.scenario import load_scenario
@@ -243,7 +248,7 @@ class _TrackerApp:
     ctx: AppContext
     config: TrackerConfig
     sensors: dict[str, _Sensor]
-    opts: argparse.Namespace
+    opts: TrackerAppConfig
     epoch_ns: int | None = None
     cycle: int = 0
     late: int = 0
@@ -269,8 +274,8 @@ class _TrackerApp:
         self.saved_at = 0.0
         if self.opts.epoch_ns is not None:
             self.epoch_ns = self.opts.epoch_ns
-        elif settings.current().epoch_ns is not None:
-            self.epoch_ns = settings.current().epoch_ns
+        elif self.ctx.settings.epoch_ns is not None:
+            self.epoch_ns = self.ctx.settings.epoch_ns
         self.default_sensor = _Sensor(
             self.opts.sigma_range_m, self.opts.sigma_azimuth_rad, self.opts.sigma_elevation_rad
         )
@@ -355,17 +360,17 @@ class _TrackerApp:
         opts = self.opts
         ahead_ns = batch.origin_ns - receive_ns
         if ahead_ns > self.max_future_ns:
-            return "future", f"stamped {ahead_ns / 1e9:.3g} s ahead (--max-future-ms)"
+            return "future", f"stamped {ahead_ns / 1e9:.3g} s ahead (max_future_ms)"
         if -ahead_ns > self.max_age_ns:
-            return "old", f"stamped {-ahead_ns / 1e9:.3g} s behind (--max-age-s)"
+            return "old", f"stamped {-ahead_ns / 1e9:.3g} s behind (max_age_s)"
         if batch.count > opts.max_detections:
-            return "large", f"{batch.count} detections (--max-detections {opts.max_detections})"
+            return "large", f"{batch.count} detections (max_detections {opts.max_detections})"
         if batch.sensor_id not in self.heard and len(self.heard) >= opts.max_sensors:
-            return "sensors", f"one radar too many (--max-sensors {opts.max_sensors})"
+            return "sensors", f"one radar too many (max_sensors {opts.max_sensors})"
         if len(self.pending) >= opts.max_pending:
-            return "held", f"{len(self.pending)} batches held to reorder (--max-pending)"
+            return "held", f"{len(self.pending)} batches held to reorder (max_pending)"
         if self.pending_detections + batch.count > opts.max_pending_detections:
-            return "held", f"{self.pending_detections} detections held (--max-pending-detections)"
+            return "held", f"{self.pending_detections} detections held (max_pending_detections)"
         return _iff_refusal(batch)
 
     def _hold(self, batch: DetectionBatch, receive_ns: int) -> None:

@@ -121,15 +121,12 @@ def run_c2loop_row(
         runtime = [sys.executable, "-m", "mcc.orchestrate.runtime"]
         plant = procs.start(
             "plant",
-            [
-                *runtime,
-                "mcc.apps.c2loop:plant",
-                "--rate-hz",
-                str(rate_hz),
-                "--warmup-cycles",
-                str(WARMUP_CYCLES),
-            ],
-            env=settings.child_env(env, system="plant"),
+            [*runtime, "mcc.apps.c2loop:plant"],
+            env=settings.child_env(
+                env,
+                system="plant",
+                config=json.dumps({"rate_hz": rate_hz, "warmup_cycles": WARMUP_CYCLES}),
+            ),
         )
         _set_priority(plant.popen.pid, priority)
         elaborator = procs.start(

@@ -41,8 +41,12 @@ only workers ``WorkResult``; within those, ``worker_id`` is taken on trust.
 
 from __future__ import annotations
 
-import argparse
+import sys
+from typing import Literal
 
+from pydantic import Field
+
+from mcc.errors import MccError
 from mcc.hpc.base import HpcError, default_job_id, write_result
 from mcc.hpc.farm_master import FarmMaster
 from mcc.hpc.farm_protocol import (
@@ -52,12 +56,12 @@ from mcc.hpc.farm_protocol import (
     MAX_QUEUED_ITEMS,
     MAX_WORKERS,
     MODES,
-    parse_app_args,
     result_path,
 )
 from mcc.hpc.farm_worker import FarmWorker
 from mcc.hpc.journal import MasterJournal
 from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 
@@ -77,6 +81,8 @@ __all__ = [
     "MAX_WORKERS",
     "FarmMaster",
     "FarmWorker",
+    "MasterConfig",
+    "WorkerConfig",
     "master",
     "result_path",
     "worker",
@@ -86,36 +92,60 @@ __all__ = [
 DURABLE_TOPICS = ("Checkpoint",)  # the supervisor starts the persistence service for these
 
 
-def _master_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcc.hpc.farm:master")
-    p.add_argument("--n", type=int, required=True, help="search the primes in [1, N]")
-    p.add_argument("--workers", type=int, required=True, help="worker identities to wait for")
-    p.add_argument("--items", type=int, help="work items (default 8 per worker)")
-    p.add_argument("--mode", choices=MODES, default="strided", help="assignment (strided)")
-    p.add_argument("--prefetch", type=int, default=2, help="items per worker, dynamic mode")
-    p.add_argument("--job", help="job id (default primes-<mission epoch>)")
-    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for workers")
-    p.add_argument("--timeout-s", type=float, default=3600.0, help="the whole job")
-    p.add_argument(
-        "--reassign-after-s",
-        type=float,
+class MasterConfig(AppConfig):
+    """The farm master's ``config:`` block (``n`` and ``workers`` required)."""
+
+    n: int = Field(ge=1, le=MAX_N, description="search the primes in [1, n]")
+    workers: int = Field(ge=1, le=MAX_WORKERS, description="worker identities to wait for")
+    items: int | None = Field(
+        default=None, ge=1, le=MAX_ITEMS, description="work items (default 8 per worker)"
+    )
+    mode: Literal["strided", "dynamic"] = Field(
+        default="strided", description="assignment: " + ", ".join(MODES)
+    )
+    prefetch: int = Field(
+        default=2, ge=1, le=MAX_QUEUED_ITEMS, description="items per worker, dynamic mode"
+    )
+    job: str | None = Field(default=None, description="job id (default primes-<mission epoch>)")
+    start_timeout_s: Positive = Field(default=120.0, description="wait for the workers, s")
+    timeout_s: Positive = Field(default=3600.0, description="the whole job, s")
+    reassign_after_s: float = Field(
         default=10.0,
-        help="move a silent worker's items to live workers after this long (0: never)",
+        ge=0,
+        allow_inf_nan=False,
+        description="move a silent worker's items to live workers after this long, s (0: never)",
     )
-    p.add_argument(
-        "--lease-s",
-        type=float,
-        default=3.0,
-        help="a standby takes the job over once the holder's lease is this long unrenewed",
+    lease_s: Positive = Field(
+        default=3.0, description="a standby takes over once the holder's lease is this old, s"
     )
-    p.add_argument(
-        "--journal-timeout-s",
-        type=float,
+    journal_timeout_s: float = Field(
         default=5.0,
-        help="wait this long for the persistence service's replay of the job's journal (0: "
-        "no journal: a mission without the service, whose job dies with its master)",
+        ge=0,
+        allow_inf_nan=False,
+        description="wait for the persistence service's replay of the job's journal, s (0: no "
+        "journal: a mission without the service, whose job dies with its master)",
     )
-    return p
+
+
+class WorkerConfig(AppConfig):
+    """A farm worker's ``config:`` block (every field optional)."""
+
+    job: str | None = Field(default=None, description="job id (default primes-<mission epoch>)")
+    checkpoint_interval_s: Positive = Field(default=0.25, description="checkpoint period, s")
+    segment: int = Field(
+        default=DEFAULT_SEGMENT_NUMBERS, ge=1, description="numbers per sieve segment"
+    )
+    start_timeout_s: Positive = Field(default=120.0, description="wait for the master, s")
+    restore_timeout_s: float = Field(
+        default=5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="wait for the persistence service's replay of my checkpoint, s (0: do not "
+        "ask: a mission without the service)",
+    )
+
+
+CONFIG = {"master": MasterConfig, "worker": WorkerConfig}
 
 
 def master(ctx: AppContext) -> int:
@@ -125,12 +155,16 @@ def master(ctx: AppContext) -> int:
     Instance 0 is the primary; other instances stand by and take the job over from the
     journal when the holder's lease lapses (``mcc.hpc.journal``); a restarted instance takes
     over at once what its own predecessor held."""
-    args = parse_app_args(_master_parser(), ctx.args)
+    try:
+        args = app_config(ctx, MasterConfig)
+    except MccError as exc:  # a bad config: block, as `mcc validate` says it
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
     job_id = args.job or default_job_id("primes")
     primary = ctx.identity.index == 0
     journal: MasterJournal | None = None
     if not primary and args.journal_timeout_s <= 0:
-        ctx.log.info("job %s: no journal (--journal-timeout-s 0): no standby; exiting", job_id)
+        ctx.log.info("job %s: no journal (journal_timeout_s 0): no standby; exiting", job_id)
         return 0
     if args.journal_timeout_s > 0:
         journal = MasterJournal(
@@ -193,27 +227,15 @@ def master(ctx: AppContext) -> int:
     return 0
 
 
-def _worker_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcc.hpc.farm:worker")
-    p.add_argument("--job", help="job id (default primes-<mission epoch>)")
-    p.add_argument("--checkpoint-interval-s", type=float, default=0.25)
-    p.add_argument("--segment", type=int, default=DEFAULT_SEGMENT_NUMBERS, help="numbers/segment")
-    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the master")
-    p.add_argument(
-        "--restore-timeout-s",
-        type=float,
-        default=5.0,
-        help="wait this long for the persistence service's replay of my checkpoint (0: do not "
-        "ask: a mission without the service)",
-    )
-    return p
-
-
 def worker(ctx: AppContext) -> int:
     """App ``mcc.hpc.farm:worker``: restore this identity's checkpoint, serve the master."""
     from mcc.hpc.checkpoint import restore_checkpoint
 
-    args = parse_app_args(_worker_parser(), ctx.args)
+    try:
+        args = app_config(ctx, WorkerConfig)
+    except MccError as exc:  # a bad config: block, as `mcc validate` says it
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
     job_id = args.job or default_job_id("primes")
     worker_id = ctx.identity.id
     checkpoint = (

@@ -4,13 +4,9 @@ tells the protocol): the limits of one job, the assignment modes, where a job's 
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from mcc.hpc.base import HpcError
 
 #: Bounds of one job: numbers searched, items, worker identities (the master's and a
 #: standby's), numbers per item (what one item may cost a worker), items a worker holds.
@@ -39,13 +35,3 @@ def worker_order(worker_id: str) -> tuple[str, int, str]:
     """Sort key: ``mission/system/index`` by system, then index as a number."""
     head, _, index = worker_id.rpartition("/")
     return (head, int(index), "") if index.isdigit() else (worker_id, 0, worker_id)
-
-
-def parse_app_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
-    """An app's ``args:`` parsed; bad ones raise `HpcError` (the app fails, not the process)."""
-    try:
-        return parser.parse_args(list(args))
-    except SystemExit:  # argparse printed the reason; fail as an app, not as the interpreter
-        raise HpcError(
-            f"{parser.prog}: bad arguments {list(args)!r} (see the usage above)"
-        ) from None

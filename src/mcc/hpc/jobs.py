@@ -137,21 +137,18 @@ def primes_mission(
         if name not in mission.all_systems():
             raise HpcError(f"{manifest}: a primes mission needs a system {name!r}")
     master = mission.systems["master"]
-    master_args = [
-        *_without(master.args, "--n", "--workers", "--items", "--mode", "--job"),
-        *("--n", str(n), "--workers", str(workers), "--mode", mode, "--job", job_id),
-        *(("--items", str(items)) if items else ()),
-    ]
+    master_config: dict[str, Any] = {
+        **(master.config or {}),
+        **{"n": n, "workers": workers, "mode": mode, "job": job_id},
+        **({"items": items} if items else {}),
+    }
     worker = mission.all_systems()["worker"]
-    worker_args = [
-        *_without(worker.args, "--job", "--restore-timeout-s", "--checkpoint-interval-s"),
-        *("--job", job_id),
-    ]
+    worker_config: dict[str, Any] = {**(worker.config or {}), "job": job_id}
     if checkpoint_interval_s is not None:
-        worker_args += ["--checkpoint-interval-s", str(checkpoint_interval_s)]
+        worker_config["checkpoint_interval_s"] = checkpoint_interval_s
     if not persist:
-        worker_args += ["--restore-timeout-s", "0"]
-        master_args += ["--journal-timeout-s", "0"]  # no journal: no failover, no wait for it
+        worker_config["restore_timeout_s"] = 0
+        master_config["journal_timeout_s"] = 0  # no journal: no failover, no wait for it
     systems: dict[str, System] = {}
     for name, system in mission.systems.items():
         if name == "persist" and not persist:
@@ -159,18 +156,18 @@ def primes_mission(
         after = [a for a in system.after if persist or a != "persist"]
         update: dict[str, Any] = {"after": after}
         if name == "master":
-            update["args"] = master_args
+            update["config"] = master_config
         systems[name] = system.model_copy(update=update)
     clusters: dict[str, Cluster] = {}
     for name, cluster in mission.clusters.items():
         after = [a for a in cluster.after if persist or a != "persist"]
         update = {"after": after}
         if name == "worker":
-            update.update(args=worker_args, size=workers, min=0, max=max(cluster.max, workers))
+            update.update(config=worker_config, size=workers, min=0, max=max(cluster.max, workers))
         clusters[name] = cluster.model_copy(update=update)
     if "worker" in mission.systems:
         systems["worker"] = mission.systems["worker"].model_copy(
-            update={"args": worker_args, "replicas": workers}
+            update={"config": worker_config, "replicas": workers}
         )
     return mission.model_copy(
         update={
@@ -179,19 +176,6 @@ def primes_mission(
             "domain": mission.domain if domain is None else domain,
         }
     )
-
-
-def _without(args: list[str], *options: str) -> list[str]:
-    """``args`` less each ``--option VALUE`` pair named."""
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg in options:
-            skip = True
-        else:
-            out.append(arg)
-    return out
 
 
 def stream_mission(
@@ -207,13 +191,13 @@ domain: {21 if domain is None else domain}
 systems:
   echo:
     app: "mcc.hpc.stream:echo"
-    args: [--job, "{job_id}"]
+    config: {{job: "{job_id}"}}
     resources: {{cpus: 0.5}}
     restart: never
     health: {{timeout_s: 30}}   # a GiB copied in and out of NumPy can hold the GIL a while
   source:
     app: "mcc.hpc.stream:source"
-    args: [--job, "{job_id}", --bytes, "{size_bytes}", --chunk, "{chunk_bytes}"]
+    config: {{job: "{job_id}", bytes: {size_bytes}, chunk: {chunk_bytes}}}
     resources: {{cpus: 0.5}}
     restart: never
     health: {{timeout_s: 30}}

@@ -22,8 +22,8 @@ the source's: the first chunk sent → the last chunk back; one-way MB/s = 2 × 
 
 from __future__ import annotations
 
-import argparse
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +31,10 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from mcc.bus import Bus, ReaderLoop, Transport, Writer
-from mcc.errors import WriteTimeoutError
+from mcc.errors import MccError, WriteTimeoutError
 from mcc.hpc.base import (
     CONTROL_ID,
     HpcError,
@@ -44,7 +45,8 @@ from mcc.hpc.base import (
     touched_buffer,
     write_result,
 )
-from mcc.hpc.farm_protocol import parse_app_args, result_path
+from mcc.hpc.farm_protocol import result_path
+from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import WorkItem, WorkResult
@@ -211,14 +213,14 @@ def _send_chunks(
 # -- source --------------------------------------------------------------------------------------
 
 
-def _source_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcc.hpc.stream:source")
-    p.add_argument("--bytes", type=int, required=True, help="buffer size, bytes")
-    p.add_argument("--chunk", type=int, default=1 << 20, help="chunk size, bytes (1 MiB)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random buffer")
-    p.add_argument("--job", help="job id (default stream-<mission epoch>)")
-    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the echo")
-    return p
+class SourceConfig(AppConfig):
+    """The stream source's ``config:`` block (``bytes`` required)."""
+
+    bytes: int = Field(ge=1, le=MAX_STREAM_BYTES, description="buffer size, bytes")
+    chunk: int = Field(default=1 << 20, ge=1, le=MAX_CHUNK_BYTES, description="chunk, bytes")
+    seed: int = Field(default=1, description="seed of the random buffer")
+    job: str | None = Field(default=None, description="job id (default stream-<mission epoch>)")
+    start_timeout_s: Positive = Field(default=120.0, description="wait for the echo, s")
 
 
 def run_source(
@@ -320,7 +322,11 @@ def _send(
 
 def source(ctx: AppContext) -> int:
     """App ``mcc.hpc.stream:source``: stream, check, write ``hpc-<job>.json``; 1 if corrupted."""
-    args = parse_app_args(_source_parser(), ctx.args)
+    try:
+        args = app_config(ctx, SourceConfig)
+    except MccError as exc:  # a bad config: block, as `mcc validate` says it
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
     job_id = args.job or default_job_id("stream")
     result = run_source(
         ctx.bus,
@@ -346,17 +352,17 @@ def source(ctx: AppContext) -> int:
 # -- echo ----------------------------------------------------------------------------------------
 
 
-def _echo_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcc.hpc.stream:echo")
-    p.add_argument("--job", help="job id (default stream-<mission epoch>)")
-    p.add_argument("--start-timeout-s", type=float, default=120.0, help="wait for the source")
-    p.add_argument(
-        "--max-bytes",
-        type=int,
-        default=MAX_STREAM_BYTES,
-        help="largest buffer accepted (default %(default)s)",
+class EchoConfig(AppConfig):
+    """The stream echo's ``config:`` block (every field optional)."""
+
+    job: str | None = Field(default=None, description="job id (default stream-<mission epoch>)")
+    start_timeout_s: Positive = Field(default=120.0, description="wait for the source, s")
+    max_bytes: int = Field(
+        default=MAX_STREAM_BYTES, ge=1, le=MAX_STREAM_BYTES, description="largest buffer accepted"
     )
-    return p
+
+
+CONFIG = {"source": SourceConfig, "echo": EchoConfig}
 
 
 def run_echo(
@@ -433,7 +439,11 @@ def _echo_until_over(
 
 def echo(ctx: AppContext) -> int:
     """App ``mcc.hpc.stream:echo``: send every buffer it receives back to its source."""
-    args = parse_app_args(_echo_parser(), ctx.args)
+    try:
+        args = app_config(ctx, EchoConfig)
+    except MccError as exc:  # a bad config: block, as `mcc validate` says it
+        print(f"mcc: error: {exc}", file=sys.stderr)
+        return 2
     job_id = args.job or default_job_id("stream")
     echoed = run_echo(
         ctx.bus,

@@ -14,24 +14,40 @@ once more into ``ctx.config``, the typed object:
 ...     cutoff_m = ctx.config.cutoff_m
 
 A field that names a file is checked by loading it (`loaded_by`), so a bad scenario fails
-``mcc validate`` with the scenario's own ``file:line`` as it does for ``FILE_ARGS`` options of
-``args:``. docs/manifest.md has the whole story.
+``mcc validate`` with the scenario's own ``file:line``. A module with several apps (the truth
+and the radar of `mcc.apps.radar`) maps each function to its model: ``CONFIG = {"truth":
+TruthConfig, "radar": RadarConfig}``; the app reads its own with `app_config`. An app with a
+model takes no ``args:``. docs/manifest.md has the whole story.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from mcc.errors import ManifestError, MccError
 
-__all__ = ["AppConfig", "config_model", "config_problems", "loaded_by", "parse_config"]
+__all__ = [
+    "AppConfig",
+    "Positive",
+    "app_config",
+    "config_model",
+    "config_problems",
+    "describe_fields",
+    "loaded_by",
+    "parse_config",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+#: A finite number > 0 (a period, a rate, a distance).
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class AppConfig(BaseModel):
@@ -56,15 +72,70 @@ def loaded_by(loader: Callable[[Any], Any]) -> AfterValidator:
     return AfterValidator(check)
 
 
-def config_model(module: ModuleType) -> type[BaseModel] | None:
-    """The module's ``CONFIG`` model, None when it declares none; `MccError` when ``CONFIG`` is
-    not a pydantic model."""
+class _OneOfSeveral(BaseModel):
+    """What `config_model` answers for a module of several apps when the function is not
+    named: the block is kept as given, and the app checks it against its own model
+    (`app_config`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def config_model(module: ModuleType, function: str | None = None) -> type[BaseModel] | None:
+    """The ``CONFIG`` model of ``module``'s app ``function``, None when it declares none;
+    `MccError` when ``CONFIG`` is neither a pydantic model nor a mapping of function names to
+    pydantic models. A mapping without ``function``: a model that keeps the block for
+    `app_config` to check."""
     model = getattr(module, "CONFIG", None)
+    if isinstance(model, Mapping):
+        if function is None:
+            return _OneOfSeveral
+        model = model.get(function)
     if model is None:
         return None
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise MccError(f"{module.__name__}.CONFIG: expected a pydantic model (got {model!r})")
     return model
+
+
+def app_config(ctx: Any, model: type[M]) -> M:
+    """The app's settings as ``model``: ``ctx.config`` when it is one, else the instance's
+    ``config:`` block (``ctx.settings.config``) checked against ``model`` (`MccError` of
+    ``systems.NAME.config.FIELD: …`` lines), defaults when there is none."""
+    if isinstance(ctx.config, model):
+        return ctx.config
+    settings = ctx.settings
+    kind = "clusters" if settings.cluster else "systems"
+    return parse_config(model, settings.config, where=f"{kind}.{settings.system}.config")
+
+
+def describe_fields(model: type[BaseModel]) -> list[tuple[str, str, str, str]]:
+    """``(field, type, default, description)`` of each field of ``model``, as docs/manifest.md
+    lists them."""
+    rows = []
+    for name, info in model.model_fields.items():
+        kind = _type_name(info.annotation)
+        bounds = [
+            f"{sym} {getattr(m, attr)}"
+            for m in info.metadata
+            for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+            if getattr(m, attr, None) is not None
+        ]
+        if bounds:
+            kind += f" ({', '.join(bounds)})"
+        default = "required" if info.is_required() else repr(_plain(info.default))
+        rows.append((name, kind, default, info.description or ""))
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    if text is None:
+        text = str(annotation).replace("typing.", "").replace("pathlib.", "")
+    return text
 
 
 def parse_config(model: type[BaseModel], text: str | None, *, where: str) -> BaseModel:
@@ -93,11 +164,13 @@ def config_problems(path: str | Path, *, only_given: bool = False) -> list[str]:
     _, lines = parse_mapping(path.read_text(), source=str(path), error=ManifestError, expected="")
     problems = []
     for kind, name, system in mission._each():
-        if system.app is None or (only_given and system.config is None):
+        given = system.config is not None or bool(system.args)
+        if system.app is None or (only_given and not given):
             continue
+        module_name, _, function = system.app.partition(":")
         try:
-            module = importlib.import_module(system.app.partition(":")[0])
-            model = config_model(module)
+            module = importlib.import_module(module_name)
+            model = config_model(module, function)
         except Exception:  # an app that does not import: `runnable_problems` says why
             continue
         base = (kind, name, "config")
@@ -114,6 +187,12 @@ def config_problems(path: str | Path, *, only_given: bool = False) -> list[str]:
                     f"options in 'args:' (got {dict(system.config)!r})"
                 )
             continue
+        if system.args:
+            line = nearest_line(lines, (kind, name, "args")) or nearest_line(lines, (kind, name))
+            problems.append(
+                f"{path}:{line}: {kind}.{name}.args: {system.app} takes a config: block, not "
+                f"args (fields: {', '.join(model.model_fields)}) (got {list(system.args)!r})"
+            )
         problems += _problems(model, system.config or {}, field=where, at=at)
     return problems
 

@@ -488,12 +488,6 @@ def runnable_problems(path: str | Path) -> list[str]:
                     f"(got {system.app!r})"
                 )
                 continue
-            args_line = nearest_line(lines, (kind, name, "args")) or nearest_line(
-                lines, (kind, name)
-            )
-            problems += _file_arg_problems(
-                f"{path}:{args_line}: {kind}.{name}.args", getattr(module, "FILE_ARGS", {}), system
-            )
         elif system.command:
             exe = system.command[0]
             found = (
@@ -507,26 +501,6 @@ def runnable_problems(path: str | Path) -> list[str]:
     from mcc.orchestrate.appconfig import config_problems
 
     return problems + config_problems(path)
-
-
-def _file_arg_problems(where: str, loaders: Any, system: System) -> list[str]:
-    """The files an app's arguments name (its module's ``FILE_ARGS``: option → loader) that do
-    not exist or do not parse, each as ``where: OPTION: what is wrong (got PATH)``."""
-    problems = []
-    args = list(system.args)
-    for option, loader in dict(loaders).items():
-        for i, arg in enumerate(args):
-            value = args[i + 1] if arg == option and i + 1 < len(args) else None
-            if arg.startswith(option + "="):
-                value = arg.split("=", 1)[1]
-            if value is None:
-                continue
-            try:
-                loader(value)
-            except Exception as exc:  # what the loader says is the user's answer
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                problems.append(f"{where}: {option}: {reason} (got {value!r})")
-    return problems
 
 
 def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:
