@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mcc.console.auth import UserStore
 from tests.conftest import REPO, require_tool
@@ -29,6 +30,26 @@ def accounts(tmp_path: Path) -> Path:
     store.add(*COMMANDER, "commander")
     store.add(*OBSERVER, "observer")
     return path
+
+
+def friendly_scenario(base: str | Path, out: Path) -> Path:
+    """``base`` (a scenario file) with its radars interrogating IFF Mode 5 and a friendly
+    fighter (target 901, ``iff: {mode5: true}``) flying through their coverage: written to
+    ``out``."""
+    spec = yaml.safe_load((REPO / base).read_text())
+    for radar in spec["radars"]:
+        radar["iff"] = {"p_reply": 0.95}
+    spec["targets"].append(
+        {
+            "id": 901,
+            "class": "aircraft",
+            "position_m": [-8000, -6000, 4000],
+            "motion": {"model": "constant_velocity", "velocity_mps": [120, 0, 0]},
+            "iff": {"mode5": True},
+        }
+    )
+    out.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return out
 
 
 @dataclass

@@ -15,7 +15,13 @@ import pytest
 from mcc.console import read_audit
 from mcc.orchestrate import Supervisor
 from tests.apps.test_tewa import SMALL, WEAPONS
-from tests.console.conftest import COMMANDER, OBSERVER, console_process, open_page
+from tests.console.conftest import (
+    COMMANDER,
+    OBSERVER,
+    console_process,
+    friendly_scenario,
+    open_page,
+)
 
 MISSION = """
 mission: console-test
@@ -62,6 +68,8 @@ def test_commander_watches_commands_approves_and_survives_a_restart(
     weapons = tmp_path / "weapons.yaml"
     weapons.write_text(WEAPONS)
     text = MISSION.replace("WEAPONS", str(weapons))
+    # The radar interrogates IFF and a friendly fighter (target 901) flies through its coverage
+    text = text.replace(SMALL, str(friendly_scenario(SMALL, tmp_path / "friendly.yaml")))
     manifest = tmp_path / "mission.yaml"
     manifest.write_text(text.replace("{domain}", str(domain_id)))
     supervisor = run_supervisor(text)  # secured (the default)
@@ -91,6 +99,17 @@ def test_commander_watches_commands_approves_and_survives_a_restart(
             timeout=30_000,
         )
         assert int(page.inner_text("#kpi-tracks")) >= 1
+        # The friend (IFF Mode 5 replies) is drawn as a friend on the PPI and listed as one.
+        page.wait_for_function(
+            "mcc.state.tracks.some(t => t.identity === 'friend' "
+            "&& mcc.ppi.drawn.get(t.id) === 'friend')",
+            timeout=60_000,
+        )
+        friend = page.evaluate("mcc.state.tracks.find(t => t.identity === 'friend').id")
+        page.evaluate("id => mcc.ppi.select(id)", friend)
+        expect(page.locator("#track-card dd").first).to_have_text("friend")
+        assert int(page.inner_text("#kpi-friends")) >= 1
+        expect(page.locator("#identity-errors")).to_be_hidden()
         expect(page.locator('#health tr[data-id="console-test/tracker/0"]')).to_have_attribute(
             "data-state", "running"
         )
@@ -119,6 +138,9 @@ def test_commander_watches_commands_approves_and_survives_a_restart(
             timeout=30_000,
         )
         actions = [(e["who"], e["action"], e["target"], e["result"]) for e in read_audit(audit)]
+        # TEWA never proposed to engage the friend; the threat table lists identities.
+        assert page.evaluate("id => mcc.state.orders.every(o => o.track !== id)", friend)
+        expect(page.locator("#threats tbody tr").first.locator(".ident")).to_have_count(1)
         assert ("cmdr", "phase", "engagement", "ok") in actions
         assert ("cmdr", "approve", str(order_id), "ok") in actions
         port, updates = console.port, page.evaluate("mcc.updates")

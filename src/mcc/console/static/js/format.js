@@ -105,6 +105,37 @@ export function threatColour(score) {
   return "#eab308";
 }
 
+/** A track's standard identity (STANAG 1241) as APP-6 / MIL-STD-2525 draw it: frame colour
+ * (friend blue, hostile red, unknown yellow, neutral green), frame shape (circle, diamond,
+ * quatrefoil, square), dashed for the pending / assumed / suspect ones, and its short name.
+ * `null` (a tracker that does not identify) draws as pending; a value the console does not
+ * know ("?") in grey. */
+const IDENTITY = {
+  friend: { colour: "#60a5fa", shape: "circle", dashed: false, short: "FRD" },
+  assumed_friend: { colour: "#60a5fa", shape: "circle", dashed: true, short: "AFR" },
+  neutral: { colour: "#4ade80", shape: "square", dashed: false, short: "NEU" },
+  hostile: { colour: "#ef4444", shape: "diamond", dashed: false, short: "HOS" },
+  suspect: { colour: "#ef4444", shape: "diamond", dashed: true, short: "SUS" },
+  unknown: { colour: "#facc15", shape: "quatrefoil", dashed: false, short: "UNK" },
+  pending: { colour: "#facc15", shape: "quatrefoil", dashed: true, short: "PND" },
+};
+const NO_IDENTITY = { ...IDENTITY.pending, short: "–" };
+const BAD_IDENTITY = { colour: "#94a3b8", shape: "quatrefoil", dashed: true, short: "?" };
+
+export function identityStyle(identity) {
+  if (identity === null || identity === undefined) return NO_IDENTITY;
+  return Object.hasOwn(IDENTITY, identity) ? IDENTITY[identity] : BAD_IDENTITY;
+}
+
+/** An identity as the tables show it: short name, class for its colour, full name on hover. */
+export function identityCell(identity) {
+  const style = identityStyle(identity);
+  const known = Object.hasOwn(IDENTITY, identity ?? "");
+  const kind = known ? identity.replace("assumed_", "").replace("suspect", "hostile").replace("pending", "unknown") : "bad";
+  const title = known ? identity.replace("_", " ") : identity === null || identity === undefined ? "not identified" : "a value the console does not know";
+  return el("span", { class: `ident ${kind}`, title, dataset: { identity: identity ?? "" } }, style.short);
+}
+
 export function niceStep(range, target = 5) {
   const raw = range / target;
   const power = 10 ** Math.floor(Math.log10(raw));

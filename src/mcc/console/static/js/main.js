@@ -23,6 +23,7 @@ const ppi = new PPI(document.getElementById("ppi"), {
   readout: document.getElementById("ppi-readout"),
   card: document.getElementById("track-card"),
 });
+app.ppi = ppi;
 const latencyChart = new LineChart(document.getElementById("chart-latency"), {
   title: "Detection → engagement",
   unit: "ms",
@@ -77,6 +78,11 @@ function renderHeader(s) {
   document.getElementById("kpi-threats").textContent = s.stats.threats;
   document.getElementById("kpi-engaging").textContent = s.interceptors.length;
   document.getElementById("kpi-kills").textContent = s.stats.kills;
+  const ids = s.stats.identities || {};
+  document.getElementById("kpi-friends").textContent = (ids.friend || 0) + (ids.assumed_friend || 0);
+  const bad = document.getElementById("identity-errors");
+  bad.hidden = !s.stats.identity_errors;
+  bad.textContent = `${s.stats.identity_errors} identity values shown as ?`;
   const p50 = s.stats.det_to_order_p50_ms;
   document.getElementById("kpi-latency").textContent = p50 === null ? "–" : `${num(p50, 0)} ms`;
   const leftOut = Object.entries(s.left_out || {}).filter(([, n]) => n > 0);

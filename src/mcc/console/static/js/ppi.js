@@ -1,9 +1,11 @@
 // The plan-position view: range rings and bearings, radar and weapon coverage, defended
-// assets, tracks (ID, velocity leader, threat colour, trail), interceptors in flight.
+// assets, tracks (ID, velocity leader, trail; identity symbol and colour as APP-6 /
+// MIL-STD-2525 draw them: friend blue circle, hostile red diamond, unknown yellow quatrefoil,
+// neutral green square), interceptors in flight.
 // World: ENU metres (x east, y north); the origin is the mission's. Drag to pan, wheel to
 // zoom at the cursor, click a track for its card, double-click to fit.
 
-import { fitCanvas, km, num, threatColour, niceStep } from "./format.js";
+import { fitCanvas, identityStyle, km, num, niceStep } from "./format.js";
 
 const LEADER_S = 20; // velocity leader: where the track will be in 20 s
 const TRAIL_POINTS = 12;
@@ -37,6 +39,8 @@ export class PPI {
     this.drag = null;
     this.lastFrame = 0;
     this.labels = [];
+    /** Track id → identity of the symbol drawn in the last frame (for tests and debugging). */
+    this.drawn = new Map();
     this.resize();
     new ResizeObserver(() => this.resize()).observe(canvas.parentElement);
     this.bindPointer();
@@ -212,7 +216,10 @@ export class PPI {
     const threat = this.state.threats.find((t) => t.track_id === track.id);
     const speed = Math.hypot(track.vx, track.vy, track.vz);
     const course = ((Math.atan2(track.vx, track.vy) * 180) / Math.PI + 360) % 360;
+    const identity = track.identity === null || track.identity === undefined ? "–" : String(track.identity).replace("_", " ");
     const rows = [
+      ["Identity", identity],
+      ["IFF", track.iff === null || track.iff === undefined ? "–" : String(track.iff).replace("_", " ")],
       ["Class", track.cls.replace("_", " ")],
       ["Status", track.status],
       ["Range", `${km(Math.hypot(track.x, track.y), 2)} km`],
@@ -301,7 +308,7 @@ export class PPI {
       const threats = new Map(state.threats.map((t) => [t.track_id, t]));
       if (this.layers.truth) this.drawTruth(state.truth);
       this.drawEngagements(state, now);
-      if (this.layers.trails) this.drawTrails(state, threats);
+      if (this.layers.trails) this.drawTrails(state);
       this.drawTracks(state, threats, now);
       this.drawInterceptors(state, now);
     }
@@ -472,13 +479,13 @@ export class PPI {
     ctx.restore();
   }
 
-  drawTrails(state, threats) {
+  drawTrails(state) {
     const ctx = this.ctx;
     ctx.save();
     for (const t of state.tracks) {
       const trail = this.trails.get(t.id);
       if (!trail || trail.length < 2) continue;
-      const colour = threatColour(threats.get(t.id)?.score);
+      const colour = identityStyle(t.identity).colour;
       trail.forEach((p, i) => {
         const [x, y] = this.toScreen(p.x, p.y);
         ctx.globalAlpha = 0.12 + (0.45 * i) / trail.length;
@@ -516,12 +523,15 @@ export class PPI {
     const ctx = this.ctx;
     ctx.save();
     ctx.font = "10.5px ui-monospace, 'DejaVu Sans Mono', monospace";
+    this.drawn.clear();
     for (const t of state.tracks) {
       const threat = threats.get(t.id);
-      const colour = t.status === "tentative" ? "#64748b" : threatColour(threat?.score);
+      const style = identityStyle(t.identity);
+      const colour = t.status === "tentative" ? "#64748b" : style.colour;
       const [wx, wy] = this.position(t, now);
       const [x, y] = this.toScreen(wx, wy);
       if (x < -50 || y < -50 || x > this.width + 50 || y > this.height + 50) continue;
+      this.drawn.set(t.id, t.identity ?? null);
       // velocity leader
       const [lx, ly] = this.toScreen(wx + t.vx * LEADER_S, wy + t.vy * LEADER_S);
       ctx.strokeStyle = colour;
@@ -532,22 +542,13 @@ export class PPI {
       ctx.lineTo(lx, ly);
       ctx.stroke();
       ctx.globalAlpha = 1;
-      // symbol: diamond for a threat, circle otherwise; hollow when tentative or coasting
-      const hostile = threat && threat.score >= 0.3;
-      const r = hostile ? 6 : 5;
-      ctx.beginPath();
-      if (hostile) {
-        ctx.moveTo(x, y - r);
-        ctx.lineTo(x + r, y);
-        ctx.lineTo(x, y + r);
-        ctx.lineTo(x - r, y);
-        ctx.closePath();
-      } else {
-        ctx.arc(x, y, r - 1, 0, 2 * Math.PI);
-      }
+      // symbol: the identity's frame; dashed when pending, assumed or suspect, dotted when
+      // coasting; filled once confirmed; larger for a ranked threat
+      symbolPath(ctx, style.shape, x, y, threat ? 7 : 6);
       ctx.lineWidth = 1.6;
       ctx.strokeStyle = colour;
       if (t.status === "coasting") ctx.setLineDash([2, 2]);
+      else if (style.dashed) ctx.setLineDash([3, 2]);
       if (t.status === "confirmed") {
         ctx.fillStyle = colour + "55";
         ctx.fill();
@@ -560,7 +561,8 @@ export class PPI {
         ctx.strokeRect(x - 10, y - 10, 20, 20);
       }
       if (t.status !== "tentative") {
-        const text = threat ? `${t.id} #${threat.rank}` : `${t.id}`;
+        const tag = style.short === "–" ? "" : ` ${style.short}`;
+        const text = threat ? `${t.id}${tag} #${threat.rank}` : `${t.id}${tag}`;
         const priority = t.id === this.selected ? 3 : threat ? 10 + threat.rank : 1000 + t.id;
         this.label(text, x, y, { dx: 8, dy: -9, colour: "#cbd5e1", font: "10.5px ui-monospace, 'DejaVu Sans Mono', monospace", priority });
       }
@@ -637,6 +639,29 @@ export class PPI {
     ctx.textBaseline = "top";
     ctx.fillText("N", nx, ny + 6);
     ctx.restore();
+  }
+}
+
+/** The path of an identity frame of half-size `r` at (x, y). */
+function symbolPath(ctx, shape, x, y, r) {
+  ctx.beginPath();
+  if (shape === "diamond") {
+    ctx.moveTo(x, y - r);
+    ctx.lineTo(x + r, y);
+    ctx.lineTo(x, y + r);
+    ctx.lineTo(x - r, y);
+    ctx.closePath();
+  } else if (shape === "square") {
+    ctx.rect(x - r * 0.8, y - r * 0.8, r * 1.6, r * 1.6);
+  } else if (shape === "quatrefoil") {
+    const q = r / 2;
+    ctx.arc(x, y - q, q, Math.PI, 0);
+    ctx.arc(x + q, y, q, -Math.PI / 2, Math.PI / 2);
+    ctx.arc(x, y + q, q, 0, Math.PI);
+    ctx.arc(x - q, y, q, Math.PI / 2, (3 * Math.PI) / 2);
+    ctx.closePath();
+  } else {
+    ctx.arc(x, y, r - 1, 0, 2 * Math.PI);
   }
 }
 

@@ -1,6 +1,6 @@
 // The console's tables: ranked threats, weapons, engagements, system health and the queue.
 
-import { bytes, classShort, clock, el, num, pill, syncRows, threatColour } from "./format.js";
+import { bytes, classShort, clock, el, identityCell, num, pill, syncRows, threatColour } from "./format.js";
 
 function showEmpty(id, empty) {
   document.getElementById(id).classList.toggle("show", empty);
@@ -12,7 +12,7 @@ export function renderThreats(threats, selected) {
     tbody,
     threats,
     (t) => t.track_id,
-    (t) => JSON.stringify([t.rank, t.score, t.tti_s, t.cpa_m, t.asset, t.weapon, t.order_status, t.cls, t.track_id === selected]),
+    (t) => JSON.stringify([t.rank, t.score, t.tti_s, t.cpa_m, t.asset, t.weapon, t.order_status, t.cls, t.identity, t.track_id === selected]),
     (t) => {
       const level = t.score >= 0.6 ? "r-high" : t.score >= 0.3 ? "r-med" : "r-low";
       const bar = el("span", { class: "bar" }, el("i", { style: { width: `${Math.round(t.score * 100)}%`, background: threatColour(t.score) } }));
@@ -21,6 +21,7 @@ export function renderThreats(threats, selected) {
         { class: t.track_id === selected ? "selected" : "", dataset: { track: t.track_id } },
         el("td", {}, el("span", { class: `rank ${level}` }, t.rank)),
         el("td", { class: "mono" }, t.track_id),
+        el("td", {}, identityCell(t.identity)),
         el("td", { title: t.cls.replace("_", " ") }, classShort(t.cls)),
         el("td", {}, el("span", { class: "score" }, bar, num(t.score, 2))),
         el("td", { class: "num" }, t.tti_s === null ? "never" : num(t.tti_s, 1)),
