@@ -3,6 +3,7 @@ supervisor's ``Command`` topic, the audit log and /metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcc.console import ConsoleConfig, Layout, UserStore, create_app, read_audit
 from mcc.orchestrate import Supervisor
+from mcc.types import Identity, IffAnswer
+from mcc.types.arrays import pack
 from tests.conftest import wait_for
 from tests.console.conftest import COMMANDER, OBSERVER
 from tests.console.test_state import picture
@@ -266,3 +269,22 @@ def test_a_demoted_commander_loses_control_at_once(client: TestClient, accounts:
         assert closed.value.code == 4000  # the page reconnects and gets its new role
     with client.websocket_connect("ws://localhost/ws") as ws:
         assert ws.receive_json()["role"] == "observer"
+
+
+def test_the_state_api_and_the_websocket_carry_identity_names(client: TestClient) -> None:
+    login(client, OBSERVER)
+    state = client.app.state.console.state
+    msg = picture(time.time_ns(), (901, 9000.0, 12000.0), (5, 0.0, 100.0))
+    friend, hostile = Identity.IDENTITY_FRIEND.value, Identity.IDENTITY_HOSTILE.value
+    iff = [IffAnswer.IFF_FRIEND.value, IffAnswer.IFF_NO_REPLY.value]
+    state.on_air_pictures(
+        [dataclasses.replace(msg, identity=pack([friend, hostile], "u1"), iff=pack(iff, "u1"))]
+    )
+    want = [(5, "hostile", "no_reply"), (901, "friend", "friend")]
+    snapshot = client.get("/api/state").json()
+    assert [(t["id"], t["identity"], t["iff"]) for t in snapshot["tracks"]] == want
+    with client.websocket_connect("ws://localhost/ws") as ws:
+        assert ws.receive_json()["type"] == "hello"
+        update = ws.receive_json()
+    assert [(t["id"], t["identity"], t["iff"]) for t in update["tracks"]] == want
+    assert update["stats"]["identities"] == {"friend": 1, "hostile": 1}
