@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from mcc.apps.assess import Assessment
+from mcc.apps.assess import Assessment, AssessorConfig, _friends
 from mcc.types import AirPicture, EngagementOrder, OrderStatus, TrackStatus, Truth
 from mcc.types.arrays import pack
+from tests.conftest import REPO
 
 T0 = 1_800_000_000_000_000_000
 
@@ -136,3 +139,54 @@ def test_what_the_assessor_keeps_is_bounded() -> None:
         "order past the bound of orders tracked": 2,
         "threat past the bound of threats tracked": 2,
     }
+
+
+def engagement(order_id: int, track_id: int, status: OrderStatus) -> EngagementOrder:
+    return EngagementOrder(order_id=order_id, weapon_id="sam-1", track_id=track_id, status=status)
+
+
+def test_orders_against_a_friendly_truth_target_are_fratricide() -> None:
+    # Targets 1 (a hostile) and 2 (a friend, IFF Mode 5); tracks 1 and 2 on them, track 3 a
+    # false track 5 km from anything.
+    a = Assessment(cutoff_m=500.0, friend_ids=frozenset({2}))
+    a.on_truth(truth([[0, 0, 1000], [10_000, 0, 3000]], [[0, 0, 0], [0, 0, 0]], T0))
+    states = [[20, 0, 1000, 0, 0, 0], [10_030, 0, 3000, 0, 0, 0], [10_000, 5000, 3000, 0, 0, 0]]
+    a.on_picture(picture(states, [TrackStatus.TRACK_CONFIRMED] * 3, T0))
+    assert a.on_friend == {2: 2}
+    a.on_order(engagement(10, 1, OrderStatus.ORDER_ISSUED))  # the hostile: fine
+    a.on_order(engagement(11, 2, OrderStatus.ORDER_PROPOSED))  # proposed, then rejected:
+    a.on_order(engagement(11, 2, OrderStatus.ORDER_ABORTED))  # it never went out
+    a.on_order(engagement(12, 2, OrderStatus.ORDER_ISSUED))  # fratricide, counted once
+    a.on_order(engagement(12, 2, OrderStatus.ORDER_IN_FLIGHT))
+    a.on_order(engagement(12, 2, OrderStatus.ORDER_KILL))
+    a.on_order(engagement(13, 3, OrderStatus.ORDER_ISSUED))  # a false track: not a friend
+    truth_summary = {"targets": 1, "friends": 1, "friends_killed": [2], "kills": [], "impacts": []}
+    summary = a.summary(truth_summary=truth_summary)
+    assert (summary["friends"], summary["friends_engaged"], summary["friends_killed"]) == (1, 1, 1)
+    assert summary["friend_orders"] == [{"order": 12, "target": 2}]
+    # The friend flew on: its track is no longer on it once the picture says so.
+    a.on_picture(picture(states[:1], [TrackStatus.TRACK_CONFIRMED], T0))
+    assert a.on_friend == {}
+
+
+def test_without_the_scenario_fratricide_is_not_known_not_zero() -> None:
+    a = Assessment()
+    a.on_truth(truth([[0, 0, 1000]], [[0, 0, 0]], T0))
+    a.on_picture(picture([[0, 0, 1000, 0, 0, 0]], [TrackStatus.TRACK_CONFIRMED], T0))
+    a.on_order(engagement(1, 1, OrderStatus.ORDER_ISSUED))
+    summary = a.summary()
+    assert (summary["friends"], summary["friends_engaged"], summary["friends_killed"]) == (
+        None,
+        None,
+        None,
+    )
+    # An older truth app (no friends_killed in its summary) leaves it unknown too.
+    assert a.summary(truth_summary={"kills": [], "impacts": []})["friends_killed"] is None
+
+
+def test_the_friends_are_the_scenarios_mode5_targets() -> None:
+    assert _friends(None) is None
+    assert _friends(REPO / "scenarios" / "sam-toc.yaml") == {901, 902}
+    assert AssessorConfig(scenario="scenarios/sam-toc.yaml").scenario == Path(
+        "scenarios/sam-toc.yaml"
+    )

@@ -10,7 +10,13 @@
   (``issue_ns − origin_ns`` of each issued order: from the radar seeing the target to the
   order leaving TEWA);
 - orders issued, kills, misses, threats seen; and the impacts (leakers) from the truth app's
-  ``truth-summary.json`` at the end.
+  ``truth-summary.json`` at the end;
+- fratricide: with the mission's scenario (``config: {scenario: ...}``, its IFF Mode 5
+  friends), every order that went out (issued, in flight, kill or miss) against a track on a
+  friendly truth target (the track's nearest truth target, within the GOSPA cut-off, is a
+  friend) is counted in ``friends_engaged`` and listed in ``friend_orders``; ``friends_killed``
+  comes from ``truth-summary.json``. Without the scenario ``friends_engaged`` is null (not
+  known), never 0.
 
 It rewrites ``<run_dir>/summary.json`` every ``every_s`` seconds and at the end, so a
 console or `make demo` can follow a mission without joining the bus. Its settings are the
@@ -40,7 +46,7 @@ import numpy as np
 from pydantic import Field
 
 from mcc.apps.metrics import gospa
-from mcc.apps.scenario import TruthState
+from mcc.apps.scenario import Scenario, TruthState
 from mcc.files import write_atomic
 from mcc.orchestrate.appconfig import AppConfig
 from mcc.orchestrate.runtime import AppContext
@@ -62,6 +68,18 @@ BUS_TOPICS = {
 }
 
 LIVE_TRACKS = (TrackStatus.TRACK_CONFIRMED.value, TrackStatus.TRACK_COASTING.value)
+#: Statuses of an order that went out to a weapon (a proposed or rejected one did not).
+ENGAGED = tuple(
+    s.value
+    for s in (
+        OrderStatus.ORDER_ISSUED,
+        OrderStatus.ORDER_IN_FLIGHT,
+        OrderStatus.ORDER_KILL,
+        OrderStatus.ORDER_MISS,
+    )
+)
+#: Orders against friends listed in the summary (all of them are counted).
+MAX_FRIEND_ORDERS_LISTED = 100
 #: Values kept for the figures (the last ones), keys tracked, tracks of a scored picture.
 MAX_KEPT = 100_000
 MAX_KEYS = 100_000
@@ -76,6 +94,11 @@ class AssessorConfig(AppConfig):
     cutoff_m: float = Field(default=1000.0, gt=0, description="GOSPA cut-off c, metres")
     every_s: float = Field(default=1.0, gt=0, le=3600, description="summary.json refresh, s")
     out: Path | None = Field(default=None, description="summary file; <run_dir>/summary.json")
+    scenario: Path | None = Field(
+        default=None,
+        description="the mission's scenario: its IFF Mode 5 friends, to count orders against "
+        "them (fratricide); omitted: friends_engaged is not known (null)",
+    )
 
 
 CONFIG = AssessorConfig
@@ -109,6 +132,12 @@ class Assessment:
     orders: dict[int, int] = field(default_factory=dict)  # order id → latest status value
     threats: set[int] = field(default_factory=set)
     weapons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Target ids of the scenario's IFF Mode 5 friends (None: not known, fratricide not counted).
+    friend_ids: frozenset[int] | None = None
+    #: Track id → the friendly truth target it is on, at the latest scored picture.
+    on_friend: dict[int, int] = field(default_factory=dict)
+    #: Order id → friendly truth target of every order that went out against a friend.
+    friend_orders: dict[int, int] = field(default_factory=dict)
     dropped: Counter[str] = field(default_factory=Counter)
     started_ns: int = field(default_factory=time.time_ns)
 
@@ -155,13 +184,49 @@ class Assessment:
         self.gospa_parts.append((result.localisation, result.missed, result.false))
         self.tracks.append(len(estimates))
         self.targets.append(len(truth_xyz))
+        if self.friend_ids:
+            live = np.isin(status, LIVE_TRACKS)
+            track_ids = np.asarray(packed_field(msg, "track_id"))[live]
+            self._tracks_on_friends(track_ids, estimates, truth.ids, truth_xyz)
+
+    def _tracks_on_friends(
+        self,
+        track_ids: np.ndarray,
+        estimates: np.ndarray,
+        target_ids: np.ndarray,
+        truth_xyz: np.ndarray,
+    ) -> None:
+        """Remember which tracks are on a friendly target: its nearest truth target, within
+        the cut-off, is a friend. Distances to the few friends first, then to every target
+        for the tracks near one only (not a tracks × targets matrix of a big raid)."""
+        self.on_friend = {}
+        friendly = np.isin(target_ids, np.fromiter(self.friend_ids or (), np.int64))
+        if not friendly.any() or not len(estimates):
+            return
+        to_friends = np.linalg.norm(estimates[:, None, :] - truth_xyz[friendly][None], axis=2)
+        near = np.flatnonzero(to_friends.min(axis=1) <= self.cutoff_m)
+        for row in near[: self.max_keys]:
+            nearest = int(np.argmin(np.linalg.norm(truth_xyz - estimates[row], axis=1)))
+            if friendly[nearest]:
+                self.on_friend[int(track_ids[row])] = int(target_ids[nearest])
 
     def on_order(self, msg: EngagementOrder) -> None:
         first = msg.order_id not in self.orders
         if first and len(self.orders) >= self.max_keys:
             self._drop("order past the bound of orders tracked", f"order {msg.order_id}")
             return
+        previous = self.orders.get(msg.order_id)
         self.orders[msg.order_id] = msg.status.value
+        target = self.on_friend.get(msg.track_id)
+        if target is not None and msg.status.value in ENGAGED and previous not in ENGAGED:
+            self.friend_orders[msg.order_id] = target
+            log.warning(
+                "fratricide: order %d (weapon %s) against track %d, on friendly target %d",
+                msg.order_id,
+                msg.weapon_id,
+                msg.track_id,
+                target,
+            )
         if first and msg.origin_ns and msg.issue_ns:
             self.order_latency_ms.append((msg.issue_ns - msg.origin_ns) / 1e6)
 
@@ -199,11 +264,21 @@ class Assessment:
             "detection_to_order_ms": _percentiles(self.order_latency_ms),
             "weapons": self.weapons,
             "dropped": dict(self.dropped),
+            "friends": None if self.friend_ids is None else len(self.friend_ids),
+            "friends_engaged": None if self.friend_ids is None else len(self.friend_orders),
+            "friend_orders": [
+                {"order": order, "target": target}
+                for order, target in sorted(self.friend_orders.items())[:MAX_FRIEND_ORDERS_LISTED]
+            ],
+            "friends_killed": None,
         }
         if truth_summary is not None:
             out["leakers"] = len(truth_summary.get("impacts", []))
             out["targets_killed"] = len(truth_summary.get("kills", []))
             out["targets_total"] = truth_summary.get("targets")
+            if "friends_killed" in truth_summary:  # a truth app that knows IFF
+                out["friends_killed"] = len(truth_summary["friends_killed"])
+                out["friends"] = truth_summary.get("friends", out["friends"])
         return out
 
 
@@ -227,7 +302,7 @@ def _percentiles(values: deque[float]) -> dict[str, float | int | None]:
 def assessor(ctx: AppContext) -> int:
     opts: AssessorConfig = ctx.config or AssessorConfig()
     out = opts.out or ctx.run_dir / "summary.json"
-    state = Assessment(cutoff_m=opts.cutoff_m)
+    state = Assessment(cutoff_m=opts.cutoff_m, friend_ids=_friends(opts.scenario))
     bus = ctx.bus
     truth = bus.reader("Truth")
     pictures = bus.reader("AirPicture")
@@ -261,6 +336,14 @@ def assessor(ctx: AppContext) -> int:
             _write(out, state.summary(truth_summary=_truth_summary(ctx.run_dir)))
     _write(out, state.summary(truth_summary=_truth_summary(ctx.run_dir)))
     return 0
+
+
+def _friends(scenario: Path | None) -> frozenset[int] | None:
+    """Target ids of ``scenario``'s IFF Mode 5 friends (None without a scenario)."""
+    if scenario is None:
+        return None
+    spec = Scenario.from_yaml(scenario)
+    return frozenset(int(i) for i in spec.ids[spec.mode5])
 
 
 def _truth_summary(run_dir: Path) -> dict[str, Any] | None:
