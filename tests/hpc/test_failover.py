@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,6 +36,7 @@ from mcc.hpc.journal import (
     read_records,
 )
 from mcc.types import Checkpoint
+from tests.apps.configs import configured
 from tests.conftest import REPO, wait_for
 
 N = 4 * 10**9
@@ -44,18 +46,19 @@ ITEMS = 40
 
 @contextmanager
 def instance(
-    spec: str, *args: str, env: dict[str, str], system: str, index: int, logs: Path
+    spec: str, env: dict[str, str], system: str, index: int, logs: Path, **config: Any
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``test/SYSTEM/INDEX`` under the runtime, its output in ``logs/SYSTEM-INDEX.N.log``;
-    killed (group and all) after the block if it still runs."""
+    """``test/SYSTEM/INDEX`` under the runtime with the ``config:`` block ``config``, its
+    output in ``logs/SYSTEM-INDEX.N.log``; killed (group and all) after the block if it still
+    runs."""
     n = len(list(logs.glob(f"{system}-{index}.*.log")))
     log = logs / f"{system}-{index}.{n}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mcc.orchestrate.runtime", spec, *args],
+            [sys.executable, "-m", "mcc.orchestrate.runtime", spec],
             cwd=REPO,
             env={
-                **env,
+                **configured(env, **config),
                 "MCC_MISSION": "test",
                 "MCC_SYSTEM": system,
                 "MCC_INDEX": str(index),
@@ -106,8 +109,8 @@ def journal_records(bus: Bus, job: str) -> JournalState:
     return state
 
 
-def master_args(job: str, *extra: str) -> list[str]:
-    return ["--n", str(N), "--workers", "2", "--items", str(ITEMS), "--job", job, *extra]
+def master_config(job: str, **extra: Any) -> dict[str, Any]:
+    return {"n": N, "workers": 2, "items": ITEMS, "job": job, **extra}
 
 
 def check_exact(result: JobResult, state: JournalState) -> None:
@@ -134,17 +137,15 @@ def test_a_master_killed_mid_job_is_taken_over_and_the_answer_is_exact(
     with ExitStack() as stack, Bus(domain_id, name="test") as bus:
         progress = Progress(bus, job)
 
-        def run(spec: str, *args: str, system: str, index: int = 0) -> subprocess.Popen[bytes]:
-            return stack.enter_context(
-                instance(spec, *args, env=bus_env, system=system, index=index, logs=tmp_path)
-            )
+        def run(spec: str, system: str, index: int = 0, **config: Any) -> subprocess.Popen[bytes]:
+            return stack.enter_context(instance(spec, bus_env, system, index, tmp_path, **config))
 
         run("mcc.persist.service:main", system="persist")
-        master = run(f"{farm}:master", *master_args(job, "--lease-s", "1"), system="master")
+        master = run(f"{farm}:master", "master", **master_config(job, lease_s=1))
         if how == "standby":
-            run(f"{farm}:master", *master_args(job, "--lease-s", "1"), system="master", index=1)
+            run(f"{farm}:master", "master", 1, **master_config(job, lease_s=1))
         for i in range(2):
-            run(f"{farm}:worker", "--job", job, system="worker", index=i)
+            run(f"{farm}:worker", "worker", i, job=job)
         wait_for(
             lambda: len(progress.items) >= ITEMS // 4 or master.poll() is not None,
             120,
@@ -156,7 +157,7 @@ def test_a_master_killed_mid_job_is_taken_over_and_the_answer_is_exact(
         master.wait(10)
         kill_ns = time.time_ns()
         if how == "restarted":  # what the supervisor's restart policy does
-            run(f"{farm}:master", *master_args(job, "--lease-s", "1"), system="master")
+            run(f"{farm}:master", "master", **master_config(job, lease_s=1))
         path = result_path(tmp_path, job)
         result: JobResult = wait_for(
             lambda: read_result(path), 180, f"the job's result\n{logs_of(tmp_path)}"

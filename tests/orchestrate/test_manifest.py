@@ -269,3 +269,37 @@ def test_manifest_text_is_dedented_yaml() -> None:
         )
     )
     assert mission.phases == ["default"] and mission.systems["a"].command == ["sleep", "1"]
+
+
+#: Every MCC app with a CONFIG model, as docs/manifest.md lists them.
+CONFIG_APPS = [
+    "mcc.apps.radar:truth",
+    "mcc.apps.radar:radar",
+    "mcc.apps.tracker:tracker",
+    "mcc.apps.tewa:tewa",
+    "mcc.apps.launcher:launcher",
+    "mcc.apps.assess:assessor",
+    "mcc.apps.c2loop:plant",
+    "mcc.apps.c2loop:elaborator",
+    "mcc.hpc.farm:master",
+    "mcc.hpc.farm:worker",
+    "mcc.hpc.stream:source",
+    "mcc.hpc.stream:echo",
+]
+
+
+def test_docs_list_every_apps_config_fields_as_the_models_say() -> None:
+    """docs/manifest.md's field lists are generated from the models: a field added, renamed,
+    re-defaulted or re-bounded without regenerating them fails here, with the text to paste."""
+    from mcc.orchestrate.appconfig import config_markdown
+
+    text = (REPO / "docs" / "manifest.md").read_text()
+    begin, end = "<!-- config fields: begin -->\n", "<!-- config fields: end -->"
+    listed = text[text.index(begin) + len(begin) : text.index(end)]
+    expected = config_markdown(CONFIG_APPS)
+    assert listed.strip() == expected.strip(), f"paste between the markers:\n{expected}"
+    # Every app of a shipped mission that declares a model is listed.
+    for file in sorted((REPO / "missions").glob("*.yaml")):
+        for _, name, system in load_manifest(file)._each():
+            if system.app is not None and system.config is not None:
+                assert system.app.strip('"') in CONFIG_APPS, f"{file}: {name}: {system.app}"

@@ -26,8 +26,8 @@ import importlib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import ModuleType
-from typing import Annotated, Any, TypeVar
+from types import ModuleType, UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,6 +39,7 @@ __all__ = [
     "app_config",
     "config_model",
     "config_problems",
+    "config_markdown",
     "describe_fields",
     "loaded_by",
     "parse_config",
@@ -110,32 +111,61 @@ def app_config(ctx: Any, model: type[M]) -> M:
 
 def describe_fields(model: type[BaseModel]) -> list[tuple[str, str, str, str]]:
     """``(field, type, default, description)`` of each field of ``model``, as docs/manifest.md
-    lists them."""
+    lists them: ``float > 0``, ``file or none``, ``one of 'bus', 'scenario'``."""
     rows = []
     for name, info in model.model_fields.items():
-        kind = _type_name(info.annotation)
-        bounds = [
-            f"{sym} {getattr(m, attr)}"
-            for m in info.metadata
-            for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
-            if getattr(m, attr, None) is not None
-        ]
-        if bounds:
-            kind += f" ({', '.join(bounds)})"
+        kind = _type_text(info.annotation, list(info.metadata))
         default = "required" if info.is_required() else repr(_plain(info.default))
         rows.append((name, kind, default, info.description or ""))
     return rows
 
 
+_BOUNDS = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+
+
+def _type_text(annotation: Any, metadata: list[Any]) -> str:
+    """``annotation`` in words, with the bounds of ``metadata`` (and of an ``Annotated``)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_text(args[0], [*metadata, *args[1:]])
+    if origin in (Union, UnionType):
+        named = [_type_text(a, metadata) for a in args if a is not type(None)]
+        return " or ".join(named) + (" or none" if type(None) in args else "")
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    text = "path" if annotation is Path else getattr(annotation, "__name__", str(annotation))
+    if any(isinstance(m, AfterValidator) for m in metadata):
+        text = "file"  # `loaded_by`: a file loaded when the block is checked
+    bounds = [
+        f"{sym} {getattr(extra, attr):g}"
+        for item in metadata
+        for extra in getattr(item, "metadata", [item])  # a FieldInfo carries its own
+        for attr, sym in _BOUNDS
+        if getattr(extra, attr, None) is not None
+    ]
+    return " ".join([text, ", ".join(bounds)]) if bounds else text
+
+
+def config_markdown(specs: list[str]) -> str:
+    """The fields of each app ``module:function`` of ``specs`` as Markdown (a heading and a
+    table per app), what docs/manifest.md lists between its ``config fields`` markers."""
+    out = []
+    for spec in specs:
+        module_name, _, function = spec.partition(":")
+        model = config_model(importlib.import_module(module_name), function)
+        if model is None:
+            raise MccError(f"{spec}: declares no CONFIG model")
+        out += [f"`{spec}` (`{model.__name__}`):", "", "| field | type | default | what |"]
+        out.append("|---|---|---|---|")
+        for name, kind, default, text in describe_fields(model):
+            cell = kind.replace("|", "\\|")
+            out.append(f"| `{name}` | {cell} | `{default}` | {text.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
-
-
-def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    if text is None:
-        text = str(annotation).replace("typing.", "").replace("pathlib.", "")
-    return text
 
 
 def parse_config(model: type[BaseModel], text: str | None, *, where: str) -> BaseModel:
