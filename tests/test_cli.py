@@ -94,6 +94,9 @@ def test_demo_runs_the_sam_toc_mission(bus_env: dict[str, str], tmp_path: Path) 
     assert summary["pictures"] > 10 and summary["tracks_now"] > 0
     assert summary["targets_total"] == 52 and summary["failed"] == []
     assert summary["gospa_mean_m"] is not None
+    # The returning CAP flight (targets 901, 902) is never engaged, never killed.
+    assert "friends engaged / killed (fratricide)" in proc.stdout
+    assert (summary["friends"], summary["friends_engaged"], summary["friends_killed"]) == (2, 0, 0)
     supervisor = json.loads((run_dir / "supervisor.json").read_text())
     states = {i["id"]: i["state"] for i in supervisor["instances"]}
     assert states["sam-toc/tracker/0"] == "stopped"

@@ -58,6 +58,7 @@ def run_demo(
     if transport is not None:
         kind = mission.transport.model_copy(update={"kind": transport})
         mission = mission.model_copy(update={"transport": kind})
+    mission = _assess_fratricide(mission)
     # One loopback transport and discovery tag for every process of this demo: it neither
     # hears nor disturbs other missions on this host.
     # Passed down, not put in os.environ: the supervisor hands it to every instance and client.
@@ -219,6 +220,23 @@ class DemoConsole:
         self.log.close()
 
 
+def _assess_fratricide(mission: Any) -> Any:
+    """``mission`` with its assessor given the truth system's scenario when its ``config:``
+    names none, so that the summary counts orders against friends (fratricide) rather than
+    leave them unknown."""
+    assessor, truth = mission.systems.get("assessor"), mission.systems.get("truth")
+    if assessor is None or truth is None or (assessor.config or {}).get("scenario"):
+        return mission
+    scenario = (truth.config or {}).get("scenario")
+    if scenario is None and "--scenario" in truth.args[:-1]:  # a truth app given args:
+        scenario = truth.args[truth.args.index("--scenario") + 1]
+    if scenario is None:
+        return mission
+    config = {**(assessor.config or {}), "scenario": str(scenario)}
+    systems = {**mission.systems, "assessor": assessor.model_copy(update={"config": config})}
+    return mission.model_copy(update={"systems": systems})
+
+
 def _port_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -260,6 +278,8 @@ def _finish(run_dir: Path, status: dict[str, Any]) -> dict[str, Any]:
         summary["leakers"] = truth.get("leakers", len(truth.get("impacts", [])))
         summary["targets_killed"] = len(truth.get("kills", []))
         summary["targets_total"] = truth.get("targets")
+        if "friends_killed" in truth:
+            summary["friends_killed"] = len(truth["friends_killed"])
     summary["mission"] = status["mission"]
     summary["phase"] = status["phase"]
     summary["restarts"] = sum(i["restarts"] for i in status["instances"])
@@ -286,6 +306,7 @@ def _summary_table(summary: dict[str, Any]) -> Any:
         ("targets killed (simulation)", summary.get("targets_killed")),
         ("leakers (impacts on an asset)", summary.get("leakers")),
         ("targets in the raid", summary.get("targets_total")),
+        ("friends engaged / killed (fratricide)", _fratricide(summary)),
         ("detection→order latency p50 / p99 (ms)", f"{latency.get('p50')} / {latency.get('p99')}"),
         ("air picture latency p50 / p99 (ms)", f"{picture.get('p50')} / {picture.get('p99')}"),
         ("instance restarts", summary.get("restarts")),
@@ -294,6 +315,12 @@ def _summary_table(summary: dict[str, Any]) -> Any:
     for name, value in rows:
         table.add_row(name, "-" if value is None else str(value))
     return table
+
+
+def _fratricide(summary: dict[str, Any]) -> str:
+    """Orders against friendly targets / friends killed; ``-`` where not known."""
+    engaged, killed = summary.get("friends_engaged"), summary.get("friends_killed")
+    return f"{'-' if engaged is None else engaged} / {'-' if killed is None else killed}"
 
 
 def _parts(summary: dict[str, Any]) -> str:

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 
 from mcc.apps.assess import Assessment, AssessorConfig, _friends
+from mcc.demo import _assess_fratricide, _fratricide
+from mcc.orchestrate.manifest import load_manifest
+from mcc.resources import mission_file
 from mcc.types import AirPicture, EngagementOrder, OrderStatus, TrackStatus, Truth
 from mcc.types.arrays import pack
 from tests.conftest import REPO
@@ -190,3 +193,12 @@ def test_the_friends_are_the_scenarios_mode5_targets() -> None:
     assert AssessorConfig(scenario="scenarios/sam-toc.yaml").scenario == Path(
         "scenarios/sam-toc.yaml"
     )
+
+
+def test_the_demo_gives_the_assessor_the_truth_systems_scenario() -> None:
+    mission = _assess_fratricide(load_manifest(mission_file("sam-toc")))
+    assessor = mission.systems["assessor"].config
+    assert _friends(REPO / assessor["scenario"]) == {901, 902}
+    assert assessor["cutoff_m"] == 1000  # the rest of its config kept
+    assert _fratricide({"friends_engaged": 0, "friends_killed": 0}) == "0 / 0"
+    assert _fratricide({}) == "- / -"
