@@ -28,25 +28,25 @@ mission: console-test
 domain: {domain}
 phases: [surveillance, engagement]
 systems:
-  truth: {app: "mcc.apps.radar:truth", args: [--scenario, SMALL], resources: {cpus: 0.1}}
+  truth: {app: "mcc.apps.radar:truth", config: {scenario: SMALL}, resources: {cpus: 0.1}}
   radar:
     app: mcc.apps.radar:radar
-    args: [--scenario, SMALL]
+    config: {scenario: SMALL}
     after: [truth]
     resources: {cpus: 0.1}
   tracker:
     app: mcc.apps.tracker:tracker
-    args: [--scenario, SMALL]
+    config: {scenario: SMALL}
     after: [radar]
     resources: {cpus: 0.1}
   tewa:
     app: mcc.apps.tewa:tewa
-    args: [--scenario, SMALL, --weapons, WEAPONS, --approval]
+    config: {scenario: SMALL, weapons: WEAPONS, approval: true}
     phases: [engagement]
     resources: {cpus: 0.1}
   launcher:
     app: mcc.apps.launcher:launcher
-    args: [--weapons, WEAPONS]
+    config: {weapons: WEAPONS}
     phases: [engagement]
     resources: {cpus: 0.1}
 """.replace("SMALL", SMALL)
