@@ -359,7 +359,7 @@ description: Fast DDS radar and console with the MCC tracker
 systems:
   truth:
     app: mcc.apps.radar:truth
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
     resources: {{cpus: 0.1}}
   radar-fastdds:
     description: DetectionBatch from Fast DDS, fed by the bus's Truth
@@ -371,7 +371,7 @@ systems:
     restart: always
   tracker:
     app: mcc.apps.tracker:tracker
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
     resources: {{cpus: 0.3}}
 """
 

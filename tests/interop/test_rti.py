@@ -342,10 +342,10 @@ security: none   # foreign peers join unsecured (docs/interop.md)
 systems:
   truth:
     app: mcc.apps.radar:truth
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
   tracker:
     app: mcc.apps.tracker:tracker
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
 """
 
 

@@ -31,19 +31,19 @@ nodes:
 systems:
   truth:
     app: mcc.apps.radar:truth
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
     node: h1
     resources: {{cpus: 0.2}}
     restart: always
   radar:
     app: mcc.apps.radar:radar
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
     node: h1
     resources: {{cpus: 0.2}}
     restart: always
   tracker:
     app: mcc.apps.tracker:tracker
-    args: [--scenario, scenarios/small.yaml]
+    config: {{scenario: scenarios/small.yaml}}
     resources: {{cpus: 0.6}}
     restart: always
 """
