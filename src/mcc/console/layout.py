@@ -51,7 +51,8 @@ def load_layout(
     weapons: str | Path | None = None,
 ) -> Layout:
     """The layout from a mission manifest and/or scenario and weapons files; a manifest's
-    systems' ``--scenario``/``--weapons`` arguments are used when the files are not given."""
+    systems' ``scenario``/``weapons`` (their ``config:`` blocks, or ``--scenario``/``--weapons``
+    in ``args:``) are used when the files are not given."""
     mission = domain = None
     phases: tuple[str, ...] = ()
     systems: tuple[str, ...] = ()
@@ -66,8 +67,9 @@ def load_layout(
         clusters = tuple(m.clusters)
         sources["manifest"] = str(manifest)
         for spec in m.all_systems().values():
-            scenario = scenario or _option(spec.args, "--scenario")
-            weapons = weapons or _option(spec.args, "--weapons")
+            config = spec.config or {}
+            scenario = scenario or config.get("scenario") or _option(spec.args, "--scenario")
+            weapons = weapons or config.get("weapons") or _option(spec.args, "--weapons")
     assets: tuple[dict[str, Any], ...] = ()
     radars: tuple[dict[str, Any], ...] = ()
     if scenario is not None:
