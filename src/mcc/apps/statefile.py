@@ -40,7 +40,7 @@ def state_path(run_dir: Path, system: str, index: int) -> Path:
 
 
 def open_state(
-    given: str | None,
+    given: str | Path | None,
     *,
     run_dir: Path,
     system: str,
@@ -48,7 +48,7 @@ def open_state(
     kind: str,
     env: Mapping[str, str] | None = None,
 ) -> StateFile:
-    """The state file of an instance: ``given`` (an app's ``--state FILE``), else
+    """The state file of an instance: ``given`` (an app's ``state`` config field), else
     `state_path` in the mission's run folder; outside a mission (no ``MCC_RUN_DIR``) none: a
     record in the working folder would be read back by an unrelated later run. ``env``: the
     environment to read ``MCC_RUN_DIR`` from (default: this process's, `mcc.settings`)."""

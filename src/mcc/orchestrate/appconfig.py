@@ -168,7 +168,7 @@ def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
 
 
-def parse_config(model: type[BaseModel], text: str | None, *, where: str) -> BaseModel:
+def parse_config(model: type[M], text: str | None, *, where: str) -> M:
     """The instance's side: ``text`` (the block as JSON, None: no block) as ``model``; an
     `MccError` of ``where.FIELD: what is wrong (got …)`` lines."""
     try:
