@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,37 @@ def test_a_silent_worker_s_items_move_to_a_live_one(buses: tuple[Bus, Bus]) -> N
         stop.set()
     assert (result.count, result.largest) == reference(5_000)
     assert result.reissued_items == 2 and result.lost_items == 0
+
+
+def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> None:
+    """Each app of a module gets its own model; a bad block is each field's own line."""
+    from mcc.hpc.farm import MasterConfig
+    from mcc.hpc.jobs import primes_mission
+    from mcc.orchestrate.appconfig import config_problems
+
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "mission: m\ndomain: 3\nsystems:\n"
+        '  master: {app: "mcc.hpc.farm:master", config: {n: 0, workers: 2, mode: random}}\n'
+        '  worker: {app: "mcc.hpc.farm:worker", config: {n: 5, segment: 0}}\n'
+        '  source: {app: "mcc.hpc.stream:source", config: {chunk: 1024}}\n'
+        '  echo: {app: "mcc.hpc.stream:echo", args: [--job, j]}\n'
+    )
+    problems = config_problems(path)
+    assert problems[:2] == [
+        f"{path}:4: systems.master.config.n: Input should be greater than or equal to 1 (got 0)",
+        f"{path}:4: systems.master.config.mode: Input should be 'strided' or 'dynamic' "
+        "(got 'random')",
+    ]
+    assert f"{path}:5: systems.worker.config.n: Extra inputs are not permitted (got 5)" in problems
+    assert f"{path}:6: systems.source.config.bytes: Field required" in problems
+    assert (
+        f"{path}:7: systems.echo.args: mcc.hpc.stream:echo takes a config: block, not args "
+        "(fields: job, start_timeout_s, max_bytes) (got ['--job', 'j'])"
+    ) in problems
+    assert len(problems) == 6
+    mission = primes_mission(n=1000, workers=2, job_id="j1", items=4, persist=False)
+    master = MasterConfig.model_validate(mission.systems["master"].config)
+    assert (master.n, master.workers, master.items, master.job) == (1000, 2, 4, "j1")
+    assert master.journal_timeout_s == 0
+    assert mission.clusters["worker"].config == {"job": "j1", "restore_timeout_s": 0}
