@@ -193,6 +193,8 @@ def test_the_friends_are_the_scenarios_mode5_targets() -> None:
     assert AssessorConfig(scenario="scenarios/sam-toc.yaml").scenario == Path(
         "scenarios/sam-toc.yaml"
     )
+    with pytest.raises(ValueError, match="nope.yaml: cannot read the scenario"):
+        AssessorConfig(scenario="nope.yaml")  # checked when the block is (mcc validate)
 
 
 def test_the_demo_gives_the_assessor_the_truth_systems_scenario() -> None:

@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from mcc.apps.args import ScenarioFile
 from mcc.apps.metrics import gospa
-from mcc.apps.scenario import Scenario, TruthState
+from mcc.apps.scenario import TruthState, load_scenario
 from mcc.files import write_atomic
 from mcc.orchestrate.appconfig import AppConfig
 from mcc.orchestrate.runtime import AppContext
@@ -94,7 +95,7 @@ class AssessorConfig(AppConfig):
     cutoff_m: float = Field(default=1000.0, gt=0, description="GOSPA cut-off c, metres")
     every_s: float = Field(default=1.0, gt=0, le=3600, description="summary.json refresh, s")
     out: Path | None = Field(default=None, description="summary file; <run_dir>/summary.json")
-    scenario: Path | None = Field(
+    scenario: ScenarioFile | None = Field(
         default=None,
         description="the mission's scenario: its IFF Mode 5 friends, to count orders against "
         "them (fratricide); omitted: friends_engaged is not known (null)",
@@ -342,7 +343,7 @@ def _friends(scenario: Path | None) -> frozenset[int] | None:
     """Target ids of ``scenario``'s IFF Mode 5 friends (None without a scenario)."""
     if scenario is None:
         return None
-    spec = Scenario.from_yaml(scenario)
+    spec = load_scenario(scenario)
     return frozenset(int(i) for i in spec.ids[spec.mode5])
 
 
