@@ -24,7 +24,7 @@ from pydantic import Field
 from mcc.apps.args import ScenarioFile
 from mcc.apps.statefile import StateFile, open_state
 from mcc.errors import ComputeError, MccError
-from mcc.orchestrate.appconfig import AppConfig, Positive, app_config, loaded_by
+from mcc.orchestrate.appconfig import AppConfig, NonNegative, Positive, app_config, loaded_by
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.tracking import (
@@ -124,9 +124,7 @@ class TrackerAppConfig(AppConfig):
     sigma_elevation_rad: Positive = Field(
         default=DEFAULT_SIGMA_ELEVATION_RAD, description="its elevation std, rad"
     )
-    reorder_ms: float = Field(
-        default=20.0, ge=0, allow_inf_nan=False, description="hold a batch after its origin, ms"
-    )
+    reorder_ms: NonNegative = Field(default=20.0, description="hold a batch after its origin, ms")
     track_period_s: Positive = Field(default=1.0, description="Track sample period, s")
     epoch_ns: int | None = Field(
         default=None, ge=0, description="time base, Unix ns (default: the mission's epoch)"
@@ -134,22 +132,16 @@ class TrackerAppConfig(AppConfig):
     state: Path | None = Field(
         default=None, description="picture kept across restarts (RUN_DIR/state/SYSTEM-INDEX.json)"
     )
-    checkpoint_s: float = Field(
+    checkpoint_s: NonNegative = Field(
         default=1.0,
-        ge=0,
-        allow_inf_nan=False,
         description="picture saved this often, s (0: each cycle)",
     )
-    max_future_ms: float = Field(
+    max_future_ms: NonNegative = Field(
         default=2000.0,
-        ge=0,
-        allow_inf_nan=False,
         description="drop batches stamped further ahead of the receive time, ms",
     )
-    max_age_s: float = Field(
+    max_age_s: NonNegative = Field(
         default=300.0,
-        ge=0,
-        allow_inf_nan=False,
         description="drop batches stamped further behind the receive time, s",
     )
     max_detections: int = Field(default=20_000, ge=1, description="detections per batch")

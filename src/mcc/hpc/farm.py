@@ -61,7 +61,7 @@ from mcc.hpc.farm_protocol import (
 from mcc.hpc.farm_worker import FarmWorker
 from mcc.hpc.journal import MasterJournal
 from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS
-from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appconfig import AppConfig, NonNegative, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 
@@ -109,19 +109,15 @@ class MasterConfig(AppConfig):
     job: str | None = Field(default=None, description="job id (default primes-<mission epoch>)")
     start_timeout_s: Positive = Field(default=120.0, description="wait for the workers, s")
     timeout_s: Positive = Field(default=3600.0, description="the whole job, s")
-    reassign_after_s: float = Field(
+    reassign_after_s: NonNegative = Field(
         default=10.0,
-        ge=0,
-        allow_inf_nan=False,
         description="move a silent worker's items to live workers after this long, s (0: never)",
     )
     lease_s: Positive = Field(
         default=3.0, description="a standby takes over once the holder's lease is this old, s"
     )
-    journal_timeout_s: float = Field(
+    journal_timeout_s: NonNegative = Field(
         default=5.0,
-        ge=0,
-        allow_inf_nan=False,
         description="wait for the persistence service's replay of the job's journal, s (0: no "
         "journal: a mission without the service, whose job dies with its master)",
     )
@@ -136,10 +132,8 @@ class WorkerConfig(AppConfig):
         default=DEFAULT_SEGMENT_NUMBERS, ge=1, description="numbers per sieve segment"
     )
     start_timeout_s: Positive = Field(default=120.0, description="wait for the master, s")
-    restore_timeout_s: float = Field(
+    restore_timeout_s: NonNegative = Field(
         default=5.0,
-        ge=0,
-        allow_inf_nan=False,
         description="wait for the persistence service's replay of my checkpoint, s (0: do not "
         "ask: a mission without the service)",
     )

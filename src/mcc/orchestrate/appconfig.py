@@ -35,6 +35,7 @@ from mcc.errors import ManifestError, MccError
 
 __all__ = [
     "AppConfig",
+    "NonNegative",
     "Positive",
     "app_config",
     "config_model",
@@ -49,6 +50,8 @@ M = TypeVar("M", bound=BaseModel)
 
 #: A finite number > 0 (a period, a rate, a distance).
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: A finite number >= 0 (a wait whose 0 means "none", a bound).
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class AppConfig(BaseModel):
