@@ -196,7 +196,7 @@ def test_a_command_names_the_extra_it_needs(installed: Installed) -> None:
         cwd=installed.cwd,
         timeout_s=60,
     )
-    # The mission's own arguments (--scenario scenarios/sam-toc.yaml) name shipped files too.
+    # The apps' config: blocks (scenario: scenarios/sam-toc.yaml) name shipped files too.
     run([installed.mcc, "validate", shipped], env=installed.env, cwd=installed.cwd, timeout_s=60)
 
 

@@ -39,8 +39,8 @@ Weapons come from a YAML file (the scenario schema has none), ``scenarios/weapon
 by default, whose header documents the schema (`load_weapons`). The engagement logic is the
 `Launcher` class, which needs no DDS.
 
-    python -m mcc.orchestrate.runtime mcc.apps.launcher:launcher \\
-        --weapons scenarios/weapons-sam-toc.yaml --weapon sam-1
+    MCC_CONFIG='{"weapons": "scenarios/weapons-sam-toc.yaml", "weapon": "sam-1"}' \\
+        python -m mcc.orchestrate.runtime mcc.apps.launcher:launcher
 
 Pk model (`PkModel`): ``pk = base_pk × range_factor(r) × class_factor(class)`` with ``r`` the
 range from the weapon to the intercept point; ``range_factor`` is 0 outside

@@ -28,7 +28,7 @@ Per ``AirPicture`` (one tracker cycle), `TewaEngine.step`:
    ``order_id``, the planned single-shot ``pk``, ``rounds = salvo``, ``issue_ns`` and
    ``origin_ns`` = the picture's ``origin_ns`` (detection → order latency is measured).
 
-**Approval mode** (``--approval``, `TewaEngine.approval`): orders are proposed, not issued. Each is
+**Approval mode** (config ``approval: true``, `TewaEngine.approval`): orders are proposed, not issued. Each is
 published with status ``ORDER_PROPOSED`` (launchers ignore it; the console shows it) and holds its
 weapon and track until an operator decides: a ``Command`` with verb ``approve`` (or ``reject``)
 and the order id as target, sent on the ``Command`` topic in DDS partition `APPROVAL_PARTITION`,

@@ -185,7 +185,7 @@ def _config_of(spec: str, settings: Settings) -> Any:
     module = importlib.import_module(spec.partition(":")[0])
     kind = "clusters" if settings.cluster else "systems"
     where = f"{kind}.{settings.system}.config"
-    model = config_model(module)
+    model = config_model(module, spec.partition(":")[2])
     if model is None:
         if settings.config:
             raise MccError(
