@@ -110,23 +110,6 @@ def bulk_transport(tag: str) -> Transport:
 
 
 @contextlib.contextmanager
-def _env(overrides: dict[str, str]) -> Iterator[None]:
-    """``overrides`` in this process's environment for the block: the remote compute client
-    takes its transport from there (`mcc.compute.remote.ComputeClient` has no ``transport``
-    argument yet), then restored."""
-    saved = {k: os.environ.get(k) for k in overrides}
-    os.environ.update(overrides)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@contextlib.contextmanager
 def _service(device: str, name: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     """``mcc compute serve`` (its light entry) in its own process until the block ends."""
     with tempfile.TemporaryFile("w+") as errors:
@@ -277,10 +260,11 @@ def run_compute_bench(
         name = f"bench-{os.getpid()}-{i}"
         env = child_env({**os.environ, **overrides}, domain=domain)
         with (
-            _env(overrides),
             _service(device, name, env),
             open_compute(device) as local,
-            open_compute(f"remote:{name}", domain_id=domain, timeout_s=600.0) as remote,
+            open_compute(
+                f"remote:{name}", domain_id=domain, transport=net, timeout_s=600.0
+            ) as remote,
         ):
             for kernel in kernels:
                 spec = KERNELS[kernel]

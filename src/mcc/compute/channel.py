@@ -10,6 +10,7 @@ from typing import Any
 from mcc import settings
 from mcc.bus import Bus, Reader
 from mcc.bus.topics import topic_spec
+from mcc.bus.transport import Transport
 from mcc.errors import ComputeError
 
 #: Service ``NAME`` talks on DDS partition ``PARTITION_PREFIX + NAME``.
@@ -31,11 +32,19 @@ def domain_of(domain_id: int | None) -> int:
     return settings.current().domain if domain_id is None else int(domain_id)
 
 
-def open_service_bus(domain_id: int | None, name: str, discovery_tag: str | None, what: str) -> Bus:
-    """A bus in compute service ``name``'s partition (``what``: "service" or "client")."""
+def open_service_bus(
+    domain_id: int | None,
+    name: str,
+    discovery_tag: str | None,
+    what: str,
+    transport: Transport | None = None,
+) -> Bus:
+    """A bus in compute service ``name``'s partition (``what``: "service" or "client"), on
+    ``transport`` (default: the environment's)."""
     return Bus(
         domain_of(domain_id),
         partitions=[service_partition(name)],
+        transport=transport,
         discovery_tag=discovery_tag,
         name=f"mcc compute {what} {name}",
     )

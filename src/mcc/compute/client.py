@@ -25,6 +25,7 @@ from cyclonedds.core import DDSException
 
 from mcc.bus import Writer
 from mcc.bus.rpc import Call, RpcClient, default_client_id
+from mcc.bus.transport import Transport
 from mcc.compute.channel import WireReader, open_service_bus, service_partition
 from mcc.compute.dispatch import CallTiming
 from mcc.compute.registry import KernelSpec
@@ -53,6 +54,7 @@ class ComputeClient(Closeable):
         *,
         domain_id: int | None = None,
         discovery_tag: str | None = None,
+        transport: Transport | None = None,
         timeout_s: float = 60.0,
         connect_timeout_s: float = 15.0,
         retries: int = 2,
@@ -70,7 +72,7 @@ class ComputeClient(Closeable):
         self.connect_timeout_s = float(connect_timeout_s)
         self.retries = retries
         self.client_id = client_id or default_client_id()
-        self._bus = open_service_bus(domain_id, service, discovery_tag, "client")
+        self._bus = open_service_bus(domain_id, service, discovery_tag, "client", transport)
         try:
             self._writer: Writer[Any] = self._bus.writer("ComputeRequest")
             self._reader = WireReader(self._bus, "ComputeReply", decode_reply)

@@ -21,13 +21,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from mcc.compute.backend import device_kind, get_xp, to_numpy
 from mcc.compute.kernels import KERNELS, kernel_spec
 from mcc.compute.registry import KernelSpec
+
+if TYPE_CHECKING:  # the bus is imported only for a remote device
+    from mcc.bus.transport import Transport
 from mcc.errors import ComputeError
 from mcc.lifecycle import Closeable
 
@@ -206,15 +209,17 @@ def open_compute(
     connect_timeout_s: float = 15.0,
     retries: int = 2,
     domain_id: int | None = None,
+    transport: Transport | None = None,
 ) -> Kernels:
     """The kernels of ``device`` (default: ``MCC_DEVICE``, else ``"cpu"``); close it after use.
 
     ``"cpu"`` and ``"cuda:N"`` run in this process. ``"remote:NAME"`` sends every call to the
     compute service NAME (``mcc compute serve --name NAME``) on DDS domain ``domain_id``
-    (default ``MCC_DOMAIN``): a call fails with `RequestTimeoutError` after ``timeout_s``, or
-    after ``connect_timeout_s`` when no service answers, and is sent again up to ``retries``
-    times when the service restarts while it runs (every kernel is idempotent). These options
-    are accepted, and unused, for local devices, so the call site never changes.
+    (default ``MCC_DOMAIN``) over ``transport`` (default: the environment's): a call fails
+    with `RequestTimeoutError` after ``timeout_s``, or after ``connect_timeout_s`` when no
+    service answers, and is sent again up to ``retries`` times when the service restarts
+    while it runs (every kernel is idempotent). These options are accepted, and unused, for
+    local devices, so the call site never changes.
     """
     device = device or os.environ.get(ENV_DEVICE) or "cpu"
     if device.startswith("remote:"):
@@ -224,6 +229,7 @@ def open_compute(
             ComputeClient(
                 device.removeprefix("remote:"),
                 domain_id=domain_id,
+                transport=transport,
                 timeout_s=timeout_s,
                 connect_timeout_s=connect_timeout_s,
                 retries=retries,
