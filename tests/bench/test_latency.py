@@ -188,3 +188,23 @@ def test_security_rows_measure_the_cost_of_dds_security(tmp_path: Path) -> None:
             rows[secure]["p50_us"] / rows[plain]["p50_us"], rel=0.02
         )
     assert rows["mcc-secure"]["lost"] == 0
+
+
+def test_a_ping_or_pong_killed_by_a_signal_is_told_apart_from_an_error() -> None:
+    """Cyclone 11.0.1's TCP receive thread can crash its process (SIGSEGV): the latency bench
+    names a ping/pong that died of a signal (`_Crashed`, run again and counted in the row's
+    ``crashes``), and says nothing for one that exited on its own."""
+    import sys
+
+    from mcc.bench.anchor_tools import background
+    from mcc.bench.latency_pingpong import _Crashed, _raise_if_crashed
+    from mcc.bench.perftest import Worker
+
+    crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    clean = [sys.executable, "-c", "raise SystemExit(2)"]
+    with background(crash) as dead, background(clean) as done:
+        dead.proc.wait(30)
+        done.proc.wait(30)
+        with pytest.raises(_Crashed, match="pong died of signal 11"):
+            _raise_if_crashed(Worker("ping", done), Worker("pong", dead))
+        _raise_if_crashed(Worker("ping", done))  # exit 2: an error, not a crash

@@ -199,6 +199,8 @@ def _latency_row(
             )
             row.update(result.stats().as_row())
             row["cdf_us"] = result.recorder.cdf()
+            if result.crashes:  # attempts lost to a crash of Cyclone's TCP receive thread
+                row["crashes"] = result.crashes
         elif impl in ("ddsperf", "ddsperf-11", "ddsperf-secure"):
             row["keyed"] = True  # ddsperf's sized topic (KS) is keyed; one instance
             if impl != "ddsperf":

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -26,6 +27,8 @@ from mcc.bench.stats import LatencyRecorder, LatencyStats
 from mcc.bus import Bus, Reader, Transport, Writer
 from mcc.errors import MccError
 from mcc.settings import current
+
+log = logging.getLogger("mcc.bench.latency")
 
 __all__ = ["PingPong", "PingSpec", "mcc_pingpong", "ping_here", "run_mcc_pingpong", "run_pong"]
 
@@ -91,6 +94,7 @@ class PingPong:
 
     recorder: LatencyRecorder
     lost: int
+    crashes: int = 0  # attempts lost to a process that died of a signal (run again)
 
     def stats(self) -> LatencyStats:
         return self.recorder.stats(lost=self.lost)
@@ -147,8 +151,12 @@ def mcc_pingpong(
 ) -> PingPong:
     """MCC ping-pong from ``nodes[0]`` (ping) to ``nodes[-1]`` (pong) with ``options``.
 
-    The ping side runs in this process on the host network and in a child process in the
-    ping node's namespace otherwise.
+    The ping side runs in this process on the host network over UDP, and in a child process
+    in the ping node's namespace or over TCP. Over TCP, Cyclone DDS 11.0.1's receive thread
+    can crash its process with SIGSEGV (in ``do_packet``; eclipse-cyclonedds#2010, TCP
+    connections that drop): in a child, such a crash fails one attempt, not the benchmark.
+    A run in which a process died of a signal is run once more; the result counts it
+    (``PingPong.crashes``, the row's ``crashes``).
     """
     if mode not in ("listener", "waitset"):
         raise MccError(f"mode = {mode!r}: use 'listener' or 'waitset'")
@@ -186,13 +194,57 @@ def mcc_pingpong(
         mode=mode,
         interval_ms=interval_ms,
     )
+    crashes = 0
+    while True:
+        try:
+            result = _pingpong_once(
+                spec, options, ping_node, pong_node, pong_argv, pong_env, ping_transport
+            )
+        except _Crashed as crash:
+            crashes += 1
+            log.warning("latency %s: %s; running it again", options.transport, crash)
+            if crashes > 1:
+                raise MccError(str(crash)) from None
+            continue
+        result.crashes = crashes
+        return result
+
+
+class _Crashed(MccError):
+    """A ping or pong process died of a signal (a crash of the DDS library, not of MCC)."""
+
+
+def _raise_if_crashed(*procs: perftest.Worker) -> None:
+    """`_Crashed` naming the processes of ``procs`` that died of a signal, if any did."""
+    time.sleep(0.2)  # a process that crashed a moment ago is reaped by then
+    died = [
+        f"{w.name} died of signal {-rc}"
+        for w in procs
+        if (rc := w.bg.proc.poll()) is not None and rc < 0
+    ]
+    if died:
+        raise _Crashed("; ".join(died))
+
+
+def _pingpong_once(
+    spec: PingSpec,
+    options: PerfOptions,
+    ping_node: Node,
+    pong_node: Node,
+    pong_argv: list[str],
+    pong_env: dict[str, str],
+    ping_transport: Transport,
+) -> PingPong:
+    duration_s = spec.duration_s
+    in_process = ping_node.netns is None and options.transport != "tcp"
     with perftest.workers() as ws:
         pong = ws.start("pong", pong_node, pong_argv, env=pong_env)
-        if ping_node.netns is None:
-            perftest.claim_in_process(domain_id)
+        if in_process:
+            perftest.claim_in_process(spec.domain_id)
             try:
                 result = ping_here(spec, ping_transport, perftest.perf_qos_file(options.send_queue))
             except MccError as exc:
+                _raise_if_crashed(pong)
                 said = pong.bg.output()[-2000:]
                 raise MccError(f"{exc}\n--- the pong process said:\n{said}") from None
         else:
@@ -205,7 +257,12 @@ def mcc_pingpong(
                 "--spec",
                 json.dumps(dataclasses.asdict(spec)),
             ]
-            raw = ws.start("ping", ping_node, ping_argv, env=ping_env).result(duration_s + 120)
+            ping = ws.start("ping", ping_node, ping_argv, env=ping_env)
+            try:
+                raw = ping.result(duration_s + 120)
+            except MccError:
+                _raise_if_crashed(ping, pong)
+                raise
             result = PingPong(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
         with contextlib.suppress(subprocess.TimeoutExpired):
             pong.bg.proc.wait(timeout=10)  # it ends on the seq-0 sample; else stopped below
