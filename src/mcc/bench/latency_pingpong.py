@@ -215,8 +215,8 @@ class _Crashed(MccError):
 
 
 def _raise_if_crashed(*procs: perftest.Worker) -> None:
-    """`_Crashed` naming the processes of ``procs`` that died of a signal, if any did."""
-    time.sleep(0.2)  # a process that crashed a moment ago is reaped by then
+    """`_Crashed` naming the processes of ``procs`` that died of a signal, if any did (a
+    dead process is a zombie until reaped, so `poll` sees it: nothing to wait for)."""
     died = [
         f"{w.name} died of signal {-rc}"
         for w in procs

@@ -24,6 +24,7 @@ from typing import Any
 
 from cyclonedds.core import DDSException
 
+from mcc.bus.endpoints import _poll
 from mcc.bus.loop import ReaderLoop
 from mcc.lifecycle import Closeable
 
@@ -102,12 +103,7 @@ class RpcClient(Closeable):
         return self.writer.matched() >= 1 and self.reader.matched() >= 1
 
     def wait_matched(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not self.replier_matched():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        return _poll(self.replier_matched, timeout_s)
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, call: Call) -> Future[Any]:
