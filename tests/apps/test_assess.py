@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcc.apps.assess import Assessment, AssessorConfig, _friends
+from mcc.apps.assess import MAX_SECONDS_KEPT, Assessment, AssessorConfig, _friends
 from mcc.demo import _assess_fratricide, _fratricide
 from mcc.orchestrate.manifest import load_manifest
 from mcc.resources import mission_file
@@ -64,6 +64,27 @@ def test_gospa_uses_truth_moved_to_the_picture_time() -> None:
     )
     assert list(a.gospa_m) == [pytest.approx(3.0)]
     assert a.summary()["picture_latency_ms"]["p50"] == pytest.approx(35.0)
+
+
+def test_gospa_is_kept_per_second_of_scenario_time() -> None:
+    a = Assessment(cutoff_m=100.0, epoch_ns=T0 - 5_000_000_000)
+    a.on_truth(truth([[0, 0, 1000]], [[0, 0, 0]], T0))
+    for offset_ms, error_m in ((0, 3.0), (500, 5.0), (1000, 7.0)):
+        stamp = T0 + offset_ms * 1_000_000
+        a.on_picture(picture([[error_m, 0, 1000, 0, 0, 0]], [TrackStatus.TRACK_CONFIRMED], stamp))
+    # scenario seconds 5 (two pictures) and 6 (one)
+    assert a.summary()["gospa_by_scenario_s"] == {"5": 4.0, "6": 7.0}
+    assert Assessment().summary()["gospa_by_scenario_s"] == {}  # no epoch: not known
+
+
+def test_the_per_second_gospa_keeps_the_latest_seconds() -> None:
+    a = Assessment(cutoff_m=100.0, epoch_ns=T0)
+    a.on_truth(truth([[0, 0, 1000]], [[0, 0, 0]], T0))
+    for second in range(MAX_SECONDS_KEPT + 5):
+        stamp = T0 + second * 1_000_000_000
+        a.on_picture(picture([[1, 0, 1000, 0, 0, 0]], [TrackStatus.TRACK_CONFIRMED], stamp))
+    kept = a.summary()["gospa_by_scenario_s"]
+    assert len(kept) == MAX_SECONDS_KEPT and min(map(int, kept)) == 5
 
 
 def test_tentative_tracks_do_not_count_and_misses_cost_c_squared_over_2() -> None:

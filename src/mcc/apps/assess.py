@@ -5,7 +5,8 @@
 
 - GOSPA (c, p = 2, α = 2) of every air picture against the truth at the picture's time
   (the latest ``Truth`` moved to that time with its velocities), with its localisation,
-  missed and false parts;
+  missed and false parts, and per second of scenario time (``gospa_by_scenario_s``: the
+  mission's epoch is the scenario's start) so two runs compare over the same seconds;
 - air-picture latency (``publish_ns − origin_ns``) and detection→engagement-order latency
   (``issue_ns − origin_ns`` of each issued order: from the radar seeing the target to the
   order leaving TEWA);
@@ -85,6 +86,8 @@ MAX_FRIEND_ORDERS_LISTED = 100
 MAX_KEPT = 100_000
 MAX_KEYS = 100_000
 MAX_PICTURE_TRACKS = 20_000
+#: Seconds of scenario time the per-second GOSPA keeps (the latest ones).
+MAX_SECONDS_KEPT = 600
 
 log = logging.getLogger("mcc.apps.assess")
 
@@ -141,6 +144,11 @@ class Assessment:
     friend_orders: dict[int, int] = field(default_factory=dict)
     dropped: Counter[str] = field(default_factory=Counter)
     started_ns: int = field(default_factory=time.time_ns)
+    #: The scenario's start (Unix ns; the mission's epoch): with it, GOSPA is also kept per
+    #: second of scenario time, so two runs of one scenario compare over the same seconds.
+    epoch_ns: int | None = None
+    #: Whole scenario second → (sum, count) of the GOSPA of the pictures stamped in it.
+    gospa_seconds: dict[int, tuple[float, int]] = field(default_factory=dict)
 
     def _drop(self, reason: str, detail: str) -> None:
         self.dropped[reason] += 1
@@ -182,6 +190,8 @@ class Assessment:
         result = gospa(truth_xyz, estimates, c=self.cutoff_m, p=2, alpha=2)
         self.pictures += 1
         self.gospa_m.append(float(result.distance))
+        if self.epoch_ns is not None:
+            self._per_second((msg.time_ns - self.epoch_ns) // 1_000_000_000, result.distance)
         self.gospa_parts.append((result.localisation, result.missed, result.false))
         self.tracks.append(len(estimates))
         self.targets.append(len(truth_xyz))
@@ -231,6 +241,12 @@ class Assessment:
         if first and msg.origin_ns and msg.issue_ns:
             self.order_latency_ms.append((msg.issue_ns - msg.origin_ns) / 1e6)
 
+    def _per_second(self, second: int, distance: float) -> None:
+        total, count = self.gospa_seconds.get(second, (0.0, 0))
+        if count == 0 and len(self.gospa_seconds) >= MAX_SECONDS_KEPT:
+            del self.gospa_seconds[min(self.gospa_seconds)]  # the oldest second goes
+        self.gospa_seconds[second] = (total + float(distance), count + 1)
+
     def on_threat(self, track_id: int) -> None:
         if track_id not in self.threats and len(self.threats) >= self.max_keys:
             self._drop("threat past the bound of threats tracked", f"track {track_id}")
@@ -257,6 +273,10 @@ class Assessment:
             "gospa_localisation_mean": _mean([p[0] for p in self.gospa_parts]),
             "gospa_missed_mean": _mean([p[1] for p in self.gospa_parts]),
             "gospa_false_mean": _mean([p[2] for p in self.gospa_parts]),
+            "gospa_by_scenario_s": {
+                str(second): round(total / count, 2)
+                for second, (total, count) in sorted(self.gospa_seconds.items())
+            },
             "picture_latency_ms": _percentiles(self.picture_latency_ms),
             "threats_seen": len(self.threats),
             "orders": len(self.orders),
@@ -303,7 +323,11 @@ def _percentiles(values: deque[float]) -> dict[str, float | int | None]:
 def assessor(ctx: AppContext) -> int:
     opts: AssessorConfig = ctx.config or AssessorConfig()
     out = opts.out or ctx.run_dir / "summary.json"
-    state = Assessment(cutoff_m=opts.cutoff_m, friend_ids=_friends(opts.scenario))
+    state = Assessment(
+        cutoff_m=opts.cutoff_m,
+        friend_ids=_friends(opts.scenario),
+        epoch_ns=ctx.settings.epoch_ns,
+    )
     bus = ctx.bus
     truth = bus.reader("Truth")
     pictures = bus.reader("AirPicture")

@@ -18,6 +18,12 @@
  *   take(reader_or_condition, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode
  *     (for a dispose/unregister notice, info.valid_data is False and the bytes hold the key)
  *   read(reader_or_condition, mask, max_samples) -> same as take, leaving samples in the cache
+ *   matched(entity, of_writer) -> list[endpoint] | retcode: the endpoints matched with a writer
+ *     (of_writer true) or a reader, one consistent snapshot (see matched_snapshot); an endpoint
+ *     is (handle, key, participant_key, partitions, topic_name, type_name, durability): keys are
+ *     the 16 GUID bytes, partitions a tuple of str or None when its QoS sets none, durability
+ *     Cyclone's dds_durability_kind_t (0 volatile … 3 persistent)
+ *   matched_one(entity, of_writer, handle) -> endpoint | None
  *   library_features() -> dict of what this Cyclone build can do
  *   LIBRARY: the libddsc this module was linked against (cyclonedds-python must load the same)
  */
@@ -33,6 +39,7 @@
 #include "dds/ddsi/ddsi_sertype.h"
 #include "dds/ddsrt/random.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #define MAX_BATCH 65536
@@ -384,6 +391,201 @@ static PyObject *native_read(PyObject *self, PyObject *args)
   return readtake(args, 0);
 }
 
+/* Discovery introspection, race-free. Written here because cyclonedds-python's matched-endpoint
+ * calls ask Cyclone for a count, allocate that many handles, ask again and index up to the second
+ * answer: a peer discovered in between makes them read past their array (IndexError), and a
+ * handle that unmatched in between fails its data call. Here the handle list is read into a buffer
+ * that grows until it holds the whole answer, every handle's data is fetched, and the list is read
+ * again: the snapshot is returned when both lists are equal and no handle vanished, so the answer
+ * is a set of endpoints that were all matched at one instant. Under churn so fast that no two reads
+ * agree within MATCH_ATTEMPTS, the last read is returned without the handles that vanished. */
+#define MATCH_ATTEMPTS 64
+
+typedef struct
+{
+  dds_instance_handle_t handle;
+  dds_builtintopic_endpoint_t *ep;
+} matched_t;
+
+static int cmp_handle(const void *a, const void *b)
+{
+  dds_instance_handle_t x = *(const dds_instance_handle_t *)a, y = *(const dds_instance_handle_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static dds_return_t matched_handles(dds_entity_t entity, int of_writer, dds_instance_handle_t **buf,
+                                    size_t *cap)
+{
+  for (;;)
+  {
+    dds_return_t n = of_writer ? dds_get_matched_subscriptions(entity, *buf, *cap)
+                               : dds_get_matched_publications(entity, *buf, *cap);
+    if (n < 0 || (size_t)n <= *cap)
+    {
+      if (n > 1)
+        qsort(*buf, (size_t)n, sizeof(**buf), cmp_handle);
+      return n;
+    }
+    size_t want = (size_t)n + 16;
+    dds_instance_handle_t *grown = realloc(*buf, want * sizeof(**buf));
+    if (grown == NULL)
+      return DDS_RETCODE_OUT_OF_RESOURCES;
+    *buf = grown;
+    *cap = want;
+  }
+}
+
+static dds_builtintopic_endpoint_t *matched_data(dds_entity_t entity, int of_writer,
+                                                 dds_instance_handle_t h)
+{
+  return of_writer ? dds_get_matched_subscription_data(entity, h)
+                   : dds_get_matched_publication_data(entity, h);
+}
+
+static void free_matched(matched_t *m, dds_return_t n)
+{
+  for (dds_return_t i = 0; i < n; i++)
+    if (m[i].ep != NULL)
+      dds_builtintopic_free_endpoint(m[i].ep);
+}
+
+/* Runs without the GIL. On success *out holds n entries (ep NULL for a handle that vanished, only
+ * after MATCH_ATTEMPTS disagreeing reads); the caller frees them with free_matched and free. */
+static dds_return_t matched_snapshot(dds_entity_t entity, int of_writer, matched_t **out)
+{
+  size_t cap1 = 16, cap2 = 16;
+  dds_instance_handle_t *a = malloc(cap1 * sizeof(*a)), *b = malloc(cap2 * sizeof(*b));
+  matched_t *m = NULL;
+  dds_return_t n = DDS_RETCODE_OUT_OF_RESOURCES;
+  if (a == NULL || b == NULL)
+    goto done;
+  for (int attempt = 0; attempt < MATCH_ATTEMPTS; attempt++)
+  {
+    n = matched_handles(entity, of_writer, &a, &cap1);
+    if (n < 0)
+      goto done;
+    free(m);
+    m = calloc((size_t)(n ? n : 1), sizeof(*m));
+    if (m == NULL)
+    {
+      n = DDS_RETCODE_OUT_OF_RESOURCES;
+      goto done;
+    }
+    int vanished = 0;
+    for (dds_return_t i = 0; i < n; i++)
+    {
+      m[i].handle = a[i];
+      m[i].ep = matched_data(entity, of_writer, a[i]);
+      vanished |= m[i].ep == NULL;
+    }
+    if (attempt == MATCH_ATTEMPTS - 1)
+      break; /* churn never settled: the last read, vanished handles left out by the caller */
+    dds_return_t n2 = matched_handles(entity, of_writer, &b, &cap2);
+    if (!vanished && n2 == n && (n == 0 || memcmp(a, b, (size_t)n * sizeof(*a)) == 0))
+      break;
+    free_matched(m, n);
+    if (n2 < 0)
+    {
+      n = n2;
+      goto done;
+    }
+  }
+done:
+  free(a);
+  free(b);
+  if (n < 0)
+  {
+    free(m);
+    m = NULL;
+  }
+  *out = m;
+  return n;
+}
+
+static PyObject *endpoint_tuple(dds_instance_handle_t handle, const dds_builtintopic_endpoint_t *ep)
+{
+  PyObject *partitions;
+  uint32_t np = 0;
+  char **ps = NULL;
+  if (ep->qos != NULL && dds_qget_partition(ep->qos, &np, &ps))
+  {
+    partitions = PyTuple_New((Py_ssize_t)np);
+    for (uint32_t i = 0; i < np; i++)
+    {
+      /* a remote peer's partition names may be any bytes: never fail on them */
+      PyObject *name = partitions ? PyUnicode_DecodeUTF8(ps[i], (Py_ssize_t)strlen(ps[i]), "replace")
+                                  : NULL;
+      if (name == NULL)
+        Py_CLEAR(partitions);
+      else
+        PyTuple_SET_ITEM(partitions, i, name);
+    }
+    for (uint32_t i = 0; i < np; i++)
+      dds_free(ps[i]);
+    dds_free(ps);
+    if (partitions == NULL)
+      return NULL;
+  }
+  else
+  {
+    partitions = Py_NewRef(Py_None);
+  }
+  dds_durability_kind_t durability = DDS_DURABILITY_VOLATILE;
+  if (ep->qos != NULL)
+    (void)dds_qget_durability(ep->qos, &durability);
+  const char *topic = ep->topic_name ? ep->topic_name : "", *type = ep->type_name ? ep->type_name : "";
+  return Py_BuildValue("(Ky#y#Ns#s#i)", (unsigned long long)handle, (const char *)ep->key.v,
+                       (Py_ssize_t)sizeof(ep->key.v), (const char *)ep->participant_key.v,
+                       (Py_ssize_t)sizeof(ep->participant_key.v), partitions, topic,
+                       (Py_ssize_t)strlen(topic), type, (Py_ssize_t)strlen(type), (int)durability);
+}
+
+static PyObject *native_matched(PyObject *self, PyObject *args)
+{
+  int entity, of_writer;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "ip", &entity, &of_writer))
+    return NULL;
+  matched_t *m;
+  dds_return_t n;
+  Py_BEGIN_ALLOW_THREADS
+  n = matched_snapshot(entity, of_writer, &m);
+  Py_END_ALLOW_THREADS
+  if (n < 0)
+    return PyLong_FromLong((long)n);
+  PyObject *list = PyList_New(0);
+  for (dds_return_t i = 0; list != NULL && i < n; i++)
+  {
+    if (m[i].ep == NULL)
+      continue;
+    PyObject *item = endpoint_tuple(m[i].handle, m[i].ep);
+    if (item == NULL || PyList_Append(list, item) < 0)
+      Py_CLEAR(list);
+    Py_XDECREF(item);
+  }
+  free_matched(m, n);
+  free(m);
+  return list;
+}
+
+static PyObject *native_matched_one(PyObject *self, PyObject *args)
+{
+  int entity, of_writer;
+  unsigned long long handle;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "ipK", &entity, &of_writer, &handle))
+    return NULL;
+  dds_builtintopic_endpoint_t *ep;
+  Py_BEGIN_ALLOW_THREADS
+  ep = matched_data(entity, of_writer, (dds_instance_handle_t)handle);
+  Py_END_ALLOW_THREADS
+  if (ep == NULL)
+    Py_RETURN_NONE;
+  PyObject *item = endpoint_tuple((dds_instance_handle_t)handle, ep);
+  dds_builtintopic_free_endpoint(ep);
+  return item;
+}
+
 static PyObject *native_library_features(PyObject *self, PyObject *unused)
 {
   (void)self;
@@ -420,6 +622,11 @@ static PyMethodDef methods[] = {
      "take(reader, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode"},
     {"read", native_read, METH_VARARGS,
      "read(reader, mask, max_samples) -> list[(bytes, SampleInfo)] | retcode"},
+    {"matched", native_matched, METH_VARARGS,
+     "matched(entity, of_writer) -> list[(handle, key, participant_key, partitions, topic_name, "
+     "type_name, durability)] | retcode"},
+    {"matched_one", native_matched_one, METH_VARARGS,
+     "matched_one(entity, of_writer, handle) -> the same tuple | None"},
     {"library_features", native_library_features, METH_NOARGS,
      "library_features() -> dict"},
     {NULL, NULL, 0, NULL}};

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from cyclonedds.core import (
     DDSException,
     Entity,
     InstanceState,
-    Policy,
     ReadCondition,
     SampleState,
     ViewState,
@@ -46,6 +46,51 @@ def native_count(max_samples: int) -> int:
     """``max_samples`` for the native core: a count over its maximum asks for the maximum
     (the rest stays in the reader for the next call); a count under 1 is the caller's bug."""
     return min(max_samples, NATIVE_MAX_SAMPLES)
+
+
+class MatchedEndpoint(NamedTuple):
+    """A remote (or local) endpoint matched with one of ours, as discovery reports it."""
+
+    handle: int  #: this participant's instance handle of it (`SampleInfo.publication_handle`)
+    guid: str  #: its GUID
+    participant: str  #: the GUID of its participant (in a secured domain, authenticated)
+    #: Its partitions; None when its QoS sets none (it is in the default partition "").
+    partitions: tuple[str, ...] | None
+    topic_name: str
+    type_name: str
+    durability: int  #: 0 volatile, 1 transient-local, 2 transient, 3 persistent
+
+    @property
+    def durable(self) -> bool:
+        """Transient or persistent: what a persistence service keeps."""
+        return self.durability >= 2
+
+
+def _endpoint(raw: tuple[Any, ...]) -> MatchedEndpoint:
+    handle, key, participant, partitions, topic_name, type_name, durability = raw
+    return MatchedEndpoint(
+        handle,
+        str(uuid.UUID(bytes=key)),
+        str(uuid.UUID(bytes=participant)),
+        partitions,
+        topic_name,
+        type_name,
+        durability,
+    )
+
+
+def _matched(ref: int, *, of_writer: bool) -> list[MatchedEndpoint]:
+    """One consistent snapshot of what ``ref`` matches (the native core retries while discovery
+    changes under it); [] once the entity is deleted."""
+    raw = _native.matched(ref, of_writer)
+    if isinstance(raw, int):
+        return []  # deleted meanwhile (closing): it matches nothing
+    return [_endpoint(r) for r in raw]
+
+
+def _matched_one(ref: int, handle: int, *, of_writer: bool) -> MatchedEndpoint | None:
+    raw = _native.matched_one(ref, of_writer, handle)
+    return None if raw is None else _endpoint(raw)
 
 
 class _Endpoint(Closeable):
@@ -156,6 +201,11 @@ class Writer(_Endpoint, Generic[T]):
     def wait_for_readers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
         """Wait until ``count`` readers match; False on timeout."""
         return _poll(lambda: self.matched() >= count, timeout_s)
+
+    def matched_readers(self) -> list[MatchedEndpoint]:
+        """The readers matched now: a set that was matched at one instant, safe while peers
+        come and go."""
+        return _matched(self._ref, of_writer=True)
 
     def close(self) -> None:
         """Delete the DDS writer (idempotent; later writes raise)."""
@@ -290,28 +340,30 @@ class Reader(_Endpoint, Generic[T]):
         """Wait until ``count`` writers match; False on timeout."""
         return _poll(lambda: self.matched() >= count, timeout_s)
 
+    def matched_writers(self) -> list[MatchedEndpoint]:
+        """The writers matched now: a set that was matched at one instant, safe while peers
+        come and go."""
+        return _matched(self._ref, of_writer=False)
+
+    def matched_writer(self, publication_handle: int) -> MatchedEndpoint | None:
+        """The matched writer behind ``publication_handle`` (a sample's
+        ``SampleInfo.publication_handle``); None when it is no longer matched."""
+        return _matched_one(self._ref, publication_handle, of_writer=False)
+
     def writer_partitions(self, publication_handle: int) -> tuple[str, ...]:
-        """The partitions of the matched writer behind ``publication_handle`` (a sample's
-        ``SampleInfo.publication_handle``); () when it is no longer matched. In a secured
-        mission they are authenticated: access control checks a remote writer's partitions
-        against its signed permissions, so `mcc.bus.rpc` attributes requests by them."""
-        try:
-            endpoint = self._dds.get_matched_publication_data(publication_handle)
-        except DDSException:
+        """The partitions of the matched writer behind ``publication_handle``; () when it is
+        no longer matched. In a secured mission they are authenticated: access control checks
+        a remote writer's partitions against its signed permissions, so `mcc.bus.rpc`
+        attributes requests by them."""
+        endpoint = self.matched_writer(publication_handle)
+        if endpoint is None:
             return ()
-        if endpoint is None or endpoint.qos is None:
-            return ()
-        if Policy.Partition not in endpoint.qos:
-            return ("",)
-        return tuple(endpoint.qos[Policy.Partition].partitions)
+        return ("",) if endpoint.partitions is None else endpoint.partitions
 
     def writer_name(self, publication_handle: int) -> str:
         """The GUID of the matched writer behind ``publication_handle`` (for logs)."""
-        try:
-            endpoint = self._dds.get_matched_publication_data(publication_handle)
-        except DDSException:
-            endpoint = None
-        return str(endpoint.key) if endpoint is not None else f"handle:{publication_handle:x}"
+        endpoint = self.matched_writer(publication_handle)
+        return endpoint.guid if endpoint is not None else f"handle:{publication_handle:x}"
 
     def close(self) -> None:
         """Stop ``on_data`` and delete the DDS reader (idempotent; later takes raise)."""

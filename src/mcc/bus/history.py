@@ -391,19 +391,19 @@ class HistoryReader(Reader[T]):
         guid = self._guids.get(handle)
         if guid is not None:
             return guid
-        try:
-            endpoint = self._dds.get_matched_publication_data(handle)
-        except DDSException:
-            endpoint = None
-        if endpoint is None:  # gone already: discovery still has it (same instance handle)
+        matched = self.matched_writer(handle)
+        if matched is not None:
+            guid = matched.guid
+        else:  # gone already: discovery still has it (same instance handle)
             builtin = self.bus._builtin[0] if self.bus._builtin is not None else None
             found = builtin.read(100_000) if builtin is not None else []
             endpoint = next((e for e in found if e.sample_info.instance_handle == handle), None)
-        if endpoint is None:
-            return f"handle:{handle:x}"
+            if endpoint is None:
+                return f"handle:{handle:x}"
+            guid = str(endpoint.key)
         if len(self._guids) >= 4096:  # writers come and go: forget the old ones
             self._guids.clear()
-        self._guids[handle] = guid = str(endpoint.key)
+        self._guids[handle] = guid
         return guid
 
 

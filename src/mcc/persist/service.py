@@ -274,14 +274,12 @@ class PersistService:
         self._logged.add((who, what))
         log.warning(message, *args)
 
-    def _on_publication(self, endpoint: Any, handle: int | None = None) -> None:
-        """Learn of a writer from discovery (``endpoint``: its ``DCPSPublication`` sample, or
-        its matched-publication data with the ``handle`` samples carry)."""
+    def _on_publication(self, endpoint: Any) -> None:
+        """Learn of a writer from discovery (``endpoint``: its ``DCPSPublication`` sample)."""
         qos = endpoint.qos
         durable = Policy.Durability in qos and qos[Policy.Durability] in _DURABLE
         partitions = tuple(qos[Policy.Partition].partitions) if Policy.Partition in qos else ()
-        if handle is None:
-            handle = endpoint.sample_info.instance_handle
+        handle = endpoint.sample_info.instance_handle
         if handle not in self._writers and len(self._writers) >= self.limits.max_writers:
             self._log_once(
                 "*",
@@ -436,14 +434,10 @@ class PersistService:
         receive clock before anything is decoded."""
         writer = self._writers.get(info.publication_handle)
         if writer is None:
-            # Matched (its data is here) before discovery's sample was taken: ask the reader.
-            try:
-                endpoint = topic.reader.dds.get_matched_publication_data(info.publication_handle)
-            except DDSException:
-                endpoint = None
-            if endpoint is not None:
-                self._on_publication(endpoint, info.publication_handle)
-                writer = self._writers.get(info.publication_handle)
+            # Matched (its data is here) before discovery's sample was taken: take them now
+            # (Cyclone announces a remote writer on DCPSPublication before it matches it).
+            self._discover()
+            writer = self._writers.get(info.publication_handle)
         policy = topic.policy
         if writer is None or not writer.durable or policy is None:
             self.stats.ignored += 1

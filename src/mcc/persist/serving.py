@@ -10,8 +10,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from cyclonedds.core import DDSException
-
 from mcc.bus.history import REQUEST_TOPIC, TRUNCATED
 from mcc.bus.rpc import ids_too_long
 from mcc.errors import MccError
@@ -44,13 +42,10 @@ class HistoryReplies:
         writer = svc._writers.get(info.publication_handle)
         if writer is not None:
             return svc._principal(writer)
-        try:  # matched, but discovery's sample not taken yet
-            data = svc._requests.dds.get_matched_publication_data(info.publication_handle)
-        except DDSException:
-            data = None
+        data = svc._requests.matched_writer(info.publication_handle)  # not discovered yet
         if data is None:
             return None
-        found = _WriterInfo(str(data.key), REQUEST_TOPIC, "", (), False, str(data.participant_key))
+        found = _WriterInfo(data.guid, REQUEST_TOPIC, "", (), False, data.participant)
         return svc._principal(found)
 
     def serve(self) -> None:

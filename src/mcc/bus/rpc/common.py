@@ -9,8 +9,6 @@ import socket
 import time
 from typing import Any
 
-from cyclonedds.core import DDSException
-
 from mcc.errors import MccError
 
 _client_seq = itertools.count(1)
@@ -91,13 +89,13 @@ def write_dispose(writer: Any, data: bytes, key_sample: Any) -> None:
 
 
 def matched_participants(entity: Any) -> set[str]:
-    """Participants of the endpoints matched with ``entity`` (a `Reader` or `Writer`)."""
-    dds = entity.dds
-    if hasattr(dds, "get_matched_subscriptions"):
-        found = map(dds.get_matched_subscription_data, dds.get_matched_subscriptions())
+    """Participants of the endpoints matched with ``entity`` (a `Reader` or `Writer`) at one
+    instant (the native core's snapshot: safe while peers come and go)."""
+    if hasattr(entity, "matched_readers"):
+        found = entity.matched_readers()
     else:
-        found = map(dds.get_matched_publication_data, dds.get_matched_publications())
-    return {str(e.participant_key) for e in found if e is not None}
+        found = entity.matched_writers()
+    return {e.participant for e in found}
 
 
 class PeerCache:
@@ -112,15 +110,12 @@ class PeerCache:
         """The participant behind ``publication_handle``; None when discovery lost it."""
         peer = self._peers.get(handle)
         if peer is None:
-            try:
-                data = self._reader.dds.get_matched_publication_data(handle)
-            except DDSException:
-                data = None
+            data = self._reader.matched_writer(handle)
             if data is None:
                 return None
             if len(self._peers) >= MAX_PEERS:  # writers come and go: forget old ones
                 self._peers.clear()
-            peer = self._peers[handle] = str(data.participant_key)
+            peer = self._peers[handle] = data.participant
         return peer
 
     def of(self, sample: Any) -> str | None:
