@@ -5,7 +5,8 @@ review, tried with real DDS Security plugins and real processes; none is obeyed.
 - a certificate of another CA, an expired certificate, a tampered permissions document:
   refused at creation or never heard;
 - a valid identity of another system (a radar instance): cannot write ``EngagementOrder``,
-  ``Command`` or ``CommandReply``;
+  ``Command`` or ``CommandReply``, and writes ``DetectionBatch`` and ``Heartbeat`` only in its
+  own source partition (``src/radar.0``), so readers know it is the radar's;
 - the operator cannot pass for the console (commands go out in the sender's own partition, which
   is how the supervisor attributes them);
 - a ``down`` written before the supervisor starts, by a writer that stays alive, is never
@@ -155,12 +156,18 @@ def test_hostile_participants_are_never_obeyed(
 
     # A valid identity of another system: the radar instance's own credentials.
     radar = mission.existing("guarded/radar.0")
-    with Bus(domain_id, transport=_as(radar), name="rogue radar") as bus:
-        bus.writer("DetectionBatch")  # what it was granted
+    with Bus(domain_id, transport=_as(radar), name="rogue radar", source="radar.0") as bus:
+        bus.writer("DetectionBatch")  # what it was granted, in its own source partition
         for topic in ("EngagementOrder", "Command", "CommandReply"):
             with pytest.raises(MccError, match=f"DDS Security refused to publish topic '{topic}'"):
                 bus.writer(topic)
-        assert bus.stats.security_denials == 3  # counted (/metrics), not only raised
+        # a sourced topic only as itself: not as another radar, not as no one
+        for partition in ("src/radar.1", "src/*", ""):
+            with pytest.raises(MccError, match="DDS Security refused to publish topic 'Detec"):
+                bus.writer("DetectionBatch", partitions=[partition])
+            with pytest.raises(MccError, match="DDS Security refused to publish topic 'Heart"):
+                bus.writer("Heartbeat", partitions=[partition])
+        assert bus.stats.security_denials == 9  # counted (/metrics), not only raised
     # The operator may command, but only as itself: not in the console's partition.
     operator = mission.existing("guarded/operator")
     with Bus(domain_id, transport=_as(operator), name="operator") as bus:

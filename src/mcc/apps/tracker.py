@@ -13,6 +13,7 @@ import heapq
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -82,6 +83,9 @@ class _Sensor:
     sigma_azimuth_rad: float
     sigma_elevation_rad: float
     coverage: Coverage | None = None
+    #: Its site from the mission's scenario: a batch's own sensor position is not used then.
+    position_m: tuple[float, float, float] | None = None
+    scan_period_s: float | None = None
 
 
 def _load_tracker_config(path: Path) -> object:
@@ -145,6 +149,16 @@ class TrackerAppConfig(AppConfig):
         description="drop batches stamped further behind the receive time, s",
     )
     max_detections: int = Field(default=20_000, ge=1, description="detections per batch")
+    min_scan_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="a source's batches closer than this fraction of its radar's scan period "
+        "(of min_scan_interval_ms when the scenario does not say) are dropped",
+    )
+    min_scan_interval_ms: NonNegative = Field(
+        default=100.0, description="scan period assumed for a radar the scenario lacks, ms"
+    )
     max_sensors: int = Field(default=64, ge=1, description="radars tracked")
     max_pending: int = Field(default=1024, ge=1, description="batches held to reorder")
     max_pending_detections: int = Field(
@@ -230,6 +244,8 @@ def _app_sensors(scenario_path: str | Path | None) -> dict[str, _Sensor]:
             radar.sigma_azimuth_rad,
             radar.sigma_elevation_rad,
             radar.in_coverage,
+            radar.position_m,
+            radar.scan_period_s,
         )
         for radar in load_scenario(scenario_path).radars
     }
@@ -276,6 +292,13 @@ class _TrackerApp:
         self.max_future_ns = int(self.opts.max_future_ms * 1e6)
         self.max_age_ns = int(self.opts.max_age_s * 1e9)
         self.seq = 0
+        self.sources = _Sources(
+            self.sensors,
+            min_fraction=self.opts.min_scan_fraction,
+            default_period_s=self.opts.min_scan_interval_ms / 1e3,
+            max_sources=self.opts.max_sensors,
+            known_only=self.ctx.bus.secured and bool(self.sensors),
+        )
 
     def run(self) -> None:
         ctx = self.ctx
@@ -302,7 +325,7 @@ class _TrackerApp:
                 reader.wait(timeout_s)
             for batch in reader.take(256):
                 ctx.heartbeat.count_in()
-                self._hold(batch, time.time_ns())
+                self._hold(batch, time.time_ns(), self._speaker(reader, batch))
             now_ns = time.time_ns()
             due = []
             while self.pending and self.pending[0][0] + self.reorder_ns <= now_ns:
@@ -346,10 +369,26 @@ class _TrackerApp:
             {"epoch_ns": self.epoch_ns, "cycle": self.cycle, "tracker": self.tracker.snapshot()}
         )
 
-    def _refusal(self, batch: DetectionBatch, receive_ns: int) -> tuple[str, str]:
+    def _speaker(self, reader: Any, batch: DetectionBatch) -> _Speaker | None:
+        """Who wrote ``batch``: its source principal and participant (None: no source)."""
+        source = reader.source_of(batch)
+        if source is None:
+            return None
+        handle = batch.sample_info.publication_handle  # type: ignore[attr-defined]
+        return _Speaker(source, handle, lambda: reader.matched_writer(handle) is not None)
+
+    def _refusal(
+        self, batch: DetectionBatch, receive_ns: int, speaker: _Speaker | None = None
+    ) -> tuple[str, str]:
         """Why ``batch`` is not held, as (kind, message); ("", "") when it is held. Times are
         checked against the receive clock, never against another sender's stamp."""
         opts = self.opts
+        if speaker is None and self.ctx.bus.secured:
+            return "unsourced", "its writer speaks for no identity (no source partition)"
+        if speaker is not None:
+            kind, why = self.sources.refusal(batch, receive_ns, speaker)
+            if kind:
+                return kind, why
         ahead_ns = batch.origin_ns - receive_ns
         if ahead_ns > self.max_future_ns:
             return "future", f"stamped {ahead_ns / 1e9:.3g} s ahead (max_future_ms)"
@@ -365,9 +404,11 @@ class _TrackerApp:
             return "held", f"{self.pending_detections} detections held (max_pending_detections)"
         return _iff_refusal(batch)
 
-    def _hold(self, batch: DetectionBatch, receive_ns: int) -> None:
+    def _hold(
+        self, batch: DetectionBatch, receive_ns: int, speaker: _Speaker | None = None
+    ) -> None:
         """Hold ``batch`` until its reorder time, or drop it (counted, first of a kind logged)."""
-        kind, why = self._refusal(batch, receive_ns)
+        kind, why = self._refusal(batch, receive_ns, speaker)
         if kind:
             self.dropped[kind] += 1
             if self.dropped[kind] == 1:
@@ -379,6 +420,8 @@ class _TrackerApp:
                 )
             return
         self.heard.add(batch.sensor_id)
+        if speaker is not None:
+            self.sources.accept(batch, receive_ns, speaker)
         self.seq += 1
         heapq.heappush(self.pending, (batch.origin_ns, self.seq, batch))
         self.pending_detections += int(batch.count)
@@ -439,7 +482,8 @@ class _TrackerApp:
             sigma_range_m=sensor.sigma_range_m,
             sigma_azimuth_rad=sensor.sigma_azimuth_rad,
             sigma_elevation_rad=sensor.sigma_elevation_rad,
-            sensor_position_m=(batch.sensor_x_m, batch.sensor_y_m, batch.sensor_z_m),
+            sensor_position_m=sensor.position_m
+            or (batch.sensor_x_m, batch.sensor_y_m, batch.sensor_z_m),
             sensor_id=batch.sensor_id,
             coverage=sensor.coverage,
             iff=optional_field(batch, "iff"),  # checked on arrival (_iff_refusal)
@@ -535,6 +579,72 @@ class _TrackerApp:
             self.late,
             "".join(f", {n} dropped {kind}" for kind, n in sorted(self.dropped.items())),
         )
+
+
+@dataclass(frozen=True)
+class _Speaker:
+    """The writer of a batch: its authenticated source principal (`Reader.source_of`), its
+    publication handle, and whether it is still matched."""
+
+    source: str
+    handle: int
+    matched: Callable[[], bool]
+
+
+@dataclass
+class _Sources:
+    """Each radar speaks through one identity, at its own rate, for its own sensor.
+
+    A source principal (``radar.0``) is bound to the first sensor id it speaks for, and a
+    sensor id to the first source that speaks for it (with a scenario on a secured bus, only
+    the scenario's radars are accepted); one participant at a time speaks for a source (a
+    second writer with the same identity is refused while the first is matched: a stolen
+    radar identity cannot outshout the radar it was stolen from); a source's batches closer
+    than ``min_fraction`` of its scan period, or not newer than its last, are dropped.
+    """
+
+    sensors: dict[str, _Sensor]
+    min_fraction: float
+    default_period_s: float
+    max_sources: int
+    known_only: bool
+    sensor_of: dict[str, str] = field(default_factory=dict)  # source → sensor id
+    source_of: dict[str, str] = field(default_factory=dict)  # sensor id → source
+    speaking: dict[str, _Speaker] = field(default_factory=dict)  # source → its writer
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)  # source → receive, origin
+
+    def refusal(self, batch: DetectionBatch, receive_ns: int, who: _Speaker) -> tuple[str, str]:
+        sensor, source = batch.sensor_id, who.source
+        bound = self.sensor_of.get(source)
+        if bound is None:
+            if self.known_only and sensor not in self.sensors:
+                return "unknown", f"{source} speaks for {sensor[:80]!r}, no radar of the scenario"
+            owner = self.source_of.get(sensor)
+            if owner is not None:
+                return "impersonation", f"{source} speaks for {sensor[:80]!r}, radar of {owner}"
+            if len(self.sensor_of) >= self.max_sources:
+                return "sensors", f"one source too many (max_sensors {self.max_sources})"
+        elif bound != sensor:
+            return "impersonation", f"{source} speaks for {sensor[:80]!r}, its radar is {bound!r}"
+        current = self.speaking.get(source)
+        if current is not None and current.handle != who.handle and current.matched():
+            return "second writer", f"a second writer of {source} while the first is matched"
+        last = self.last.get(source)
+        if last is not None:
+            if batch.origin_ns <= last[1]:
+                return "replay", f"{source}: a scan not newer than its last"
+            known = self.sensors.get(sensor)
+            period_s = known.scan_period_s if known and known.scan_period_s else None
+            min_ns = self.min_fraction * (period_s or self.default_period_s) * 1e9
+            if receive_ns - last[0] < min_ns:
+                return "rate", f"{source}: scans faster than its radar's period"
+        return "", ""
+
+    def accept(self, batch: DetectionBatch, receive_ns: int, who: _Speaker) -> None:
+        self.sensor_of.setdefault(who.source, batch.sensor_id)
+        self.source_of.setdefault(batch.sensor_id, who.source)
+        self.speaking[who.source] = who
+        self.last[who.source] = (receive_ns, batch.origin_ns)
 
 
 def _iff_refusal(batch: DetectionBatch) -> tuple[str, str]:

@@ -43,7 +43,7 @@ from mcc.bus import _native
 from mcc.bus.dispatch import Dispatcher
 from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll  # noqa: F401
 from mcc.bus.qos import QosLibrary, default_library
-from mcc.bus.topics import topic_spec
+from mcc.bus.topics import is_sourced, source_partition, topic_spec
 from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport, port_clash_hint
 from mcc.errors import MccError, TopicError
@@ -161,6 +161,9 @@ class Bus(Closeable):
             the transport's own tag, else env ``MCC_DISCOVERY_TAG``.
         qos: the profile library; default ``qos/mcc.xml``.
         name: participant name shown by ``mcc topic list``.
+        source: the principal this participant speaks for (an instance's ``SYSTEM.INDEX``,
+            ``supervisor``): its writers of sourced topics (`TopicSpec.sourced`) write in
+            ``src/SOURCE`` only, the one partition its permissions grant them.
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class Bus(Closeable):
         qos: QosLibrary | None = None,
         name: str = "mcc",
         monitor_qos: bool = True,
+        source: str | None = None,
     ) -> None:
         if not 0 <= domain_id <= 232:
             raise MccError(f"domain_id = {domain_id}: DDS domain ids run from 0 to 232")
@@ -187,6 +191,10 @@ class Bus(Closeable):
         self.transport = transport
         self.qos = qos or default_library()
         self.name = name
+        self.source = source
+        #: DDS Security is configured: what discovery reports of a remote writer (its
+        #: participant, its partitions) is authenticated and checked against its permissions.
+        self.secured = transport is not None and "<Security>" in transport.extra_xml
         self.stats = BusStatistics()
         self._lock = threading.Lock()
         self._domain = _configure_domain(domain_id, transport)
@@ -273,6 +281,8 @@ class Bus(Closeable):
         ``write_stored`` waits until the persistence service committed the sample.
         """
         profile = profile or self._default_profile(topic)
+        if partitions is None and self.source is not None and is_sourced(topic):
+            partitions = [source_partition(self.source)]
         with self._permitted(topic, "publish"):
             dds_topic = self.topic(topic, type, profile=profile)
             if self._is_durable(profile):
@@ -302,6 +312,9 @@ class Bus(Closeable):
         False; ``history_timeout_s`` bounds the wait for a service (default 3 s).
         """
         profile = profile or self._default_profile(topic)
+        if partitions is None and is_sourced(topic):
+            # every source's partition, and the bus's for writers that speak for no one
+            partitions = [*(self.partitions or ("",)), source_partition("*")]
         with self._permitted(topic, "subscribe to"):
             if partitions is not None:
                 dds_topic = self.topic(topic, type, profile=profile)

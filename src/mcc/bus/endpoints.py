@@ -25,6 +25,7 @@ from cyclonedds.util import duration
 
 from mcc.bus import _native
 from mcc.bus.codec import flat_codec
+from mcc.bus.topics import partition_source
 from mcc.bus.validate import received_check, validate_sample
 from mcc.errors import MccError, WriteTimeoutError
 from mcc.lifecycle import Closeable
@@ -249,6 +250,7 @@ class Reader(_Endpoint, Generic[T]):
         self._dds = DataReader(subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
         self._ref = int(self._dds._ref)
         self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
+        self._sources: dict[int, str | None] = {}  # publication handle → its source (source_of)
         self.condition = ReadCondition(self._dds, _ANY_STATE)
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
         self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
@@ -359,6 +361,25 @@ class Reader(_Endpoint, Generic[T]):
         if endpoint is None:
             return ()
         return ("",) if endpoint.partitions is None else endpoint.partitions
+
+    def source_of(self, sample: Any) -> str | None:
+        """The principal that wrote ``sample`` of a sourced topic (`TopicSpec.sourced`): the
+        one source partition its writer is in, or None (a writer that speaks for no one, or
+        one gone). On a secured bus it is authenticated: access control checked the writer's
+        partitions against its signed permissions, which grant each identity its own."""
+        info = getattr(sample, "sample_info", None)
+        if info is None:
+            return None
+        handle = info.publication_handle
+        cache = self._sources
+        if handle not in cache:
+            if len(cache) >= 4096:  # writers come and go: forget the old ones
+                cache.clear()
+            endpoint = self.matched_writer(handle)
+            if endpoint is None:
+                return None  # not cached: a writer may be matched a moment later
+            cache[handle] = partition_source(endpoint.partitions or ("",))
+        return cache[handle]
 
     def writer_name(self, publication_handle: int) -> str:
         """The GUID of the matched writer behind ``publication_handle`` (for logs)."""

@@ -12,19 +12,30 @@ from dataclasses import dataclass
 from mcc import types
 from mcc.errors import TopicError
 
+#: Writers of a sourced topic write in the partition ``src/PRINCIPAL`` of their identity.
+SOURCE_PREFIX = "src/"
+
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic: its name, its IDL type and the QoS profile it uses by default."""
+    """A topic: its name, its IDL type and the QoS profile it uses by default.
+
+    ``sourced``: who speaks on it is part of the message. A bus with a ``source`` (an
+    instance's principal, ``SYSTEM.INDEX``) writes it in the partition ``src/PRINCIPAL`` only,
+    and a secured mission grants each identity its own such partition and no other, so a reader
+    knows the authenticated writer of every sample (`Reader.source_of`), whatever fields the
+    sample fills in.
+    """
 
     name: str
     type: type
     profile: str
     doc: str
+    sourced: bool = False
 
 
 _SPECS = (
-    TopicSpec("DetectionBatch", types.DetectionBatch, "sensor_stream", "one radar scan"),
+    TopicSpec("DetectionBatch", types.DetectionBatch, "sensor_stream", "one radar scan", True),
     TopicSpec("Truth", types.Truth, "sensor_stream", "simulation ground truth"),
     TopicSpec("AirPicture", types.AirPicture, "sensor_stream", "one tracker cycle"),
     TopicSpec("Track", types.Track, "state", "latest state of each track"),
@@ -34,7 +45,7 @@ _SPECS = (
     # DDS Security can grant `EngagementOrder` to TEWA alone.
     TopicSpec("EngagementOutcome", types.EngagementOrder, "state", "launchers' answers to orders"),
     TopicSpec("WeaponStatus", types.WeaponStatus, "state", "readiness of each weapon"),
-    TopicSpec("Heartbeat", types.Heartbeat, "health", "liveliness and load per instance"),
+    TopicSpec("Heartbeat", types.Heartbeat, "health", "liveliness and load per instance", True),
     TopicSpec("Command", types.Command, "request", "control-plane requests"),
     TopicSpec("CommandReply", types.CommandReply, "command", "control-plane answers"),
     TopicSpec("MissionStatus", types.MissionStatus, "state", "mission phase and systems"),
@@ -66,3 +77,23 @@ def topic_spec(name: str) -> TopicSpec:
             f"unknown topic {name!r}; MCC topics are: {known} "
             "(pass type= to use a topic of your own)"
         ) from None
+
+
+def is_sourced(name: str) -> bool:
+    """True for a catalogue topic whose writers speak in their own source partition."""
+    spec = TOPICS.get(name)
+    return spec is not None and spec.sourced
+
+
+def source_partition(principal: str) -> str:
+    """The partition in which ``principal`` writes sourced topics."""
+    return f"{SOURCE_PREFIX}{principal}"
+
+
+def partition_source(partitions: tuple[str, ...]) -> str | None:
+    """The principal of a writer in ``partitions`` when it writes in exactly one source
+    partition (and no other); None otherwise."""
+    if len(partitions) != 1 or not partitions[0].startswith(SOURCE_PREFIX):
+        return None
+    principal = partitions[0][len(SOURCE_PREFIX) :]
+    return principal if principal and not any(c in principal for c in "*?[]") else None

@@ -150,7 +150,8 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
             daemon=True,
         ).start()
     partitions = list(settings.partitions)
-    with Bus(settings.domain, partitions=partitions, name=identity.id) as bus:
+    source = f"{identity.system}.{identity.index}"  # its principal: MISSION/SYSTEM.INDEX
+    with Bus(settings.domain, partitions=partitions, name=identity.id, source=source) as bus:
         period_s = settings.heartbeat_period_s
         heartbeat = HeartbeatPublisher(
             bus, identity.id, period_s=period_s, device=settings.device

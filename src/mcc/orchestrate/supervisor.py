@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +111,10 @@ class Supervisor(Service):
         self._status_dirty = True
         self._readers: list[Reader[Any]] = []
         # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
-        self._beats: deque[tuple[float, int, Heartbeat]] = deque(maxlen=65536)
+        # (when, when in ns, beat, its authenticated source: `Reader.source_of`)
+        self._beats: deque[tuple[float, int, Heartbeat, str | None]] = deque(maxlen=65536)
+        #: Beats refused because their sender is not who they name, by reason.
+        self.refused_beats: Counter[str] = Counter()
         self._roudi: Any = None  # mcc.bus.shm.RouDi, when this supervisor started the host's
         transport = transport or backend.transport()
         transports = mission_transports(mission, transport or Transport.from_env())
@@ -156,10 +159,13 @@ class Supervisor(Service):
 
             self._roudi = RouDi.ensure(log_path=self.run_dir / "logs" / "iox-roudi.log")
         if self._bus is None:
+            from mcc.security.mission import SUPERVISOR  # the identity its beats come from
+
             self._bus = Bus(
                 self.mission.domain,
                 transport=self._transport,
                 name=f"mcc supervisor {self.mission.mission}",
+                source=SUPERVISOR,
             )
         bus = self._bus
         self._status_writer = bus.writer("MissionStatus")
@@ -564,7 +570,7 @@ class Supervisor(Service):
         """On Cyclone's thread: stamp and queue; the loop applies them (no lock wait here)."""
         now, now_ns = time.monotonic(), time.time_ns()
         for hb in reader.take():
-            self._beats.append((now, now_ns, hb))
+            self._beats.append((now, now_ns, hb, reader.source_of(hb)))
         self._wake.set()
 
     def status(self) -> dict[str, Any]:

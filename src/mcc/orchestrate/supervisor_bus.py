@@ -31,8 +31,11 @@ def apply_heartbeats(sup: Supervisor) -> None:
     prefix = f"{sup.mission.mission}/"
     supervisors = f"{prefix}supervisor/"
     own = f"{supervisors}{os.getpid()}"
+    secured = sup._bus is not None and sup._bus.secured
     while sup._beats:
-        now, now_ns, hb = sup._beats.popleft()
+        now, now_ns, hb, source = sup._beats.popleft()
+        if secured and not _beat_from_its_owner(sup, hb, source):
+            continue
         if hb.system_id.startswith(supervisors):
             if hb.system_id != own and (len(sup._peers) < 64 or hb.system_id in sup._peers):
                 sup._peers[hb.system_id] = (now, hb)
@@ -217,6 +220,33 @@ def write_summary(sup: Supervisor) -> None:
         "events": [{"time_ns": t, "instance": i, "event": e} for t, i, e in sup.events],
     }
     registry.write_private(sup.run_dir / "supervisor.json", json.dumps(summary, indent=2))
+
+
+def _beat_from_its_owner(sup: Supervisor, hb: Heartbeat, source: str | None) -> bool:
+    """Whether ``hb`` comes from the identity that owns what it names: a supervisor's beat
+    from a supervisor identity, ``MISSION/SYSTEM/INDEX`` from ``SYSTEM.INDEX``. In a secured
+    mission the source is authenticated, so a stolen radar identity can neither keep a stopped
+    tracker "running" nor claim a supervisor's epoch. A refusal is counted and the first of
+    each source logged."""
+    from mcc.security.mission import SUPERVISOR
+
+    parts = hb.system_id.split("/")
+    if len(parts) == 3 and parts[0] == sup.mission.mission:
+        owner = SUPERVISOR if parts[1] == SUPERVISOR else f"{parts[1]}.{parts[2]}"
+        if source == owner:
+            return True
+        why = f"beat as {owner[:80]} from {source or 'no source'}"
+    else:
+        why = f"beat naming no instance of this mission from {source or 'no source'}"
+    sup.refused_beats[why if len(sup.refused_beats) < 256 else "other"] += 1
+    if sup.refused_beats[why] == 1:
+        log.warning(
+            "mission %s: heartbeat refused (%s: %.80r); further ones are counted",
+            sup.mission.mission,
+            why,
+            hb.system_id,
+        )
+    return False
 
 
 def _beat_of(hb: Heartbeat, inst: Instance) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcc.bus.rpc import CHANNELS
+from mcc.bus.topics import is_sourced, source_partition
 from mcc.security.documents import Grant
 from mcc.security.keystore import Identity, Keystore
 
@@ -48,8 +49,14 @@ class Topics:
         )
 
     def grants(self, principal: str) -> tuple[Grant, ...]:
-        """The permissions of identity ``principal`` (the last part of its name)."""
-        grants = [Grant(publish=self.publish, subscribe=self.subscribe)]
+        """The permissions of identity ``principal`` (the last part of its name). Sourced
+        topics (`mcc.bus.topics.TopicSpec.sourced`) it publishes only in its own source
+        partition, so their readers know who wrote each sample."""
+        sourced = tuple(t for t in self.publish if is_sourced(t))
+        plain = tuple(t for t in self.publish if not is_sourced(t))
+        grants = [Grant(publish=plain, subscribe=self.subscribe)]
+        if sourced:
+            grants.append(Grant(publish=sourced, partitions=(source_partition(principal),)))
         if self.requests:
             own = tuple(f"{channel}/{principal}" for channel in REQUEST_CHANNELS)
             grants.append(Grant(publish=self.requests, partitions=own))

@@ -1,0 +1,306 @@
+"""A compromised instance inside a secured mission: an attacker holding a radar's own
+credentials (certificate, key, permissions, copied from its host) against real radar, tracker
+and supervisor processes.
+
+- it cannot speak for another radar's sensor (ghost targets in the fire-control radar's name),
+  nor for its own while the genuine radar is on the bus (a second writer of one identity);
+- it cannot blind the picture with a flood of empty scans;
+- its heartbeats naming the tracker or a supervisor are refused (no "running" stopped tracker,
+  no claimed epoch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mcc.apps.tracker import TrackerAppConfig, _Sensor, _Sources, _Speaker
+from mcc.bus import Bus, Transport
+from mcc.security import Identity, Keystore
+from mcc.types import DetectionBatch, Heartbeat, SystemState, TrackStatus
+from mcc.types.arrays import pack, packed_field
+from tests.conftest import REPO, mcc_up, run_cli, wait_for
+
+SCENARIO = REPO / "scenarios" / "sam-toc.yaml"
+MANIFEST = """\
+mission: insider
+domain: {domain}
+security: on
+systems:
+  radar:
+    app: mcc.apps.radar:radar
+    config: {{scenario: {scenario}, truth_source: scenario}}
+    replicas: 2
+    resources: {{cpus: 0.2}}
+  tracker:
+    app: mcc.apps.tracker:tracker
+    config: {{scenario: {scenario}}}
+    resources: {{cpus: 0.3}}
+"""
+EVERYONE = {"insider/radar/0", "insider/radar/1", "insider/tracker/0"}
+FIRE_CONTROL_SITE = (-1500.0, -1500.0, 15.0)  # scenarios/sam-toc.yaml, radar 1
+#: Ghost targets (range m, azimuth rad, elevation rad) from the fire-control radar's site.
+GHOSTS = [(12_000.0 + 900 * k, math.radians(200 + 12 * k), 0.12) for k in range(6)]
+LIVE = (int(TrackStatus.TRACK_CONFIRMED.value), int(TrackStatus.TRACK_COASTING.value))
+
+
+def _ghost_positions() -> np.ndarray:
+    out = []
+    for r, az, el in GHOSTS:
+        horizontal = r * math.cos(el)
+        out.append(
+            (
+                FIRE_CONTROL_SITE[0] + horizontal * math.sin(az),
+                FIRE_CONTROL_SITE[1] + horizontal * math.cos(az),
+                FIRE_CONTROL_SITE[2] + r * math.sin(el),
+            )
+        )
+    return np.array(out)
+
+
+def _batch(sensor: str, scan: int, ghosts: bool) -> DetectionBatch:
+    rows = np.array(GHOSTS if ghosts else np.zeros((0, 3)), float).reshape(-1, 3)
+    n = len(rows)
+    xyz = _ghost_positions() if ghosts else np.zeros((0, 3))
+    now = time.time_ns()
+    return DetectionBatch(
+        sensor_id=sensor,
+        scan_id=scan,
+        origin_ns=now,
+        publish_ns=now,
+        sensor_x_m=FIRE_CONTROL_SITE[0],
+        sensor_y_m=FIRE_CONTROL_SITE[1],
+        sensor_z_m=FIRE_CONTROL_SITE[2],
+        count=n,
+        range_m=pack(rows[:, 0], "<f8"),
+        azimuth_rad=pack(rows[:, 1], "<f8"),
+        elevation_rad=pack(rows[:, 2], "<f8"),
+        radial_velocity_mps=pack(np.zeros(n), "<f8"),
+        snr_db=pack(np.full(n, 20.0), "<f8"),
+        x_m=pack(xyz[:, 0], "<f8"),
+        y_m=pack(xyz[:, 1], "<f8"),
+        z_m=pack(xyz[:, 2], "<f8"),
+        iff=b"",
+    )
+
+
+def _as(identity: Identity) -> Transport:
+    base = Transport.from_env()
+    return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
+
+
+@pytest.fixture
+def env(tmp_path: Path, bus_env: dict[str, str]) -> dict[str, str]:
+    return {**bus_env, "MCC_HOME": str(tmp_path / "home")}
+
+
+@pytest.fixture
+def up(env: dict[str, str], tmp_path: Path, domain_id: int) -> Iterator[subprocess.Popen[str]]:
+    path = tmp_path / "insider.yaml"
+    path.write_text(MANIFEST.format(domain=domain_id, scenario=SCENARIO))
+    with mcc_up(path, env=env, log=tmp_path / "up.log") as proc:
+        yield proc
+
+
+def _status(env: dict[str, str]) -> dict[str, Any] | None:
+    proc = run_cli(["status", "--json"], env=env, check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def _running(status: dict[str, Any] | None) -> set[str]:
+    return {i["id"] for i in (status or {}).get("instances", []) if i["state"] == "running"}
+
+
+def _live_tracks(pictures: Any) -> list[np.ndarray]:
+    """Positions of the live tracks of each picture taken."""
+    out = []
+    for msg in pictures.take(256):
+        states = np.asarray(packed_field(msg, "state")).reshape(-1, 6)
+        status = np.asarray(packed_field(msg, "status"))
+        out.append(states[np.isin(status, LIVE), :3])
+    return out
+
+
+def _near_ghosts(tracks: np.ndarray, within_m: float = 500.0) -> int:
+    if len(tracks) == 0:
+        return 0
+    d = np.linalg.norm(tracks[:, None, :] - _ghost_positions()[None, :, :], axis=2)
+    return int(np.count_nonzero(d.min(axis=1) < within_m))
+
+
+@pytest.mark.slow
+def test_a_stolen_radar_identity_cannot_fake_blind_or_impersonate(
+    up: subprocess.Popen[str], env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    wait_for(lambda: _running(_status(env)) == EVERYONE, 90, "every instance running")
+    keystore = Keystore(tmp_path / "home" / "keystores" / "insider")
+    console = keystore.existing("insider/console")
+    with Bus(domain_id, transport=_as(console), name="watcher") as watcher:
+        pictures = watcher.reader("AirPicture")
+        # the clean picture: wait until the raid is tracked
+        before: list[np.ndarray] = []
+
+        def tracked() -> bool:
+            before.extend(_live_tracks(pictures))
+            return bool(before) and len(before[-1]) >= 4
+
+        wait_for(tracked, 90, "the raid tracked")
+        baseline = int(np.median([len(t) for t in before[-10:]]))
+        assert all(_near_ghosts(t) == 0 for t in before), "a real track where the ghosts go"
+
+        # The attacker: another process (another host, as far as the bus can tell).
+        attacker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.security.test_insider",
+                str(keystore.path),
+                str(domain_id),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        during: list[np.ndarray] = []
+        try:
+            while attacker.poll() is None:
+                during.extend(_live_tracks(pictures))
+                time.sleep(0.1)
+        finally:
+            if attacker.poll() is None:
+                attacker.kill()
+            out, _ = attacker.communicate()
+        assert attacker.returncode == 0, f"the attacker failed:\n{out[-3000:]}"
+        assert "attacked" in out, out[-3000:]
+        after_end = time.monotonic() + 3.0
+        while time.monotonic() < after_end:
+            during.extend(_live_tracks(pictures))
+            time.sleep(0.1)
+
+    ghosts_seen = max((_near_ghosts(t) for t in during), default=0)
+    counts = [len(t) for t in during]
+    print(
+        f"\nlive tracks: {baseline} before; during the attack min {min(counts)}, "
+        f"median {int(np.median(counts))}; tracks on ghosts {ghosts_seen}"
+    )
+    assert ghosts_seen == 0, "a ghost target became a track"
+    assert len(counts) > 10, "the tracker stopped publishing during the attack"
+    assert np.median(counts) >= 0.7 * baseline and min(counts[5:]) >= 1, (
+        f"the picture was blinded: {baseline} tracks before; during, median "
+        f"{np.median(counts):g}, first pictures {counts[:20]}"
+    )
+    tracker_log = next((tmp_path / "home").rglob("tracker-0*.log")).read_text()
+    assert "dropped: radar.0 speaks for 'fire-control'" in tracker_log, tracker_log[-3000:]
+    assert "a second writer of radar.0 while the first is matched" in tracker_log
+    up_log = (tmp_path / "up.log").read_text()
+    assert "heartbeat refused (beat as tracker.0 from radar.0" in up_log, up_log[-3000:]
+    assert "heartbeat refused (beat as supervisor from radar.0" in up_log
+    status = _status(env)
+    assert status is not None and _running(status) == EVERYONE
+    assert all(s.get("epoch") != 77 for s in status["supervisors"]), status["supervisors"]
+
+
+def attack(keystore: Path, domain: int, seconds: float = 12.0) -> None:
+    """The attacker's process: radar.0's stolen credentials, 500 empty scans per second as
+    its own radar, ghost targets in its own and in the fire-control radar's name, heartbeats
+    as the tracker and as a supervisor claiming epoch 77."""
+    stolen = Keystore(keystore).existing("insider/radar.0")
+    with Bus(domain, transport=_as(stolen), name="attacker", source="radar.0") as bus:
+        batches, beats = bus.writer("DetectionBatch"), bus.writer("Heartbeat")
+        scan, end, next_ghost = 0, time.monotonic() + seconds, 0.0
+        while time.monotonic() < end:
+            scan += 1
+            batches.write(_batch("search", scan, ghosts=False))  # blinding: empty scans
+            if time.monotonic() >= next_ghost:
+                next_ghost = time.monotonic() + 0.25
+                batches.write(_batch("fire-control", scan, ghosts=True))  # another's sensor
+                batches.write(_batch("search", scan, ghosts=True))  # its own, as 2nd writer
+                for system_id, message in (
+                    ("insider/tracker/0", ""),
+                    ("insider/supervisor/999", "active epoch 77"),
+                ):
+                    beats.write(
+                        Heartbeat(
+                            system_id=system_id,
+                            host="attacker",
+                            pid=999,
+                            state=SystemState.SYSTEM_RUNNING,
+                            message=message,
+                            time_ns=time.time_ns(),
+                        )
+                    )
+            time.sleep(1 / 500)
+    print(f"attacked: {scan} scans")
+
+
+# -- the rules, without a bus ------------------------------------------------------------------
+
+
+def _sources(**overrides: Any) -> _Sources:
+    sensors = {
+        "search": _Sensor(30.0, 0.003, 0.005, scan_period_s=1.0),
+        "fire-control": _Sensor(10.0, 0.0015, 0.002, scan_period_s=0.5),
+    }
+    options = {
+        "min_fraction": TrackerAppConfig().min_scan_fraction,
+        "default_period_s": 0.1,
+        "max_sources": 8,
+        "known_only": True,
+        **overrides,
+    }
+    return _Sources(sensors, **options)
+
+
+def _speaker(source: str, handle: int, matched: bool = True) -> _Speaker:
+    return _Speaker(source, handle, lambda: matched)
+
+
+def _try(sources: _Sources, sensor: str, at_s: float, who: _Speaker) -> str:
+    batch = dataclasses.replace(_batch(sensor, 1, ghosts=False), origin_ns=int(at_s * 1e9))
+    kind, _ = sources.refusal(batch, int(at_s * 1e9), who)
+    if not kind:
+        sources.accept(batch, int(at_s * 1e9), who)
+    return kind
+
+
+def test_a_source_speaks_for_one_sensor_at_its_rate_through_one_writer() -> None:
+    s = _sources()
+    radar0, radar1 = _speaker("radar.0", 1), _speaker("radar.1", 2)
+    assert _try(s, "search", 10.0, radar0) == ""
+    assert _try(s, "fire-control", 10.0, radar1) == ""
+    assert _try(s, "fire-control", 10.2, radar0) == "impersonation"  # another's sensor
+    assert _try(s, "search", 10.2, radar1) == "impersonation"
+    assert _try(s, "ghost", 10.2, _speaker("radar.7", 3)) == "unknown"  # not in the scenario
+    assert _try(s, "search", 10.2, radar0) == "rate"  # 0.2 s < half of its 1 s scan
+    assert _try(s, "search", 11.0, radar0) == ""
+    assert _try(s, "search", 10.9, radar0) == "replay"  # not newer than its last
+    # a second participant with radar.0's identity, while the first is matched: refused
+    assert _try(s, "search", 12.0, _speaker("radar.0", 9)) == "second writer"
+    # the first gone (a restart): the new writer takes over
+    s.speaking["radar.0"] = _speaker("radar.0", 1, matched=False)
+    assert _try(s, "search", 12.0, _speaker("radar.0", 9)) == ""
+
+
+def test_unknown_sensors_are_bound_too_when_the_scenario_is_silent() -> None:
+    s = _sources(known_only=False, max_sources=2)
+    assert _try(s, "r1", 1.0, _speaker("a.0", 1)) == ""
+    assert _try(s, "r1", 1.0, _speaker("b.0", 2)) == "impersonation"
+    assert _try(s, "r2", 1.0, _speaker("b.0", 2)) == ""
+    assert _try(s, "r3", 1.0, _speaker("c.0", 3)) == "sensors"  # max_sources
+    assert _try(s, "r1", 1.02, _speaker("a.0", 1)) == "rate"  # under half the default 0.1 s
+
+
+if __name__ == "__main__":
+    attack(Path(sys.argv[1]), int(sys.argv[2]))
