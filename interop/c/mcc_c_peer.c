@@ -16,7 +16,10 @@
  *
  * Environment: MCC_DOMAIN (DDS domain, default 0), MCC_PARTITIONS (comma-separated DDS
  * partitions, as mcc.bus), CYCLONEDDS_URI (transport and discovery tag, as written by
- * mcc.bus.transport.Transport.apply_to_env). SIGTERM or SIGINT stop it with exit status 0.
+ * mcc.bus.transport.Transport.apply_to_env), MCC_SYSTEM and MCC_INDEX (set by the supervisor:
+ * the sourced topics DetectionBatch, EngagementOutcome and WeaponStatus are written in the
+ * partition src/SYSTEM.INDEX, the only one a secured mission grants this instance's identity,
+ * as mcc.bus.topics). SIGTERM or SIGINT stop it with exit status 0.
  *
  * QoS: Cyclone C 0.10 has no QoS provider, so the policies of qos/mcc.xml are set here in code:
  * profile "sensor_stream" for DetectionBatch, "state" for EngagementOrder, EngagementOutcome
@@ -114,7 +117,8 @@ static dds_qos_t *qos_state(void)
 /* -- the participant, publisher and subscriber (with MCC_PARTITIONS) ------------------------ */
 
 struct bus {
-  dds_entity_t participant, publisher, subscriber;
+  /* source_publisher: the instance's own source partition, for sourced topics */
+  dds_entity_t participant, publisher, subscriber, source_publisher;
 };
 
 static struct bus open_bus(void)
@@ -147,6 +151,19 @@ static struct bus open_bus(void)
     dds_delete_qos(qos);
   if (bus.publisher < 0)
     die("dds_create_publisher", bus.publisher);
+  bus.source_publisher = bus.publisher;
+  const char *system = getenv("MCC_SYSTEM"), *index = getenv("MCC_INDEX");
+  if (system && *system) {
+    char source[256];
+    const char *own[1] = {source};
+    snprintf(source, sizeof source, "src/%s.%s", system, index && *index ? index : "0");
+    dds_qos_t *sqos = dds_create_qos();
+    dds_qset_partition(sqos, 1, own);
+    bus.source_publisher = dds_create_publisher(bus.participant, sqos, NULL);
+    dds_delete_qos(sqos);
+    if (bus.source_publisher < 0)
+      die("dds_create_publisher (source partition)", bus.source_publisher);
+  }
   if (bus.subscriber < 0)
     die("dds_create_subscriber", bus.subscriber);
   return bus;
@@ -241,7 +258,7 @@ static int run_radar(int argc, char **argv)
   struct bus bus = open_bus();
   dds_qos_t *qos = qos_sensor_stream();
   dds_entity_t topic = make_topic(&bus, &mcc_DetectionBatch_desc, "DetectionBatch", qos);
-  dds_entity_t writer = dds_create_writer(bus.publisher, topic, qos, NULL);
+  dds_entity_t writer = dds_create_writer(bus.source_publisher, topic, qos, NULL);
   dds_delete_qos(qos);
   if (writer < 0)
     die("dds_create_writer DetectionBatch", writer);
@@ -374,8 +391,8 @@ static int run_launcher(int argc, char **argv)
       make_topic(&bus, &mcc_EngagementOrder_desc, "EngagementOutcome", qos);
   dds_entity_t status_topic = make_topic(&bus, &mcc_WeaponStatus_desc, "WeaponStatus", qos);
   dds_entity_t orders = dds_create_reader(bus.subscriber, order_topic, qos, NULL);
-  dds_entity_t answers = dds_create_writer(bus.publisher, outcome_topic, qos, NULL);
-  dds_entity_t statuses = dds_create_writer(bus.publisher, status_topic, qos, NULL);
+  dds_entity_t answers = dds_create_writer(bus.source_publisher, outcome_topic, qos, NULL);
+  dds_entity_t statuses = dds_create_writer(bus.source_publisher, status_topic, qos, NULL);
   dds_delete_qos(qos);
   if (orders < 0 || answers < 0 || statuses < 0)
     die("creating the launcher's readers and writers", orders < 0 ? orders : answers < 0 ? answers : statuses);

@@ -8,7 +8,8 @@ top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` there) and are fo
 
 A path a user passes is always resolved against their working directory first; only a relative
 path that names nothing there falls back to the shipped copy, so ``mcc up
-missions/sam-toc.yaml`` and ``scenario: scenarios/sam-toc.yaml`` in an app's ``config:`` block work from any folder.
+missions/sam-toc.yaml`` and ``scenario: scenarios/sam-toc.yaml`` in an app's ``config:`` block
+work from any folder.
 """
 
 from __future__ import annotations

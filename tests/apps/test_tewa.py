@@ -1150,3 +1150,34 @@ def test_sam_toc_the_friendly_cap_flight_is_never_engaged() -> None:
     assert engine.statistics().friend_vetoes > 0
     blind, _ = _sam_toc_run(with_identity=False, seconds=10.0)
     assert [o for o in blind if o[2] in friends]  # the check above means something
+
+
+def test_a_weapon_is_answered_for_only_by_the_launcher_identity_that_owns_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    from types import SimpleNamespace
+
+    from mcc.apps.tewa import _TewaApp
+
+    def app(secured: bool) -> SimpleNamespace:
+        bus = SimpleNamespace(secured=secured)
+        ctx = SimpleNamespace(bus=bus, log=logging.getLogger("mcc.app.tewa"))
+        return SimpleNamespace(ctx=ctx, weapon_owners={}, dropped=Counter())
+
+    def ok(a: SimpleNamespace, weapon: str, source: str | None, what: str = "status") -> bool:
+        return bool(_TewaApp._from_owner(a, weapon, source, what))  # type: ignore[arg-type]
+
+    secured = app(secured=True)
+    assert ok(secured, "sam-1", "launcher.0") and ok(secured, "sam-2", "launcher.1")
+    assert ok(secured, "sam-1", "launcher.0", "outcome")
+    # launcher 1's identity answering for launcher 0's weapon: a forged KILL is not taken
+    assert not ok(secured, "sam-1", "launcher.1", "outcome")
+    assert not ok(secured, "sam-1", None)  # a writer that speaks for no one, on a secured bus
+    assert secured.dropped == {
+        "outcome not from its launcher": 1,
+        "status not from its launcher": 1,
+    }
+    assert "from launcher.1, not its launcher launcher.0" in caplog.text
+    # unsecured: nothing is authenticated, unsourced samples (tools, foreign peers) are taken
+    assert ok(app(secured=False), "sam-1", None)

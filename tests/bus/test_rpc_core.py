@@ -4,12 +4,13 @@ with the request, the fair queue, and the shared helpers."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
 from mcc.bus import Bus, Replier, Requester
 from mcc.bus.rpc import FairQueue, QueueFullError, deadline_passed, ids_too_long, stamp_reply
-from mcc.types import ComputeReply, ComputeRequest
+from mcc.types import Command, CommandReply, ComputeReply, ComputeRequest
 
 
 def test_replier_answers_each_request_once_and_refuses_an_expired_one(
@@ -38,6 +39,33 @@ def test_replier_answers_each_request_once_and_refuses_an_expired_one(
         assert reply.request_id == late.request_id
     assert ran == ["fresh"]  # the expired request was answered, not run
     assert replier.served == 1
+
+
+def test_a_requester_takes_replies_only_from_the_replier_it_names(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
+    """Two systems may write ``CommandReply`` (the supervisor, TEWA for approvals); a client
+    naming the supervisor's identity ignores the other's answers, however early they come."""
+
+    def answer(text: str, delay_s: float) -> Callable[[Command], CommandReply]:
+        def handle(command: Command) -> CommandReply:
+            time.sleep(delay_s)
+            return CommandReply(ok=True, message=text)
+
+        return handle
+
+    with (
+        Bus(domain_id, source="supervisor") as supervisor_bus,
+        Bus(domain_id, source="tewa.0") as tewa_bus,
+        Bus(domain_id) as client_bus,
+        Replier(supervisor_bus, answer("supervisor", 0.3)),
+        Replier(tewa_bus, answer("tewa", 0.0)),
+        Requester[Command, CommandReply](client_bus, replier_source="supervisor") as trusting,
+        Requester[Command, CommandReply](client_bus) as anyone,
+    ):
+        assert trusting.request(Command(verb="status"), timeout_s=10).message == "supervisor"
+        assert anyone.request(Command(verb="status"), timeout_s=10).message == "tewa"
+        assert trusting._client.counts["replies refused"] >= 1
 
 
 def test_fair_queue_serves_clients_in_turn_and_batches_equal_keys() -> None:

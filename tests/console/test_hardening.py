@@ -206,6 +206,32 @@ def test_guesses_in_parallel_or_from_other_addresses_get_no_extra_tries(
         assert metric(metrics, "mcc_console_logins_total", result="throttled") == 52
 
 
+def test_someone_elses_failures_do_not_lock_the_commander_out_of_a_known_workstation() -> None:
+    from mcc.console.auth import LoginThrottle
+
+    throttle = LoginThrottle(max_failures=10)
+
+    def attempt(account: str, client: str, ok: bool) -> bool:
+        try_ = throttle.reserve(account, client)
+        if try_ is None:
+            return False
+        try_.succeeded() if ok else try_.failed()
+        return True
+
+    assert attempt("cmdr", "10.0.0.5", ok=True)  # the commander's workstation
+    # a guesser spreads 10 failures over 10 addresses, then every new address is refused
+    assert all(attempt("cmdr", f"10.0.1.{i}", ok=False) for i in range(10))
+    assert not attempt("cmdr", "10.0.2.1", ok=False)
+    assert throttle.blocked("CMDR ", "10.0.2.1")
+    # the commander's right password from the workstation that logged in before: admitted
+    assert not throttle.blocked("cmdr", "10.0.0.5") and attempt("cmdr", "10.0.0.5", ok=True)
+    # ... and one login forgives nobody else's guesses
+    assert throttle.blocked("cmdr", "10.0.2.1")
+    # per address and per account-at-address as before
+    assert all(attempt(f"x{i}", "10.0.3.1", ok=False) for i in range(10))
+    assert not attempt("obs", "10.0.3.1", ok=True)
+
+
 # -- 5. cross-site requests ----------------------------------------------------------------------
 
 

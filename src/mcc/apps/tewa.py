@@ -28,14 +28,14 @@ Per ``AirPicture`` (one tracker cycle), `TewaEngine.step`:
    ``order_id``, the planned single-shot ``pk``, ``rounds = salvo``, ``issue_ns`` and
    ``origin_ns`` = the picture's ``origin_ns`` (detection → order latency is measured).
 
-**Approval mode** (config ``approval: true``, `TewaEngine.approval`): orders are proposed, not issued. Each is
-published with status ``ORDER_PROPOSED`` (launchers ignore it; the console shows it) and holds its
-weapon and track until an operator decides: a ``Command`` with verb ``approve`` (or ``reject``)
-and the order id as target, sent on the ``Command`` topic in DDS partition `APPROVAL_PARTITION`,
-which TEWA answers (the supervisor, in the default partition, never sees it). An approved order
-is issued (``ORDER_ISSUED``, ``issue_ns`` = the approval time); a rejected one is
-``ORDER_ABORTED`` and its track is not proposed again for ``kill_assess_s``; one left undecided
-for ``approval_timeout_s`` is withdrawn (``ORDER_ABORTED``) and proposed again if still wanted.
+**Approval mode** (config ``approval: true``, `TewaEngine.approval`): orders are proposed, not
+issued. Each is published with status ``ORDER_PROPOSED`` (launchers ignore it; the console shows it)
+and holds its weapon and track until an operator decides: a ``Command`` with verb ``approve`` (or
+``reject``) and the order id as target, sent on the ``Command`` topic in DDS partition
+`APPROVAL_PARTITION`, which TEWA answers (the supervisor, in the default partition, never sees it).
+An approved order is issued (``ORDER_ISSUED``, ``issue_ns`` = the approval time); a rejected one is
+``ORDER_ABORTED`` and its track is not proposed again for ``kill_assess_s``; one left undecided for
+``approval_timeout_s`` is withdrawn (``ORDER_ABORTED``) and proposed again if still wanted.
 
 **Friends are never engaged.** The ``AirPicture`` carries each track's STANAG 1241 identity,
 fused by the tracker from the radars' IFF answers (`mcc.tracking.identity`). A track that is
@@ -139,6 +139,8 @@ __all__ = [
 # (``approval/<principal>``): TEWA answers them there and the supervisor, which reads the
 # ``cmd`` channel, never hears them; who approved is the partition's principal.
 APPROVAL_PARTITION = principal_partition(APPROVAL_CHANNEL, "*")
+#: Weapons whose launcher identity TEWA remembers (a weapons file has a few).
+MAX_WEAPONS = 1024
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -243,7 +245,10 @@ class _TewaApp:
         self.answers = bus.reader("EngagementOutcome")
         self.threat_writer = bus.writer("Threat")
         self.order_writer = bus.writer("EngagementOrder")
-        self.dropped: Counter[str] = Counter()  # pictures refused
+        self.dropped: Counter[str] = Counter()  # pictures, statuses and outcomes refused
+        #: Weapon id → the launcher identity that reports it (the first to): only it may
+        #: report the weapon's status and answer orders given to it.
+        self.weapon_owners: dict[str, str] = {}
         self.waitset = WaitSet(bus.participant)
         for reader in (self.pictures, self.statuses, self.answers):
             self.waitset.attach(reader.condition)
@@ -308,6 +313,26 @@ class _TewaApp:
         """The durable record, before anything it covers is published."""
         self.record.save(self.engine.snapshot())
 
+    def _from_owner(self, weapon_id: str, source: str | None, what: str) -> bool:
+        """Whether a weapon's ``what`` comes from the launcher identity that owns the weapon.
+        Unsourced samples are taken on an unsecured bus only (nothing is authenticated)."""
+        if source is None:
+            if not self.ctx.bus.secured:
+                return True
+            why = f"{what} of weapon {weapon_id[:80]!r} from no identity"
+        else:
+            owner = self.weapon_owners.get(weapon_id)
+            if owner is None and len(self.weapon_owners) < MAX_WEAPONS:
+                owner = self.weapon_owners[weapon_id] = source
+            if owner == source:
+                return True
+            why = f"{what} of weapon {weapon_id[:80]!r} from {source}, not its launcher {owner}"
+        kind = f"{what} not from its launcher"
+        self.dropped[kind] += 1
+        if self.dropped[kind] == 1:
+            self.ctx.log.warning("%s dropped; further ones are counted, not logged", why)
+        return False
+
     def _run(self) -> None:
         while not self.ctx.stopping:
             # Capped so that a stop (a Python signal handler) is seen within 0.1 s.
@@ -321,8 +346,13 @@ class _TewaApp:
         now_ns = time.time_ns()
         for status in self.statuses.take(256):
             hb.count_in()
-            engine.update_weapon(status, now_ns)
+            if self._from_owner(status.weapon_id, self.statuses.source_of(status), "status"):
+                engine.update_weapon(status, now_ns)
         for answer in self.answers.take(1024):
+            # the weapon our order went to, not the one the answer names
+            weapon = engine.order_weapon(answer.order_id) or answer.weapon_id
+            if not self._from_owner(weapon, self.answers.source_of(answer), "outcome"):
+                continue
             new = engine.on_order(answer, now_ns)
             if new is not None:
                 hb.count_in()

@@ -124,6 +124,11 @@ class TewaEngine:
         """The latest ``WeaponStatus`` of a weapon, received at ``now_ns``."""
         self._weapons[status.weapon_id] = WeaponSeen(status, now_ns)
 
+    def order_weapon(self, order_id: int) -> str | None:
+        """The weapon our order ``order_id`` went to; None when it is not ours."""
+        rec = self._orders.get(order_id)
+        return None if rec is None else rec.order.weapon_id
+
     def on_order(self, order: EngagementOrder, now_ns: int) -> OrderStatus | None:
         """An ``EngagementOrder`` sample from the bus; the new status of one of our orders, or
         None when the sample changes nothing (not ours, our own ``ORDER_ISSUED``, a repeat)."""

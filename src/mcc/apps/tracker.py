@@ -442,7 +442,7 @@ class _TrackerApp:
                     self.ctx.log.warning(
                         "late batch from %s (%.3f s behind the tracker; %d late so far): "
                         "dropped; raise --reorder-ms?",
-                        batch.sensor_id,
+                        batch.sensor_id[:80],
                         self.tracker.time_s - t_s,
                         self.late,
                     )
@@ -471,7 +471,7 @@ class _TrackerApp:
             if self.sensors:
                 self.ctx.log.warning(
                     "radar %r is not in the scenario; using the default accuracies",
-                    batch.sensor_id,
+                    batch.sensor_id[:80],
                 )
             sensor = self.sensors[batch.sensor_id] = self.default_sensor
         return Scan.from_polar(

@@ -43,11 +43,13 @@ _SPECS = (
     TopicSpec("EngagementOrder", types.EngagementOrder, "state", "weapon assignment orders"),
     # The launchers' answers (in flight, kill, miss, abort) on a topic of their own, so that
     # DDS Security can grant `EngagementOrder` to TEWA alone.
-    TopicSpec("EngagementOutcome", types.EngagementOrder, "state", "launchers' answers to orders"),
-    TopicSpec("WeaponStatus", types.WeaponStatus, "state", "readiness of each weapon"),
+    TopicSpec(
+        "EngagementOutcome", types.EngagementOrder, "state", "launchers' answers to orders", True
+    ),
+    TopicSpec("WeaponStatus", types.WeaponStatus, "state", "readiness of each weapon", True),
     TopicSpec("Heartbeat", types.Heartbeat, "health", "liveliness and load per instance", True),
     TopicSpec("Command", types.Command, "request", "control-plane requests"),
-    TopicSpec("CommandReply", types.CommandReply, "command", "control-plane answers"),
+    TopicSpec("CommandReply", types.CommandReply, "command", "control-plane answers", True),
     TopicSpec("MissionStatus", types.MissionStatus, "state", "mission phase and systems"),
     TopicSpec("ComputeRequest", types.ComputeRequest, "bulk", "remote kernel calls"),
     TopicSpec("ComputeReply", types.ComputeReply, "bulk", "remote kernel results"),

@@ -19,7 +19,7 @@ import re
 import secrets
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,15 +240,21 @@ class SessionStore:
 
 
 class LoginThrottle:
-    """At most ``max_failures`` failed logins per account and per client address within
-    ``window_s``.
+    """At most ``max_failures`` failed logins per client address, and per account from one
+    address, within ``window_s``; past ``max_failures`` failures of an account from all
+    addresses together, only addresses that logged in to it before get tries.
 
-    A login reserves a try on its account and on its address before the password is hashed
-    (`reserve`, atomic): a try in progress counts as a failure until it ends, so concurrent
-    guesses cannot slip through together, and another address gets no fresh tries at the same
-    account. Addresses count per host (IPv4) or per /64 network (IPv6). At most ``max_keys``
-    accounts and addresses are remembered: a flood of new names is refused, not stored.
+    So a guesser gets ``max_failures`` tries per address, and a distributed one
+    ``max_failures`` per account from new addresses, while the account's owner, at a
+    workstation that logged in before, is not locked out by someone else's failures. A login
+    reserves its tries before the password is hashed (`reserve`, atomic): a try in progress
+    counts as a failure until it ends, so concurrent guesses cannot slip through together.
+    Addresses count per host (IPv4) or per /64 network (IPv6). At most ``max_keys`` accounts
+    and addresses are remembered (and ``MAX_TRUSTED`` addresses per account): a flood of new
+    names is refused, not stored.
     """
+
+    MAX_TRUSTED = 16
 
     def __init__(
         self, *, max_failures: int = 10, window_s: float = 300.0, max_keys: int = 10_000
@@ -258,15 +264,29 @@ class LoginThrottle:
         self.max_keys = max_keys
         self._failures: dict[str, deque[float]] = {}
         self._pending: dict[str, int] = {}
+        self._trusted: dict[str, OrderedDict[str, None]] = {}  # account → addresses it used
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _keys(account: str, client: str) -> tuple[str, str, str]:
+        name, address = account.strip().lower()[:64], client_key(client)
+        return f"login:{name}@{address}", f"address:{address}", f"account:{name}"
+
+    def _refused(self, keys: tuple[str, str, str], now: float) -> bool:
+        pair, address, account = keys
+        if any(self._used(key, now) >= self.max_failures for key in (pair, address)):
+            return True
+        trusted = self._trusted.get(account)
+        over = self._used(account, now) >= self.max_failures
+        return over and (trusted is None or address not in trusted)
+
     def reserve(self, account: str, client: str) -> LoginTry | None:
-        """A try for ``account`` from ``client``; None when either has no tries left. End it
+        """A try for ``account`` from ``client``; None when it has no tries left. End it
         with `LoginTry.failed` or `LoginTry.succeeded`."""
-        keys = (f"account:{account.strip().lower()[:64]}", f"address:{client_key(client)}")
+        keys = self._keys(account, client)
         now = time.monotonic()
         with self._lock:
-            if any(self._used(key, now) >= self.max_failures for key in keys):
+            if self._refused(keys, now):
                 return None
             new = sum(key not in self._failures and key not in self._pending for key in keys)
             if new and len(self._failures) + len(self._pending) + new > self.max_keys:
@@ -279,10 +299,8 @@ class LoginThrottle:
 
     def blocked(self, account: str, client: str) -> bool:
         """Whether a login for ``account`` from ``client`` would be refused now."""
-        keys = (f"account:{account.strip().lower()[:64]}", f"address:{client_key(client)}")
-        now = time.monotonic()
         with self._lock:
-            return any(self._used(key, now) >= self.max_failures for key in keys)
+            return self._refused(self._keys(account, client), time.monotonic())
 
     def _used(self, key: str, now: float) -> int:
         """Failures of ``key`` within the window plus its tries in progress."""
@@ -308,10 +326,19 @@ class LoginThrottle:
                     self._pending[key] = left
                 else:
                     self._pending.pop(key, None)
-                if ok:
+                if ok and not key.startswith("account:"):
+                    # the account's failures stay: others' guesses are not forgiven by one login
                     self._failures.pop(key, None)
-                else:
+                elif not ok:
                     self._failures.setdefault(key, deque()).append(now)
+            if ok:
+                _, address, account = keys
+                if account in self._trusted or len(self._trusted) < self.max_keys:
+                    trusted = self._trusted.setdefault(account, OrderedDict())
+                    trusted[address] = None
+                    trusted.move_to_end(address)
+                    while len(trusted) > self.MAX_TRUSTED:
+                        trusted.popitem(last=False)
 
 
 @dataclass
@@ -328,7 +355,8 @@ class LoginTry:
             self.throttle._end(self.keys, ok=False)
 
     def succeeded(self) -> None:
-        """A right password: the account's and the address's failures are forgotten."""
+        """A right password: this address's failures are forgotten and it is trusted for the
+        account (the account's failures from elsewhere stay)."""
         if not self.ended:
             self.ended = True
             self.throttle._end(self.keys, ok=True)

@@ -17,7 +17,7 @@ from mcc.bus import Bus, Requester, Transport
 from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
 from mcc.errors import OrchestratorError
 from mcc.orchestrate import registry
-from mcc.security.mission import OPERATOR
+from mcc.security.mission import OPERATOR, SUPERVISOR
 from mcc.settings import current
 from mcc.types import Command, CommandReply, MissionStatus
 
@@ -41,8 +41,13 @@ class ControlClient:
         self.bus = bus
         self.mission = mission
         self.timeout_s = timeout_s
+        # On a secured bus a command's answer counts only from a supervisor identity (TEWA
+        # may write CommandReply too, for approvals).
+        from_supervisor = bus.secured and channel == COMMAND_CHANNEL
         self._requester = Requester[Command, CommandReply](
-            bus, partition=principal_partition(channel, principal)
+            bus,
+            partition=principal_partition(channel, principal),
+            replier_source=SUPERVISOR if from_supervisor else None,
         )
         self._status_reader = bus.reader("MissionStatus")
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from mcc.security.documents import PROTECTIONS, Grant
-from mcc.security.keystore import Keystore
+from mcc.security.keystore import Keystore, SecurityError, check_identity_name
 
 
 def add_parsers(sub: Any) -> None:
@@ -30,7 +30,7 @@ def add_parsers(sub: Any) -> None:
     init.set_defaults(func=_init)
     ident = ssub.add_parser("identity", help="create an identity with its permissions")
     ident.add_argument("keystore")
-    ident.add_argument("name", help="the identity, e.g. sam-toc/radar")
+    ident.add_argument("name", type=_identity_name, help="the identity, e.g. sam-toc/radar")
     ident.add_argument("--domain", type=int, action="append", required=True, help="DDS domain id")
     ident.add_argument("--publish", default="", help="topics it may write, comma-separated")
     ident.add_argument("--subscribe", default="", help="topics it may read, comma-separated")
@@ -77,6 +77,13 @@ def add_parsers(sub: Any) -> None:
 
 def _topics(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _identity_name(text: str) -> str:
+    try:
+        return check_identity_name(text)
+    except SecurityError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _init(args: argparse.Namespace) -> int:

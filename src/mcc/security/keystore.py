@@ -40,6 +40,23 @@ class SecurityError(MccError):
     """A keystore, identity or document that is missing, invalid or does not match."""
 
 
+#: An identity's name: ``MISSION/NAME`` (or one part), each a letter or digit then letters,
+#: digits, ``_``, ``.``, ``-``. The last part becomes a DDS partition (``cmd/NAME``,
+#: ``src/NAME``) that permissions match as a pattern, and a folder of the keystore: a name
+#: with ``*``, ``?``, ``[`` or a path step would grant every partition or write elsewhere.
+_IDENTITY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?")
+
+
+def check_identity_name(name: str) -> str:
+    """``name`` when it is a valid identity name; `SecurityError` saying why otherwise."""
+    if not _IDENTITY_NAME.fullmatch(name):
+        raise SecurityError(
+            f"identity name {name[:80]!r}: use MISSION/NAME, each part a letter or digit then "
+            "letters, digits, '_', '.' or '-' (at most 64); no wildcards or path steps"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class Identity:
     """The files of one participant identity, and the Cyclone configuration that uses them."""
@@ -105,9 +122,14 @@ class Keystore:
                 .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                 .add_extension(  # what strict verifiers (openssl -x509_strict) ask of a CA
                     x509.KeyUsage(
-                        digital_signature=True, content_commitment=False,
-                        key_encipherment=False, data_encipherment=False, key_agreement=False,
-                        key_cert_sign=True, crl_sign=True, encipher_only=False,
+                        digital_signature=True,
+                        content_commitment=False,
+                        key_encipherment=False,
+                        data_encipherment=False,
+                        key_agreement=False,
+                        key_cert_sign=True,
+                        crl_sign=True,
+                        encipher_only=False,
                         decipher_only=False,
                     ),
                     critical=True,
@@ -141,7 +163,7 @@ class Keystore:
     ) -> Identity:
         """Create (or replace) identity ``name``: key, certificate signed by the identity CA,
         and its permissions document (``grants`` on ``domains``) signed by the permissions CA."""
-        folder = self.path / "identities" / name
+        folder = self.path / "identities" / check_identity_name(name)
         _private_dir(folder)
         key = ec.generate_private_key(ec.SECP256R1())
         ca_cert, ca_key = self._ca("identity_ca")
@@ -160,7 +182,7 @@ class Keystore:
 
     def existing(self, name: str) -> Identity:
         """Identity ``name`` as created before; `SecurityError` if it is missing."""
-        folder = self.path / "identities" / name
+        folder = self.path / "identities" / check_identity_name(name)
         for file in ("cert.pem", "key.pem", "permissions.p7s"):
             if not (folder / file).exists():
                 raise SecurityError(f"{folder}: no {file}; create the identity first")

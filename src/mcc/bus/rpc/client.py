@@ -62,6 +62,9 @@ class RpcClient(Closeable):
         lost: ``lost(call, what)`` → the exception of a call whose replier ``what`` ("went
             away" / "restarted") with no retries left.
         reply_id: the reply's correlation field.
+        accept: ``accept(reply)`` → whether the reply comes from a replier this client
+            trusts (e.g. `Reader.source_of` is the supervisor); others are counted
+            (``counts["replies refused"]``) and dropped. None: any replier.
     """
 
     def __init__(
@@ -77,8 +80,10 @@ class RpcClient(Closeable):
         lost: Callable[[Call, str], BaseException],
         name: str,
         reply_id: str = "request_id",
+        accept: Callable[[Any], bool] | None = None,
     ) -> None:
         self.writer, self.reader, self.client_id, self.name = writer, reader, client_id, name
+        self._accept = accept
         self._send_payload, self._resolve = send, resolve
         self._timed_out, self._lost = timed_out, lost
         self._reply_id = reply_id
@@ -156,6 +161,10 @@ class RpcClient(Closeable):
     def _on_replies(self, replies: list[Any]) -> None:
         for reply in replies:
             if getattr(reply, "client_id", self.client_id) != self.client_id:
+                continue
+            if self._accept is not None and not self._accept(reply):
+                with self._lock:
+                    self.counts["replies refused"] += 1
                 continue
             try:
                 with self._lock:

@@ -42,6 +42,10 @@ class Requester(Closeable, Generic[Req, Rep]):
 
     >>> with Requester(bus, "Command", "CommandReply") as rq:
     ...     reply = rq.request(Command(verb="status"), timeout_s=2.0)
+
+    ``replier_source``: take replies only from that identity (a sourced reply topic such as
+    ``CommandReply``: `Reader.source_of`), so another system allowed to reply on the topic
+    cannot answer in the replier's place.
     """
 
     def __init__(
@@ -53,6 +57,7 @@ class Requester(Closeable, Generic[Req, Rep]):
         client_id: str | None = None,
         profile: str | None = None,
         partition: str | None = None,
+        replier_source: str | None = None,
     ) -> None:
         self.bus = bus
         self.client_id = client_id or default_client_id()
@@ -72,7 +77,13 @@ class Requester(Closeable, Generic[Req, Rep]):
             lost=lambda call, what: PeerLostError(f"replier {what}: {call.request_id}"),
             name=f"mcc-rq-{request_topic}",
             reply_id=id_field(self._reader.type),
+            accept=None if replier_source is None else self._from(replier_source),
         )
+
+    def _from(self, source: str) -> Callable[[Any], bool]:
+        """Replies only from the identity ``source`` (a sourced reply topic: the replier's
+        source partition, authenticated on a secured bus)."""
+        return lambda reply: self._reader.source_of(reply) == source
 
     def _timed_out(self, call: Call) -> BaseException:
         return RequestTimeoutError(f"no reply to {self._writer.topic_name} {call.request_id!r}")
@@ -162,8 +173,10 @@ class Replier(Service, Generic[Req, Rep]):
             return "unknown"
         prefix = f"{self.channel}/"
         for partition in self._reader.writer_partitions(info.publication_handle):
-            if partition.startswith(prefix) and len(partition) > len(prefix):
-                return partition[len(prefix) :]
+            name = partition[len(prefix) :]
+            # a pattern (``cmd/*``) is no one's name: identities never carry one
+            if partition.startswith(prefix) and name and not any(c in name for c in "*?[]\\"):
+                return name
         return "unknown"
 
     def _admit(self, request: Any, client: str) -> Pending[str] | None:
