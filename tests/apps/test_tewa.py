@@ -508,7 +508,8 @@ def test_truth_tewa_and_launcher_kill_a_target(
             ) as sim,
             app_instance(
                 "mcc.apps.tewa:tewa",
-                env=configured(bus_env, scenario=SMALL, weapons=weapons),
+                # the test writes the pictures itself, no radar: nothing to corroborate them
+                env=configured(bus_env, scenario=SMALL, weapons=weapons, min_sensors=1),
                 system="tewa",
                 logs=logs,
             ) as tewa_proc,
@@ -666,7 +667,8 @@ def tewa_process(
         proc = subprocess.Popen(
             [sys.executable, "-m", "mcc.orchestrate.runtime", "mcc.apps.tewa:tewa"],
             cwd=REPO,
-            env=configured(env, scenario=SMALL, weapons=weapons, order_timeout_s=120)
+            # pictures from the test, no radar: nothing to corroborate them (min_sensors)
+            env=configured(env, scenario=SMALL, weapons=weapons, order_timeout_s=120, min_sensors=1)
             | {"MCC_MISSION": "test", "MCC_SYSTEM": "tewa", "MCC_INDEX": "0"}
             | {"MCC_RUN_DIR": str(logs)},
             stdout=out,
@@ -1181,3 +1183,46 @@ def test_a_weapon_is_answered_for_only_by_the_launcher_identity_that_owns_it(
     assert "from launcher.1, not its launcher launcher.0" in caplog.text
     # unsecured: nothing is authenticated, unsourced samples (tools, foreign peers) are taken
     assert ok(app(secured=False), "sam-1", None)
+
+
+def test_a_radar_witnesses_a_track_with_a_detection_near_it_at_its_scan_time() -> None:
+    from mcc.apps.tewa_model import SensorScans
+
+    scans = SensorScans(gate_m=100.0, max_age_s=2.0)
+    tracks = np.array([[1000.0, 0.0, 50.0], [0.0, 5000.0, 50.0]])
+    velocity = np.array([[-250.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    # radar.0 saw both 1 s before the picture (track 1 was 250 m further out then)
+    scans.add("radar.0", T0 - S, np.array([[1250.0, 0.0, 50.0], [0.0, 5030.0, 50.0]]))
+    # radar.1 only the first, in the picture's scan; a far detection for the second
+    scans.add("radar.1", T0, np.array([[1010.0, 0.0, 50.0], [0.0, 6000.0, 0.0]]))
+    # radar.2's scan is too old to witness anything
+    scans.add("radar.2", T0 - 3 * S, np.array([[1750.0, 0.0, 50.0], [0.0, 5000.0, 50.0]]))
+    assert scans.count(tracks, velocity, T0).tolist() == [2, 1]
+    # an older scan of a source never replaces its newer one; bounds hold
+    scans.add("radar.1", T0 - 2 * S, np.zeros((0, 3)))
+    assert scans.count(tracks, velocity, T0).tolist() == [2, 1]
+    small = SensorScans(max_sources=1, max_detections=1)
+    assert small.add("a", T0, np.zeros((1, 3)))
+    assert not small.add("b", T0, np.zeros((1, 3))) and not small.add("a", T0, np.zeros((2, 3)))
+
+
+def test_one_radar_alone_does_not_start_an_engagement_without_approval() -> None:
+    threat = (1, MISSILE, (9000.0, 0.0, 50.0), (-250.0, 0.0, 0.0))
+    for approval, seen, expected in (
+        (False, [1], set()),  # one witness: held back, counted
+        (False, [2], {1}),  # two radars: engaged
+        (True, [1], {1}),  # an operator decides: proposed
+    ):
+        engine = TewaEngine(
+            DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, min_sensors=2, approval=approval
+        )
+        engine.update_weapon(weapon("a", (0.0, 0.0, 0.0)), T0)
+        result = engine.step(picture(threat), T0, np.array(seen))
+        assert {o.track_id for o in result.orders} == expected, (approval, seen)
+        assert engine.statistics().uncorroborated == (1 if not expected else 0)
+    # not known (no detections read): every track counts as seen
+    engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, min_sensors=2)
+    engine.update_weapon(weapon("a", (0.0, 0.0, 0.0)), T0)
+    assert engine.step(picture(threat), T0).orders
+    with pytest.raises(MccError, match="min_sensors"):
+        TewaEngine(DEPOT, min_sensors=0)

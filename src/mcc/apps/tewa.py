@@ -37,6 +37,12 @@ An approved order is issued (``ORDER_ISSUED``, ``issue_ns`` = the approval time)
 ``ORDER_ABORTED`` and its track is not proposed again for ``kill_assess_s``; one left undecided for
 ``approval_timeout_s`` is withdrawn (``ORDER_ABORTED``) and proposed again if still wanted.
 
+**No engagement on one radar's word.** TEWA also reads ``DetectionBatch`` and engages a track
+only when radars of at least ``min_sensors`` identities (default 2) have a detection near it in
+their latest scan (`SensorScans`; the radar's identity is `Reader.source_of`, authenticated on
+a secured bus); others are held back (``uncorroborated``) unless an operator approves them
+(approval mode proposes them anyway).
+
 **Friends are never engaged.** The ``AirPicture`` carries each track's STANAG 1241 identity,
 fused by the tracker from the radars' IFF answers (`mcc.tracking.identity`). A track that is
 ``FRIEND`` or ``ASSUMED_FRIEND`` is kept out of the assignment (counted: ``friend_vetoes``) and
@@ -84,6 +90,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from cyclonedds.core import WaitSet
 from cyclonedds.util import duration
 from pydantic import Field
@@ -101,6 +108,7 @@ from mcc.apps.tewa_model import (
     Picture,
     PlanEvaluation,
     Policy,
+    SensorScans,
     TewaResult,
     TewaStatistics,
     ThreatReport,
@@ -111,13 +119,14 @@ from mcc.errors import MccError
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
-from mcc.types import AirPicture, Command, CommandReply, OrderStatus, Threat
+from mcc.types import AirPicture, Command, CommandReply, DetectionBatch, OrderStatus, Threat
+from mcc.types.arrays import packed_field
 
 #: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
 BUS_TOPICS = {
     "tewa": Topics(
         publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals
-        subscribe=("AirPicture", "WeaponStatus", "EngagementOutcome", "Command"),
+        subscribe=("AirPicture", "WeaponStatus", "EngagementOutcome", "Command", "DetectionBatch"),
     )
 }
 
@@ -173,6 +182,18 @@ class TewaConfig(AppConfig):
         description="propose orders; issue each when a Command approves it (partition approval)",
     )
     approval_timeout_s: Positive = Field(default=30.0, description="a proposal unapproved, s")
+    min_sensors: int = Field(
+        default=2,
+        ge=1,
+        description="radar identities that must see a track before it is engaged without an "
+        "operator's approval (1: any track)",
+    )
+    corroboration_gate_m: Positive = Field(
+        default=500.0, description="a radar sees a track with a detection this close, m"
+    )
+    corroboration_age_s: Positive = Field(
+        default=3.0, description="a radar's latest scan older than this corroborates nothing, s"
+    )
     state: Path | None = Field(
         default=None, description="durable record (default RUN_DIR/state/SYSTEM-INDEX.json)"
     )
@@ -209,6 +230,7 @@ def tewa(ctx: AppContext) -> int:
             first_order_id=(time.time_ns() // 1_000_000) % 2**31 + 1,
             approval=opts.approval,
             approval_timeout_s=opts.approval_timeout_s,
+            min_sensors=opts.min_sensors,
         )
     except MccError as exc:
         print(f"mcc: error: {exc}", file=sys.stderr)
@@ -228,18 +250,24 @@ def tewa(ctx: AppContext) -> int:
     record = open_state(
         opts.state, run_dir=ctx.run_dir, system=ident.system, index=ident.index, kind="tewa"
     )
-    _TewaApp(ctx, engine, record).run()
+    scans = SensorScans(gate_m=opts.corroboration_gate_m, max_age_s=opts.corroboration_age_s)
+    _TewaApp(ctx, engine, record, scans).run()
     return 0
 
 
 class _TewaApp:
     """The bus side of a `TewaEngine`."""
 
-    def __init__(self, ctx: AppContext, engine: TewaEngine, record: StateFile) -> None:
+    def __init__(
+        self, ctx: AppContext, engine: TewaEngine, record: StateFile, scans: SensorScans
+    ) -> None:
         self.ctx = ctx
         self.engine = engine
         self.record = record
+        self.scans = scans
         bus = ctx.bus
+        # Who sees what: a track is engaged once radars of two identities see it.
+        self.detections = bus.reader("DetectionBatch") if engine.min_sensors > 1 else None
         self.pictures = bus.reader("AirPicture")
         self.statuses = bus.reader("WeaponStatus")
         self.answers = bus.reader("EngagementOutcome")
@@ -313,6 +341,23 @@ class _TewaApp:
         """The durable record, before anything it covers is published."""
         self.record.save(self.engine.snapshot())
 
+    def _witness(self, batch: DetectionBatch) -> None:
+        """Keep a radar's latest scan as a witness of the tracks near its detections. The
+        witness is the radar's identity (one, however many sensor ids it claims); on an
+        unsecured bus, where nothing is authenticated, its sensor id."""
+        assert self.detections is not None
+        source = self.detections.source_of(batch)
+        if source is None:
+            if self.ctx.bus.secured:
+                return  # speaks for no identity: witnesses nothing
+            source = f"sensor {batch.sensor_id[:80]}"
+        positions = np.stack(
+            [np.asarray(packed_field(batch, axis), np.float64) for axis in ("x_m", "y_m", "z_m")],
+            axis=1,
+        )
+        if not self.scans.add(source, batch.origin_ns, positions):
+            self.dropped["scan past the witnesses' bounds"] += 1
+
     def _from_owner(self, weapon_id: str, source: str | None, what: str) -> bool:
         """Whether a weapon's ``what`` comes from the launcher identity that owns the weapon.
         Unsourced samples are taken on an unsecured bus only (nothing is authenticated)."""
@@ -364,6 +409,9 @@ class _TewaApp:
                         answer.track_id,
                         new.name,
                     )
+        if self.detections is not None:
+            for batch in self.detections.take(256):
+                self._witness(batch)
         newest: AirPicture | None = None
         for picture in self.pictures.take(64):
             hb.count_in()
@@ -386,7 +434,11 @@ class _TewaApp:
                     str(exc)[:200],
                 )
             return
-        result = self.engine.step(picture, time.time_ns())
+        seen_by = None
+        if self.detections is not None:
+            state = picture.state
+            seen_by = self.scans.count(state[:, 0:3], state[:, 3:6], picture.time_ns)
+        result = self.engine.step(picture, time.time_ns(), seen_by)
         # The last check before anything goes out: no order names a friend.
         orders = [order for order in result.orders if self.engine.release(order)]
         if result.orders or result.withdrawn:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from mcc.apps.launcher import PkModel, WeaponSpec, intercept_time_s
 from mcc.apps.tewa_model import (
@@ -74,6 +75,9 @@ class TewaEngine:
         seed: Monte Carlo seed. first_order_id: the first ``order_id`` issued.
         approval: propose orders (``ORDER_PROPOSED``) and issue them only on `approve`.
         approval_timeout_s: a proposal left undecided this long is withdrawn.
+        min_sensors: a track is engaged only when at least this many radar identities see it
+            (``seen_by`` of `step`); with ``approval`` an uncorroborated track is still
+            proposed, since an operator decides. 1: any track.
     """
 
     assets: Assets
@@ -98,15 +102,17 @@ class TewaEngine:
     first_order_id: int = 1
     approval: bool = False
     approval_timeout_s: float = 30.0
+    min_sensors: int = 1
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise MccError(f"policy={self.policy!r}: expected one of {', '.join(POLICIES)}")
-        if self.max_weapons_per_target < 1 or self.salvo < 1 or self.mc_trials < 1:
-            raise MccError("max_weapons_per_target, salvo and mc_trials must be >= 1")
+        if min(self.max_weapons_per_target, self.salvo, self.mc_trials, self.min_sensors) < 1:
+            raise MccError("max_weapons_per_target, salvo, mc_trials and min_sensors must be >= 1")
         if not self.approval_timeout_s > 0:
             raise MccError(f"approval_timeout_s={self.approval_timeout_s!r}: must be > 0 seconds")
         self._rng = np.random.default_rng(self.seed)
+        self._seen_by: dict[int, int] | None = None
         self._weapons: dict[str, WeaponSeen] = {}
         self._orders: dict[int, OrderRecord] = {}
         self._killed_ns: dict[int, int] = {}
@@ -152,9 +158,18 @@ class TewaEngine:
         return status
 
     # -- one cycle -------------------------------------------------------------------------
-    def step(self, picture: Picture, now_ns: int) -> TewaResult:
-        """Evaluate ``picture`` at ``now_ns``, assign the free weapons, issue orders."""
+    def step(
+        self, picture: Picture, now_ns: int, seen_by: npt.NDArray[np.int64] | None = None
+    ) -> TewaResult:
+        """Evaluate ``picture`` at ``now_ns``, assign the free weapons, issue orders.
+        ``seen_by``: per track of the picture, how many radars corroborate it (None: not
+        known, every track counts as corroborated)."""
         self._counts["cycles"] += 1
+        self._seen_by = (
+            None
+            if seen_by is None
+            else dict(zip(picture.track_id.tolist(), seen_by.tolist(), strict=True))
+        )
         self._identity = dict(
             zip(picture.track_id.tolist(), picture.identity.tolist(), strict=True)  # type: ignore[union-attr]
         )
@@ -235,7 +250,13 @@ class TewaEngine:
         identity = threats.identity_values()
         friend = np.isin(identity, FRIENDLY)  # the hard rule: never a friend
         self._veto(threats.track_id[wanted & friend], identity[wanted & friend])
-        idx = np.flatnonzero(wanted & ~friend)
+        candidates = wanted & ~friend
+        if self.min_sensors > 1 and self._seen_by is not None and not self.approval:
+            seen = self._seen_by
+            lone = np.array([seen.get(int(t), 0) < self.min_sensors for t in threats.track_id])
+            self._uncorroborated(threats.track_id[candidates & lone])
+            candidates &= ~lone
+        idx = np.flatnonzero(candidates)
         weapons = self._ready_weapons(now_ns)
         if idx.size == 0 or not weapons:
             return (), None, self._choice
@@ -302,6 +323,19 @@ class TewaEngine:
             self._orders[order.order_id] = record
             orders.append(order)
         return tuple(orders), comparison, self._choice
+
+    def _uncorroborated(self, track_ids: I64) -> None:
+        """Count threats held back for want of a second radar; log the first."""
+        if not track_ids.size:
+            return
+        if not self._counts["uncorroborated"]:
+            log.warning(
+                "track %d is seen by fewer than %d radars: not engaged without an operator's "
+                "approval; further ones are counted (uncorroborated, per track and cycle)",
+                int(track_ids[0]),
+                self.min_sensors,
+            )
+        self._counts["uncorroborated"] += int(track_ids.size)
 
     def _veto(self, track_ids: I64, identity: Any) -> None:
         """Count friends kept out of the assignment; log the first."""

@@ -10,7 +10,7 @@ and the assignment values a threat at its kinematic score times `IDENTITY_WEIGHT
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -305,6 +305,7 @@ class TewaStatistics:
     withdrawn: int = 0
     friend_vetoes: int = 0  # (cycle, track) pairs: a friend kept out of the assignment
     friend_orders_stopped: int = 0  # orders stopped at release: their track turned friend
+    uncorroborated: int = 0  # (cycle, track) pairs held back: fewer radars than min_sensors
 
 
 @dataclass
@@ -339,3 +340,54 @@ def _target_class(value: int) -> TargetClass:
         return TargetClass(value)
     except ValueError:
         return TargetClass.CLASS_UNKNOWN
+
+
+@dataclass
+class SensorScans:
+    """The latest scan of each radar identity, to tell whether a track is corroborated: seen
+    by ``count`` distinct radars, each with a detection within ``gate_m`` of the track (moved
+    along its velocity to that scan's time) in a scan at most ``max_age_s`` old.
+
+    One identity is one witness however many sensor ids it claims, so a stolen radar identity
+    alone can corroborate nothing. At most ``max_sources`` radars and ``max_detections`` per
+    scan are kept (larger scans are not kept; sources past the bound are ignored).
+    """
+
+    gate_m: float = 500.0
+    max_age_s: float = 3.0
+    max_sources: int = 64
+    max_detections: int = 20_000
+    #: source → (scan time, Unix ns; detections (M, 3) ENU m)
+    scans: dict[str, tuple[int, npt.NDArray[np.float64]]] = field(default_factory=dict)
+
+    def add(self, source: str, time_ns: int, positions_m: npt.NDArray[np.float64]) -> bool:
+        """Keep ``source``'s scan if it is its newest; False when refused (bounds)."""
+        if positions_m.shape[0] > self.max_detections:
+            return False
+        if source not in self.scans and len(self.scans) >= self.max_sources:
+            return False
+        old = self.scans.get(source)
+        if old is None or time_ns >= old[0]:
+            self.scans[source] = (time_ns, positions_m.reshape(-1, 3))
+        return True
+
+    def count(
+        self,
+        positions_m: npt.NDArray[np.float64],
+        velocities_mps: npt.NDArray[np.float64],
+        time_ns: int,
+    ) -> npt.NDArray[np.int64]:
+        """For each track (position and velocity at ``time_ns``), how many radars see it."""
+        n = positions_m.shape[0]
+        seen = np.zeros(n, np.int64)
+        if n == 0:
+            return seen
+        max_age_ns = self.max_age_s * 1e9
+        for scan_ns, detections in self.scans.values():
+            if abs(time_ns - scan_ns) > max_age_ns or detections.shape[0] == 0:
+                continue
+            at_scan = positions_m + velocities_mps * ((scan_ns - time_ns) * 1e-9)
+            # nearest detection per track: (N, M) distances, M is one scan
+            d2 = ((at_scan[:, None, :] - detections[None, :, :]) ** 2).sum(axis=2)
+            seen += d2.min(axis=1) <= self.gate_m**2
+        return seen
