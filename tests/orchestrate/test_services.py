@@ -47,6 +47,7 @@ def test_a_durable_app_gets_the_persistence_service_first() -> None:
     assert list(out.systems)[0] == "persist"
     persist = out.systems["persist"]
     assert (persist.app, persist.replicas, persist.restart.policy) == (PERSIST_APP, 2, "always")
+    assert persist.args == ["--topics", "Checkpoint"]  # what the mission declares durable
     assert out.systems["worker"].after == ["persist", "other"]
     assert out.systems["other"].after == []
     assert out.start_order().index("persist") < out.start_order().index("worker")

@@ -320,3 +320,27 @@ def test_the_history_client_takes_one_bounded_reply_per_replica(
         assert [len(r.samples) for r in replies] == [3] and not truncated
     else:  # over the fetch's bound: dropped, and said
         assert replies == [] and truncated and client.dropped >= 1
+
+
+@pytest.mark.slow
+def test_only_the_topics_the_mission_declares_durable_are_kept(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path
+) -> None:
+    """An identity allowed to write some topic cannot fill the store by giving it durable QoS:
+    the mission's replicas keep its declared durable topics only (``--topics``)."""
+    with (
+        open_service(
+            tmp_path / "p.sqlite", domain_id=domain_id, replica="a", topics=["Checkpoint"]
+        ) as service,
+        Bus(domain_id) as bus,
+    ):
+        assert service.wait_ready(TIMEOUT_S)
+        flood = bus.writer("Track", profile="durable")  # a state topic, written durable
+        for i in range(50):
+            flood.write(types.Track(track_id=i + 1))
+        cp = bus.writer("Checkpoint")
+        assert cp.wait_for_replicas(1, timeout_s=TIMEOUT_S)
+        cp.write_stored(_checkpoint("w", 1), timeout_s=TIMEOUT_S)
+        wait_for(lambda: service.stats.topics_refused >= 1, TIMEOUT_S, "the Track writer refused")
+    report = inspect_store(tmp_path / "p.sqlite")
+    assert [t.name for t in report.topics] == ["Checkpoint"], report.topics

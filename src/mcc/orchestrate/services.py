@@ -61,8 +61,13 @@ def with_services(mission: Mission, *, gpus_available: bool) -> Mission:
     wanted = mission.services
     added: dict[str, System] = {}
     if _enabled(wanted.persist.enabled, bool(durable_users)) and PERSIST not in systems:
+        declared = sorted({t for n in durable_users for t in durable_topics(systems[n].app or "")})
         added[PERSIST] = System(
             app=PERSIST_APP,
+            # only what the mission's apps declare durable is kept: an identity allowed to
+            # write another topic cannot fill the store by writing it with durable QoS (a
+            # mission that declares none, persistence asked for by hand, keeps every one)
+            args=["--topics", ",".join(declared)] if declared else [],
             replicas=wanted.persist.replicas,
             resources=Resources(cpus=0.25),
             restart=_ALWAYS,

@@ -23,7 +23,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +126,11 @@ class PersistService:
         on_stored: Callable[[int], None] | None = None,
         authorize: Authorize | None = None,
         identify: Callable[[str], str] | None = None,
+        topics: Collection[str] | None = None,
     ) -> None:
         self.bus = bus
+        #: The durable topics kept (a mission's declared ones); None: every durable topic.
+        self.topics = None if topics is None else frozenset(topics)
         self.store = store
         self.limits: PersistLimits = store.limits
         self.authorize: Authorize = authorize or DefaultPolicy(secured=is_secured(bus))
@@ -301,6 +304,17 @@ class PersistService:
         if not durable:
             return
         name, type_name = endpoint.topic_name, endpoint.type_name
+        if self.topics is not None and name not in self.topics:
+            self.stats.topics_refused += 1
+            self._log_once(
+                name[:80],
+                "undeclared",
+                "%s: a durable writer of topic %.80r, which the mission does not declare "
+                "durable: not kept",
+                self.replica,
+                name,
+            )
+            return
         topic = self._topics.get(name)
         if topic is None and self._unkept.get(name, 0.0) > time.monotonic():
             return  # its type could not be had a moment ago: each try can block the loop 2 s
@@ -636,12 +650,14 @@ def open_service(
     limits: PersistLimits | None = None,
     authorize: Authorize | None = None,
     identify: Callable[[str], str] | None = None,
+    topics: Collection[str] | None = None,
 ) -> Iterator[PersistService]:
     """Run a replica in a thread with its own participant; stopped and closed on exit.
 
     ``domain_id`` defaults to ``$MCC_DOMAIN`` (else 0); transport and discovery tag come from
-    the environment as for every ``Bus``. ``limits``, ``authorize`` and ``identify``: see
-    `PersistService` (defaults: `PersistLimits()`, `DefaultPolicy`).
+    the environment as for every ``Bus``. ``limits``, ``authorize``, ``identify`` and
+    ``topics``: see `PersistService` (defaults: `PersistLimits()`, `DefaultPolicy`, every
+    durable topic).
     """
     replica = replica or default_replica()
     domain = settings.current().domain if domain_id is None else domain_id
@@ -655,6 +671,7 @@ def open_service(
                 on_stored=on_stored,
                 authorize=authorize,
                 identify=identify,
+                topics=topics,
             ).start()
             try:
                 yield service
@@ -675,11 +692,19 @@ def main(ctx: AppContext) -> int:
 
     parser = argparse.ArgumentParser(prog="mcc.persist.service")
     parser.add_argument("--store", type=Path, help="store file (default: in the run dir)")
+    parser.add_argument(
+        "--topics", help="the durable topics to keep, comma-separated (default: every one)"
+    )
     args = parser.parse_args(ctx.args)
+    topics = None if args.topics is None else [t for t in args.topics.split(",") if t]
     store = args.store or store_path_for(ctx.run_dir, ctx.identity.index)
     replica = f"{ctx.identity.system}-{ctx.identity.index}"
     with open_service(
-        store, domain_id=ctx.bus.domain_id, replica=replica, on_stored=ctx.heartbeat.count_in
+        store,
+        domain_id=ctx.bus.domain_id,
+        replica=replica,
+        on_stored=ctx.heartbeat.count_in,
+        topics=topics,
     ) as service:
         service.wait_ready()
         ctx.log.info("persistence replica %s: store %s", replica, store)

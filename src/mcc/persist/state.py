@@ -37,7 +37,7 @@ class ServiceStatistics:
     unauthorized: int = 0  # refused stores and disposes, denied requests, left-out partitions
     truncated_replies: int = 0  # history replies cut short by max_reply_samples/_bytes
     bad_requests: int = 0  # history requests refused or dropped (malformed, over a rate)
-    topics_refused: int = 0  # durable topics not kept: max_topics
+    topics_refused: int = 0  # durable topics not kept: max_topics, or not declared
     writes_timed_out: int = 0  # replies and acks not sent: a reader (a dead one) blocked them
 
 
