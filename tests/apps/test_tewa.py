@@ -580,7 +580,9 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
         Bus(domain_id) as bus,
         app_instance(
             "mcc.apps.tewa:tewa",
-            env=configured(bus_env, scenario=SMALL, weapons=weapons, approval=True),
+            env=configured(
+                bus_env, scenario=SMALL, weapons=weapons, approval=True, commanders=["alice"]
+            ),
             system="tewa",
             logs=tmp_path,
         ) as proc,
@@ -619,6 +621,12 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
         with pytest.raises(OrchestratorError, match="unknown verb 'fire'"):
             client.call("fire", str(order_id))
         assert client.call("pending") == [order_id]
+        # Approving is the commander's: another principal is refused, and TEWA logs it.
+        bob = ControlClient(bus, "test", timeout_s=10.0, principal="bob", channel=APPROVAL_CHANNEL)
+        with pytest.raises(OrchestratorError, match="bob may not approve engagements"):
+            bob.call("approve", str(order_id))
+        bob.close()
+        assert client.call("pending") == [order_id]
         result = client.call("approve", str(order_id))
         assert result == {"order_id": order_id, "status": "ORDER_ISSUED", "weapon_id": "sam-s"}
         assert pump_until(lambda: OrderStatus.ORDER_ISSUED in seen[order_id], 10), seen
@@ -626,6 +634,7 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
         stop_app(proc, tmp_path, "tewa")
     # Who approved: the principal of the writer's partition, not the client id it wrote.
     assert f"order {order_id}: approved by alice (client {client._requester.client_id})" in log()
+    assert f"order {order_id}: approve by bob refused: not a commander" in log()
 
 
 def test_launcher_outcome_reaches_the_engine_like_on_the_bus() -> None:

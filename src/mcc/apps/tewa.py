@@ -182,6 +182,11 @@ class TewaConfig(AppConfig):
         description="propose orders; issue each when a Command approves it (partition approval)",
     )
     approval_timeout_s: Positive = Field(default=30.0, description="a proposal unapproved, s")
+    commanders: list[str] = Field(
+        default=["operator", "console"],
+        description="identities whose approve and reject count (the commander role; the "
+        "console lets only its commander users approve)",
+    )
     min_sensors: int = Field(
         default=2,
         ge=1,
@@ -251,7 +256,7 @@ def tewa(ctx: AppContext) -> int:
         opts.state, run_dir=ctx.run_dir, system=ident.system, index=ident.index, kind="tewa"
     )
     scans = SensorScans(gate_m=opts.corroboration_gate_m, max_age_s=opts.corroboration_age_s)
-    _TewaApp(ctx, engine, record, scans).run()
+    _TewaApp(ctx, engine, record, scans, frozenset(opts.commanders)).run()
     return 0
 
 
@@ -259,9 +264,15 @@ class _TewaApp:
     """The bus side of a `TewaEngine`."""
 
     def __init__(
-        self, ctx: AppContext, engine: TewaEngine, record: StateFile, scans: SensorScans
+        self,
+        ctx: AppContext,
+        engine: TewaEngine,
+        record: StateFile,
+        scans: SensorScans,
+        commanders: frozenset[str] = frozenset({"operator", "console"}),
     ) -> None:
         self.ctx = ctx
+        self.commanders = commanders
         self.engine = engine
         self.record = record
         self.scans = scans
@@ -507,6 +518,17 @@ class _TewaApp:
             raise MccError(
                 f"target {command.target!r}: expected the order id to {verb} (a number)"
             ) from None
+        assert self._replier is not None  # it called us
+        sender = self._replier.sender(command)  # the writer's identity, never a field
+        if sender not in self.commanders:
+            self.ctx.log.warning(
+                "order %d: %s by %s refused: not a commander (client %.80r)",
+                order_id,
+                verb,
+                sender,
+                command.client_id,
+            )
+            raise MccError(f"{sender} may not {verb} engagements: not a commander of TEWA")
         with self._lock:
             now_ns = time.time_ns()
             if verb == "approve":
@@ -520,12 +542,11 @@ class _TewaApp:
             self._save()
             self.order_writer.write(order.to_msg(status))
             self.ctx.heartbeat.count_out()
-        assert self._replier is not None  # it called us
         self.ctx.log.info(  # who decided: the sender's identity, then what it says of its user
             "order %d: %s by %s (client %s) (weapon %s, track %d)",
             order_id,
             "approved" if verb == "approve" else "rejected",
-            self._replier.sender(command),
+            sender,
             command.client_id,
             order.weapon_id,
             order.track_id,
