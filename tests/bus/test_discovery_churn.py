@@ -70,6 +70,7 @@ for t in threads:
 for t in threads:
     t.join()
 say("done")
+sys.stdin.read()  # the stable peer stays until the test has stopped looking (stdin closed)
 stable.close()
 sys.exit(1 if failed else 0)
 """
@@ -144,6 +145,7 @@ def test_matched_calls_survive_participants_joining_and_leaving(
             ],
             cwd=REPO,
             env=bus_env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
