@@ -194,3 +194,24 @@ def test_garbage_on_the_socket_drops_that_connection_only(
         assert active.read()["pong"] == 7  # the agent and its active controller unharmed
     finally:
         active.close()
+
+
+def test_a_long_home_gets_a_private_unguessable_socket_folder(tmp_path: Path) -> None:
+    """sun_path holds 108 bytes: a long MCC_HOME's sockets go to a short folder, made by
+    mkdtemp (no other user can pre-create it to block `mcc up`), the same for every process."""
+    import stat as st
+
+    home = tmp_path / ("h" * 90)
+    first = AgentPaths.for_mission(home, "long", 7).socket.parent
+    try:
+        assert str(first).startswith(f"/tmp/mcc-{os.getuid()}-") and len(str(first)) < 60
+        mode = os.stat(first)
+        assert st.S_IMODE(mode.st_mode) == 0o700 and mode.st_uid == os.geteuid()
+        assert AgentPaths.for_mission(home, "other", 8).socket.parent == first  # found again
+        # a kept folder that is no longer private is not used
+        os.chmod(first, 0o755)
+        second = AgentPaths.for_mission(home, "long", 7).socket.parent
+        assert second != first and st.S_IMODE(os.stat(second).st_mode) == 0o700
+        os.rmdir(second)
+    finally:
+        os.rmdir(first)

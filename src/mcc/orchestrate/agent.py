@@ -35,20 +35,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import selectors
 import signal
 import socket
+import stat
 import struct
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcc.files import write_private
 from mcc.orchestrate import zygote
 from mcc.settings import Settings, current
 
@@ -77,8 +79,7 @@ class AgentPaths:
         key = f"{mission}-d{domain}"
         sock = folder / f"{key}.sock"
         if len(os.fsencode(sock)) > 100:  # sun_path holds 108 bytes: a short private twin
-            digest = hashlib.sha256(os.fsencode(folder)).hexdigest()[:16]
-            sock = Path(f"/tmp/mcc-{os.getuid()}-{digest}") / f"{key}.sock"
+            sock = _short_socket_dir(folder) / f"{key}.sock"
         return cls(key, sock, folder / f"{key}.json", folder / f"{key}.lock", folder / f"{key}.log")
 
     def argv(self, *, orphan_s: float, detach: bool = True) -> list[str]:
@@ -88,6 +89,31 @@ class AgentPaths:
             "--key", self.key, "--socket", str(self.socket), "--state", str(self.state),
             "--lock", str(self.lock), "--orphan-s", f"{orphan_s:g}",
         ]  # fmt: skip
+
+
+def _short_socket_dir(folder: Path) -> Path:
+    """A short folder for the agents' sockets when ``folder``'s path is too long for one: a
+    fresh ``/tmp/mcc-UID-XXXXXXXX`` (0700, made by ``mkdtemp``: no other user can guess or
+    pre-create it) whose name is kept in ``folder/socket-dir``, so that every process of the
+    user finds the same one. A kept folder that is gone, or not a private folder of this
+    user, is replaced."""
+    pointer = folder / "socket-dir"
+    try:
+        kept = Path(pointer.read_text().strip())
+        st = os.lstat(kept)
+        if (
+            stat.S_ISDIR(st.st_mode)
+            and st.st_uid == os.geteuid()
+            and stat.S_IMODE(st.st_mode) == 0o700
+            and len(os.fsencode(kept)) < 60
+        ):
+            return kept
+    except (OSError, ValueError):
+        pass
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f"mcc-{os.getuid()}-", dir="/tmp"))
+    write_private(pointer, f"{fresh}\n")
+    return fresh
 
 
 def proc_start_time(pid: int) -> int | None:
