@@ -1235,3 +1235,22 @@ def test_one_radar_alone_does_not_start_an_engagement_without_approval() -> None
     assert engine.step(picture(threat), T0).orders
     with pytest.raises(MccError, match="min_sensors"):
         TewaEngine(DEPOT, min_sensors=0)
+
+
+def test_a_kill_reported_before_the_interceptor_could_get_there_is_not_believed() -> None:
+    threat = (1, MISSILE, (9000.0, 0.0, 50.0), (-250.0, 0.0, 0.0))
+    engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, min_flyout_fraction=0.5)
+    engine.update_weapon(weapon("a", (0.0, 0.0, 0.0)), T0)
+    (order,) = engine.step(picture(threat), T0).orders
+    flyout_ns = int(order.time_of_flight_s * S)
+    assert flyout_ns > 2 * S
+    # 2 ms after the order: no interceptor got there (a forged or broken launcher)
+    assert engine.on_order(answer(order.order_id, OrderStatus.ORDER_KILL), T0 + 2_000_000) is None
+    assert engine.statistics().implausible_outcomes == 1 and engine.statistics().kills == 0
+    # an abort may come at once; a kill once the interceptor could be there counts
+    assert engine.on_order(answer(order.order_id, OrderStatus.ORDER_IN_FLIGHT), T0 + 1) is not None
+    at = T0 + flyout_ns // 2 + 1
+    assert engine.on_order(answer(order.order_id, OrderStatus.ORDER_KILL), at) == (
+        OrderStatus.ORDER_KILL
+    )
+    assert engine.statistics().kills == 1

@@ -193,6 +193,13 @@ class TewaConfig(AppConfig):
         description="radar identities that must see a track before it is engaged without an "
         "operator's approval (1: any track)",
     )
+    min_flyout_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="a kill or miss reported before this fraction of the order's planned "
+        "flyout is not believed (no interceptor got there)",
+    )
     corroboration_gate_m: Positive = Field(
         default=500.0, description="a radar sees a track with a detection this close, m"
     )
@@ -236,6 +243,7 @@ def tewa(ctx: AppContext) -> int:
             approval=opts.approval,
             approval_timeout_s=opts.approval_timeout_s,
             min_sensors=opts.min_sensors,
+            min_flyout_fraction=opts.min_flyout_fraction,
         )
     except MccError as exc:
         print(f"mcc: error: {exc}", file=sys.stderr)

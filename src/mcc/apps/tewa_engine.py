@@ -78,6 +78,8 @@ class TewaEngine:
         min_sensors: a track is engaged only when at least this many radar identities see it
             (``seen_by`` of `step`); with ``approval`` an uncorroborated track is still
             proposed, since an operator decides. 1: any track.
+        min_flyout_fraction: a kill or miss reported before this fraction of the order's
+            planned flyout is not believed (0, the default here: any time; the app's is 0.5).
     """
 
     assets: Assets
@@ -103,6 +105,7 @@ class TewaEngine:
     approval: bool = False
     approval_timeout_s: float = 30.0
     min_sensors: int = 1
+    min_flyout_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -146,6 +149,10 @@ class TewaEngine:
             rec.status = status
             return status
         if status not in DONE:
+            return None
+        if status in (OrderStatus.ORDER_KILL, OrderStatus.ORDER_MISS) and self._too_early(
+            rec.order, now_ns
+        ):
             return None
         rec.status = status  # an answer to an order given up still counts
         if status == OrderStatus.ORDER_KILL:
@@ -323,6 +330,23 @@ class TewaEngine:
             self._orders[order.order_id] = record
             orders.append(order)
         return tuple(orders), comparison, self._choice
+
+    def _too_early(self, order: Order, now_ns: int) -> bool:
+        """A kill or miss before ``min_flyout_fraction`` of the order's planned flyout: no
+        interceptor got there, so it is not believed (counted, the first logged)."""
+        earliest_ns = order.issue_ns + int(self.min_flyout_fraction * order.time_of_flight_s * 1e9)
+        if now_ns >= earliest_ns:
+            return False
+        if not self._counts["implausible_outcomes"]:
+            log.warning(
+                "order %d: an outcome %.2f s after the order, flyout %.1f s: not believed; "
+                "further ones are counted (implausible_outcomes)",
+                order.order_id,
+                (now_ns - order.issue_ns) / 1e9,
+                order.time_of_flight_s,
+            )
+        self._counts["implausible_outcomes"] += 1
+        return True
 
     def _uncorroborated(self, track_ids: I64) -> None:
         """Count threats held back for want of a second radar; log the first."""
