@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from mcc.apps.tracker import TrackerAppConfig, _Sensor, _Sources, _Speaker
 from mcc.bus import Bus, Transport
@@ -212,6 +213,171 @@ def test_a_stolen_radar_identity_cannot_fake_blind_or_impersonate(
     assert all(s.get("epoch") != 77 for s in status["supervisors"]), status["supervisors"]
 
 
+GHOST_MISSION = """\
+mission: ghosts
+domain: {domain}
+security: on
+systems:
+  truth: {{app: "mcc.apps.radar:truth", config: {{scenario: {sc}}}, resources: {{cpus: 0.1}}}}
+  search:
+    app: mcc.apps.radar:radar
+    config: {{scenario: {sc}, radar: search}}
+    after: [truth]
+    resources: {{cpus: 0.1}}
+  fc:
+    app: mcc.apps.radar:radar
+    config: {{scenario: {sc}, radar: fire-control}}
+    after: [truth]
+    resources: {{cpus: 0.1}}
+  tracker:
+    app: mcc.apps.tracker:tracker
+    config: {{scenario: {sc}}}
+    resources: {{cpus: 0.2}}
+  tewa:
+    app: mcc.apps.tewa:tewa
+    config: {{scenario: {sc}, weapons: {weapons}, mc_trials: 200}}
+    resources: {{cpus: 0.2}}
+  launcher:
+    app: mcc.apps.launcher:launcher
+    config: {{weapons: {weapons}}}
+    resources: {{cpus: 0.1}}
+"""
+SEARCH_SITE = np.array([1000.0, -1500.0, 20.0])  # scenarios/sam-toc.yaml, radar 0
+#: Ghost raid: six "missiles" 12 km out at 1 km altitude, inbound to the airbase at 250 m/s,
+#: from the west and south-west where the fire-control radar does not look.
+GHOST_START = np.array(
+    [[12_000 * math.sin(b), 12_000 * math.cos(b), 1000.0] for b in np.radians(range(200, 260, 10))]
+)
+GHOST_VELOCITY = -250.0 * GHOST_START / np.linalg.norm(GHOST_START, axis=1, keepdims=True)
+GHOST_VELOCITY[:, 2] = 0.0
+
+
+def _ghosts_at(t_s: float) -> np.ndarray:
+    return GHOST_START + GHOST_VELOCITY * t_s
+
+
+def ghost_raid(keystore: Path, domain: int, t0: float, seconds: float) -> None:
+    """The attacker's process: the search radar's stolen identity, its radar stopped, sends a
+    ghost raid in the search radar's name at its scan rate (1 s)."""
+    stolen = Keystore(keystore).existing("ghosts/search.0")
+    with Bus(domain, transport=_as(stolen), name="attacker", source="search.0") as bus:
+        batches = bus.writer("DetectionBatch")
+        scan = 0
+        while (t := time.time() - t0) < seconds:
+            xyz = _ghosts_at(t)
+            rel = xyz - SEARCH_SITE
+            rng = np.linalg.norm(rel, axis=1)
+            now = time.time_ns()
+            batches.write(
+                DetectionBatch(
+                    sensor_id="search",
+                    scan_id=scan,
+                    origin_ns=now,
+                    publish_ns=now,
+                    count=len(xyz),
+                    range_m=pack(rng, "<f8"),
+                    azimuth_rad=pack(np.mod(np.arctan2(rel[:, 0], rel[:, 1]), 2 * np.pi), "<f8"),
+                    elevation_rad=pack(np.arcsin(rel[:, 2] / rng), "<f8"),
+                    radial_velocity_mps=pack(np.full(len(xyz), -250.0), "<f8"),
+                    snr_db=pack(np.full(len(xyz), 20.0), "<f8"),
+                    x_m=pack(xyz[:, 0], "<f8"),
+                    y_m=pack(xyz[:, 1], "<f8"),
+                    z_m=pack(xyz[:, 2], "<f8"),
+                    iff=b"",
+                )
+            )
+            scan += 1
+            time.sleep(1.0)
+    print(f"attacked: {scan} ghost scans")
+
+
+@pytest.mark.slow
+def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged(
+    env: dict[str, str], tmp_path: Path, domain_id: int
+) -> None:
+    """The search radar is stopped and its identity stolen: the attacker is now its only
+    writer, at its rate, in its name, and the tracker believes it (ghost tracks). TEWA does
+    not engage them: the fire-control radar sees nothing there, and no engagement rests on
+    one radar's word."""
+    weapons = REPO / "scenarios" / "weapons-sam-toc.yaml"
+    # sam-toc's radars and assets, two real missiles instead of the raid: the weapons are free
+    # for the ghosts once those are engaged (with the raid they would be busy anyway)
+    scenario = yaml.safe_load(SCENARIO.read_text())
+    scenario["raids"] = []
+    scenario["targets"] = [
+        {
+            "class": "cruise_missile",
+            "position_m": [x, 9000.0, 50.0],
+            "motion": {"model": "constant_velocity", "velocity_mps": [-0.03 * x, -250.0, 0.0]},
+        }
+        for x in (7000.0, 9000.0)
+    ]
+    scenario_path = tmp_path / "two-missiles.yaml"
+    scenario_path.write_text(yaml.safe_dump(scenario))
+    path = tmp_path / "ghosts.yaml"
+    path.write_text(GHOST_MISSION.format(domain=domain_id, sc=scenario_path, weapons=weapons))
+    everyone = {f"ghosts/{s}/0" for s in ("truth", "search", "fc", "tracker", "tewa", "launcher")}
+    with mcc_up(path, env=env, log=tmp_path / "up.log"):
+        wait_for(lambda: _running(_status(env)) == everyone, 120, "every instance running")
+        keystore = Keystore(tmp_path / "home" / "keystores" / "ghosts")
+        console = keystore.existing("ghosts/console")
+        with Bus(domain_id, transport=_as(console), name="watcher") as watcher:
+            pictures, orders = watcher.reader("AirPicture"), watcher.reader("EngagementOrder")
+            engaged: set[int] = set()
+
+            def engaging() -> bool:
+                engaged.update(o.track_id for o in orders.take(256))
+                pictures.take(256)
+                return bool(engaged)
+
+            wait_for(engaging, 60, "the real raid engaged (two radars see it)")
+            run_cli(["stop", "search"], env=env)
+            wait_for(lambda: "ghosts/search/0" not in _running(_status(env)), 30, "search off")
+            t0 = time.time()
+            attacker = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.security.test_insider",
+                    "ghosts",
+                    str(keystore.path),
+                    str(domain_id),
+                    str(t0),
+                    "20",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            ghost_tracks: set[int] = set()
+            ordered: set[int] = set()
+            try:
+                while attacker.poll() is None:
+                    for msg in pictures.take(256):
+                        states = np.asarray(packed_field(msg, "state")).reshape(-1, 6)
+                        status = np.asarray(packed_field(msg, "status"))
+                        ids = np.asarray(packed_field(msg, "track_id"))
+                        ghosts = _ghosts_at(msg.time_ns / 1e9 - t0)
+                        d = np.linalg.norm(states[:, None, :3] - ghosts[None], axis=2)
+                        near = (d.min(axis=1) < 500.0) & np.isin(status, LIVE)
+                        ghost_tracks.update(int(i) for i in ids[near])
+                    ordered.update(o.track_id for o in orders.take(256) if o.track_id)
+                    time.sleep(0.1)
+            finally:
+                if attacker.poll() is None:
+                    attacker.kill()
+                out, _ = attacker.communicate()
+            ordered.update(o.track_id for o in orders.take(256))
+    assert attacker.returncode == 0 and "attacked" in out, out[-3000:]
+    print(f"\nghost tracks {sorted(ghost_tracks)}; tracks ordered on {sorted(ordered)}")
+    assert len(ghost_tracks) >= 3, "the ghosts never became tracks: the test proves nothing"
+    assert not ghost_tracks & ordered, f"ghost tracks engaged: {sorted(ghost_tracks & ordered)}"
+    tewa_log = next((tmp_path / "home").rglob("tewa-0.log")).read_text()
+    assert "seen by fewer than 2 radars: not engaged" in tewa_log
+
+
 def attack(keystore: Path, domain: int, seconds: float = 12.0) -> None:
     """The attacker's process: radar.0's stolen credentials, 500 empty scans per second as
     its own radar, ghost targets in its own and in the fire-control radar's name, heartbeats
@@ -303,4 +469,7 @@ def test_unknown_sensors_are_bound_too_when_the_scenario_is_silent() -> None:
 
 
 if __name__ == "__main__":
-    attack(Path(sys.argv[1]), int(sys.argv[2]))
+    if sys.argv[1] == "ghosts":
+        ghost_raid(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
+    else:
+        attack(Path(sys.argv[1]), int(sys.argv[2]))
