@@ -124,6 +124,7 @@ class FarmMaster:
         self.results: dict[int, PrimeCount] = {}
         self.pool: deque[int] = deque()
         self.duplicates = 0
+        self.foreign_beats = 0  # heartbeats naming a worker from another identity (secured)
         self.reissued = 0
         self.replacements: list[dict[str, Any]] = []
         self.first_item_ns = 0
@@ -399,10 +400,18 @@ class FarmMaster:
 
     def _receive(self, timeout_s: float) -> None:
         now = time.monotonic()
+        secured = self._beats.bus.secured
         for beat in self._beats.take():
             view = self.workers.get(beat.system_id)
-            if view is not None and beat.pid == view.pid:
-                view.seen_mono = now
+            if view is None or beat.pid != view.pid:
+                continue
+            # a secured bus: only the worker's own identity keeps it alive (SYSTEM.INDEX)
+            parts = beat.system_id.split("/")
+            owner = f"{parts[1]}.{parts[2]}" if len(parts) == 3 else None
+            if secured and self._beats.source_of(beat) != owner:
+                self.foreign_beats += 1
+                continue
+            view.seen_mono = now
         fresh: list[tuple[int, int, int, str]] = []
         for sample in self._results.take_wait(256, timeout_s=timeout_s):
             if sample.job_id != self.job_id:
