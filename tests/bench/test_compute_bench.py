@@ -1,4 +1,4 @@
-"""`mcc bench compute`: local vs remote rows in the DESIGN.md shape, target notes, plots."""
+"""`mcc bench compute`: local vs remote rows in the benches' JSON shape, target notes, plots."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ The pieces live beside this module and are re-exported here: the schema and its 
 (`mcc.apps.scenario_spec`), the radars (`mcc.apps.scenario_radar`), the 2-D benchmark used to
 compare trackers with Stone Soup (`mcc.apps.scenario_classic`).
 
-Frame and units (DESIGN.md): metres in a local ENU frame (x east, y north, z up), seconds of
-scenario time from its start, azimuth from north clockwise, radians in code (the YAML says
-``_deg`` where it takes degrees).
+Frame and units (as everywhere in MCC, idl/mcc.idl): metres in a local ENU frame (x east, y north, z
+up), seconds of scenario time from its start, azimuth from north clockwise, radians in code (the
+YAML says ``_deg`` where it takes degrees).
 
 >>> scenario = load_scenario("scenarios/small.yaml")
 >>> truth = scenario.truth_at(10.0)          # every target; truth.alive says which fly

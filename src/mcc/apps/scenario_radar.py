@@ -1,7 +1,7 @@
 """Scenario radars: `RadarModel` (Pd, polar noise, coverage, Poisson clutter, an optional IFF
 interrogator) and `Detections`, one scan's output as arrays and as a ``DetectionBatch``.
 
-Frame and units (DESIGN.md): ENU metres, azimuth from north clockwise, radians.
+Frame and units (as idl/mcc.idl): ENU metres, azimuth from north clockwise, radians.
 """
 
 from __future__ import annotations

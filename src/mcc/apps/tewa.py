@@ -78,7 +78,7 @@ read is counted, logged once, set aside, and TEWA starts clean.
       app: mcc.apps.tewa:tewa
       config: {scenario: scenarios/sam-toc.yaml, weapons: scenarios/weapons-sam-toc.yaml}
 
-Frame and units: ENU metres, m/s, seconds; times on the wire in Unix ns (DESIGN.md).
+Frame and units: ENU metres, m/s, seconds; times on the wire in Unix ns (idl/mcc.idl).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def run(
     *, rounds: int, burst: int, joiners: int, size_bytes: int, domain: int
 ) -> list[dict[str, Any]]:
-    """Measure; rows in the DESIGN.md shape."""
+    """Measure; rows in the benches' JSON shape (docs/benchmarks.md)."""
     from mcc import types
     from mcc.bus import Bus, DurableWriter, HistoryReader
 

@@ -1,10 +1,9 @@
 """What every perftest mode shares: option parsing, progress, and the outputs.
 
-Each perftest mode module (``mcc.bench.latency`` …) measures and returns rows; this module,
-below them (`mcc.bench.suite` registers the modes), turns the rows into the outputs every bench
-gives: a rich table, the targets met or missed, JSON (DESIGN.md's shape, plus ``targets``), PNG
-plots and, with ``--record``, its section of ``benchmarks/README.md``.
-"""
+Each perftest mode module (``mcc.bench.latency`` …) measures and returns rows; this module, below
+them (`mcc.bench.suite` registers the modes), turns the rows into the outputs every bench gives: a
+rich table, the targets met or missed, JSON (the benches' one shape, docs/benchmarks.md, plus
+``targets``), PNG plots and, with ``--record``, its section of ``benchmarks/README.md``."""
 
 from __future__ import annotations
 

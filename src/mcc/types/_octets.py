@@ -1,7 +1,7 @@
 """Let ``bytes`` fields stand for IDL ``sequence<octet>`` in XTypes type objects.
 
 cyclonedds-python (de)serialises a ``bytes`` field as one block (the fast path MCC relies
-on for packed numeric arrays, DESIGN.md) but its XTypes builder (11.0.1) cannot describe
+on for packed numeric arrays, docs/architecture.md) but its XTypes builder (11.0.1) cannot describe
 ``bytes`` and so refuses to create the topic. The wire encoding of ``bytes`` and of
 ``sequence<octet>`` is identical, so the builder is told to describe ``bytes`` as
 ``sequence<octet>``. ``tests/types/test_idl.py`` proves the resulting type hashes equal those

@@ -1,4 +1,5 @@
-"""Packed numeric arrays on the wire: numpy arrays <-> little-endian bytes (DESIGN.md)."""
+"""Packed numeric arrays on the wire: numpy arrays <-> little-endian bytes (docs/architecture.md,
+"Data model")."""
 
 from __future__ import annotations
 
