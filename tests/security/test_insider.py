@@ -28,7 +28,14 @@ import yaml
 from mcc.apps.tracker import TrackerAppConfig, _Sensor, _Sources, _Speaker
 from mcc.bus import Bus, Transport
 from mcc.security import Identity, Keystore
-from mcc.types import DetectionBatch, Heartbeat, SystemState, TrackStatus
+from mcc.types import (
+    AirPicture,
+    DetectionBatch,
+    Heartbeat,
+    SystemState,
+    TargetClass,
+    TrackStatus,
+)
 from mcc.types.arrays import pack, packed_field
 from tests.conftest import REPO, mcc_up, run_cli, wait_for
 
@@ -291,6 +298,56 @@ def ghost_raid(keystore: Path, domain: int, t0: float, seconds: float) -> None:
     print(f"attacked: {scan} ghost scans")
 
 
+#: Track ids the forged pictures use (the tracker numbers its own from 1).
+FORGED_IDS = np.arange(900_001, 900_007, dtype=np.uint32)
+
+
+def forged_pictures(keystore: Path, domain: int, t0: float, seconds: float) -> None:
+    """The attacker's process: the tracker's stolen identity publishes air pictures of the
+    ghost raid, confirmed, at 2 Hz, beside the genuine tracker's."""
+    stolen = Keystore(keystore).existing("ghosts/tracker.0")
+    with Bus(domain, transport=_as(stolen), name="attacker", source="tracker.0") as bus:
+        pictures = bus.writer("AirPicture")
+        cycle = 0
+        while (t := time.time() - t0) < seconds:
+            n, now = len(FORGED_IDS), time.time_ns()
+            state = np.hstack([_ghosts_at(t), GHOST_VELOCITY])
+            confirmed = int(TrackStatus.TRACK_CONFIRMED.value)
+            missile = int(TargetClass.CLASS_CRUISE_MISSILE.value)
+            pictures.write(
+                AirPicture(
+                    tracker_id="ghosts/tracker/0",
+                    cycle=10_000 + cycle,
+                    time_ns=now,
+                    origin_ns=now,
+                    publish_ns=now,
+                    count=n,
+                    track_id=pack(FORGED_IDS, "<u4"),
+                    status=pack(np.full(n, confirmed), "u1"),
+                    classification=pack(np.full(n, missile), "u1"),
+                    quality=pack(np.ones(n), "<f8"),
+                    state=pack(state, "<f8"),
+                    covariance=pack(np.tile(np.eye(6) * 100.0, (n, 1, 1)), "<f8"),
+                    identity=pack(np.zeros(n), "u1"),
+                    iff=pack(np.zeros(n), "u1"),
+                )
+            )
+            cycle += 1
+            time.sleep(0.5)
+    print(f"attacked: {cycle} forged pictures")
+
+
+def _attacker(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.security.test_insider", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 @pytest.mark.slow
 def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged(
     env: dict[str, str], tmp_path: Path, domain_id: int
@@ -334,22 +391,8 @@ def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged
             run_cli(["stop", "search"], env=env)
             wait_for(lambda: "ghosts/search/0" not in _running(_status(env)), 30, "search off")
             t0 = time.time()
-            attacker = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.security.test_insider",
-                    "ghosts",
-                    str(keystore.path),
-                    str(domain_id),
-                    str(t0),
-                    "20",
-                ],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
+            attacker = _attacker(
+                "ghosts", str(keystore.path), str(domain_id), str(t0), "20", env=env
             )
             ghost_tracks: set[int] = set()
             ordered: set[int] = set()
@@ -370,6 +413,16 @@ def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged
                     attacker.kill()
                 out, _ = attacker.communicate()
             ordered.update(o.track_id for o in orders.take(256))
+            # The tracker's stolen identity: forged pictures of the same raid, confirmed.
+            until = str(time.time() - t0 + 8)
+            forger = _attacker("forge", str(keystore.path), str(domain_id), str(t0), until, env=env)
+            while forger.poll() is None:
+                ordered.update(o.track_id for o in orders.take(256))
+                time.sleep(0.1)
+            forged_out, _ = forger.communicate()
+            ordered.update(o.track_id for o in orders.take(256))
+    assert forger.returncode == 0 and "attacked" in forged_out, forged_out[-3000:]
+    assert not set(FORGED_IDS.tolist()) & ordered, "a forged track was engaged"
     assert attacker.returncode == 0 and "attacked" in out, out[-3000:]
     print(f"\nghost tracks {sorted(ghost_tracks)}; tracks ordered on {sorted(ordered)}")
     assert len(ghost_tracks) >= 3, "the ghosts never became tracks: the test proves nothing"
@@ -469,7 +522,8 @@ def test_unknown_sensors_are_bound_too_when_the_scenario_is_silent() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "ghosts":
-        ghost_raid(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
+    if sys.argv[1] in ("ghosts", "forge"):
+        run = ghost_raid if sys.argv[1] == "ghosts" else forged_pictures
+        run(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
     else:
         attack(Path(sys.argv[1]), int(sys.argv[2]))
