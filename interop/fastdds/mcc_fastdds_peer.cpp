@@ -30,8 +30,9 @@
  * Environment: MCC_DOMAIN (default 0), MCC_PARTITIONS (comma-separated), MCC_FASTDDS_PEERS
  * (comma-separated IPv4 addresses: unicast discovery to Cyclone's participant ports 0..99 there
  * and UDP on those interfaces only, for loopback tests; unset: Fast DDS' default multicast
- * discovery). SIGTERM or SIGINT stop it with exit status 0; a role that ends on --count or
- * --timeout-s exits 0 when it got what it waited for, 3 when not.
+ * discovery), MCC_SYSTEM and MCC_INDEX (set by mcc up: the sourced topics are written in
+ * src/SYSTEM.INDEX, see sourced()). SIGTERM or SIGINT stop it with exit status 0; a role that
+ * ends on --count or --timeout-s exits 0 when it got what it waited for, 3 when not.
  */
 #include <algorithm>
 #include <atomic>
@@ -160,11 +161,22 @@ std::string opt(const std::map<std::string, std::string>& o, const std::string& 
 
 // -- the participant ------------------------------------------------------------------------
 
+// Sourced topics (mcc.bus.topics): an MCC instance writes them in its own partition
+// src/SYSTEM.INDEX, so their readers read src/* beside the bus's partitions, and this peer,
+// started by mcc up (MCC_SYSTEM, MCC_INDEX set), writes them in its own.
+bool sourced(const std::string& topic)
+{
+  return topic == "DetectionBatch" || topic == "Heartbeat" || topic == "EngagementOutcome" ||
+         topic == "WeaponStatus" || topic == "CommandReply";
+}
+
 struct Bus
 {
   DomainParticipant* participant = nullptr;
   Publisher* publisher = nullptr;
   Subscriber* subscriber = nullptr;
+  Publisher* source_publisher = nullptr;    // src/SYSTEM.INDEX, else the bus's publisher
+  Subscriber* source_subscriber = nullptr;  // the bus's partitions and src/*
   bool qos_loaded = false;
   std::map<std::string, Topic*> topics;
 
@@ -216,7 +228,8 @@ struct Bus
 
   DataWriter* writer(const std::string& topic_name, TypeSupport type, const std::string& profile)
   {
-    DataWriter* w = publisher->create_datawriter(topic(topic_name, type), writer_qos(profile));
+    Publisher* group = sourced(topic_name) ? source_publisher : publisher;
+    DataWriter* w = group->create_datawriter(topic(topic_name, type), writer_qos(profile));
     if (w == nullptr)
       die("cannot create a writer of " + topic_name + " with profile " + profile);
     return w;
@@ -224,7 +237,8 @@ struct Bus
 
   DataReader* reader(const std::string& topic_name, TypeSupport type, const std::string& profile)
   {
-    DataReader* r = subscriber->create_datareader(topic(topic_name, type), reader_qos(profile));
+    Subscriber* group = sourced(topic_name) ? source_subscriber : subscriber;
+    DataReader* r = group->create_datareader(topic(topic_name, type), reader_qos(profile));
     if (r == nullptr)
       die("cannot create a reader of " + topic_name + " with profile " + profile);
     return r;
@@ -333,7 +347,24 @@ std::unique_ptr<Bus> open_bus(const std::string& qos_file)
     }
   bus->publisher = bus->participant->create_publisher(pub);
   bus->subscriber = bus->participant->create_subscriber(sub);
-  if (bus->publisher == nullptr || bus->subscriber == nullptr)
+  SubscriberQos source_sub = sub;
+  if (source_sub.partition().size() == 0)
+    source_sub.partition().push_back("");
+  source_sub.partition().push_back("src/*");
+  bus->source_subscriber = bus->participant->create_subscriber(source_sub);
+  bus->source_publisher = bus->publisher;
+  const char* system = std::getenv("MCC_SYSTEM");
+  const char* index = std::getenv("MCC_INDEX");
+  if (system != nullptr && *system != '\0')
+  {
+    PublisherQos own = PUBLISHER_QOS_DEFAULT;
+    const std::string source = std::string("src/") + system + "." +
+                               (index != nullptr && *index != '\0' ? index : "0");
+    own.partition().push_back(source.c_str());
+    bus->source_publisher = bus->participant->create_publisher(own);
+  }
+  if (bus->publisher == nullptr || bus->subscriber == nullptr ||
+      bus->source_subscriber == nullptr || bus->source_publisher == nullptr)
     die("cannot create a publisher or subscriber");
   return bus;
 }

@@ -106,6 +106,11 @@ def connector_xml(domain: int, topics: tuple[str, ...] = TOPICS_TESTED) -> str:
     ET.SubElement(transport, "mask").text = "UDPv4"
     pub = ET.SubElement(peer, "publisher", name="pub")
     sub = ET.SubElement(peer, "subscriber", name="sub")
+    # The default partition and every source's (src/*: MCC's instances write their sourced
+    # topics, such as CommandReply and Heartbeat, in src/SYSTEM.INDEX; mcc.bus.topics).
+    names = ET.SubElement(ET.SubElement(ET.SubElement(sub, "subscriber_qos"), "partition"), "name")
+    for name in ("", "src/*"):
+        ET.SubElement(names, "element").text = name
     cmd = ET.SubElement(peer, "publisher", name="cmd")
     partition = ET.SubElement(ET.SubElement(cmd, "publisher_qos"), "partition")
     ET.SubElement(ET.SubElement(partition, "name"), "element").text = "cmd/rti-console"
