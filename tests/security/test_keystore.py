@@ -108,6 +108,29 @@ def test_keystore_errors_say_what_to_do(tmp_path: Path, keystore: Keystore) -> N
     assert any("not issued by" in p for p in keystore.check("radar"))
 
 
+@pytest.mark.parametrize("name", ["M/*", "M/al?ce", "M/[ab]", "../x", "M/../../x", "M/a/b", ""])
+def test_an_identity_name_is_never_a_pattern_or_a_path(keystore: Keystore, name: str) -> None:
+    """The last part becomes a partition (``cmd/NAME``, ``src/NAME``) that permissions match
+    as a pattern, and the name a folder of the keystore."""
+    grants = (Grant(publish=("Command",)),)
+    with pytest.raises(SecurityError, match="identity name"):
+        keystore.identity(name, grants, domains=(1,))
+    with pytest.raises(SecurityError, match="identity name"):
+        keystore.existing(name)
+
+
+def test_the_cli_refuses_a_wildcard_operator(tmp_path: Path, bus_env: dict[str, str]) -> None:
+    ks = str(tmp_path / "ks")
+    run_cli(["security", "init", ks, "--domain", "7"], env=bus_env)
+    bad = run_cli(
+        ["security", "identity", ks, "M/*", "--operator", "--domain", "7"],
+        env=bus_env,
+        check=False,
+    )
+    assert bad.returncode == 2 and "no wildcards" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "ks" / "identities" / "M").exists()
+
+
 def test_cli_makes_and_checks_a_keystore(tmp_path: Path, bus_env: dict[str, str]) -> None:
     ks = str(tmp_path / "ks")
     run_cli(["security", "init", ks, "--domain", "7"], env=bus_env)
