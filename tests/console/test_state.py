@@ -104,14 +104,15 @@ def test_threats_orders_interceptors_and_latency() -> None:
                 time_to_impact_s=42.5,
                 cpa_m=12.0,
                 update_ns=now,
+                witnesses=1,
             ),
         ]
     )
     state.on_orders([order(5, OrderStatus.ORDER_PROPOSED, now)])
     snap = state.snapshot()
-    assert [(t["track_id"], t["rank"], t["tti_s"]) for t in snap["threats"]] == [
-        (7, 1, 42.5),
-        (9, 2, None),  # -1 on the wire: never
+    assert [(t["track_id"], t["rank"], t["tti_s"], t["witnesses"]) for t in snap["threats"]] == [
+        (7, 1, 42.5, 1),  # one radar sees it (TEWA engages it only with an approval)
+        (9, 2, None, 0),  # -1 on the wire: never; 0 radars: not known
     ]
     assert snap["threats"][0]["weapon"] == "sam-1" and snap["threats"][0]["order_status"] == (
         "proposed"

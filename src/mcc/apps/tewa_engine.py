@@ -182,6 +182,9 @@ class TewaEngine:
         )
         withdrawn = self._expire(now_ns)
         threats, pos, vel = self._evaluate(picture, now_ns)
+        if seen_by is not None:  # the witnesses of each threat, for its Threat sample
+            keep = np.isin(picture.status, THREATS)
+            threats = dataclasses.replace(threats, witnesses=seen_by[keep].astype(np.int64))
         current = {int(t) for t in threats.track_id}
         dropped = tuple(sorted(self._reported - current))
         self._reported = current

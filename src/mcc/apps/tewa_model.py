@@ -152,7 +152,8 @@ class ThreatReport:
     ``asset_idx`` indexes `Assets` (-1 with no asset); ``time_to_impact_s`` is -1 for never;
     ``course_rad`` is the direction of flight (clockwise from north), ``off_axis_rad`` the angle
     between it and the line to the asset (0 = straight at it); ``identity`` (Identity values)
-    orders ``rank`` before the score does (`RANK_TIER`).
+    orders ``rank`` before the score does (`RANK_TIER`); ``witnesses``: how many radars see
+    each track (`SensorScans`), None when not known.
     """
 
     time_ns: int
@@ -169,6 +170,7 @@ class ThreatReport:
     course_rad: F64
     off_axis_rad: F64
     identity: U8 | None = None
+    witnesses: I64 | None = None
 
     @property
     def count(self) -> int:
@@ -207,6 +209,7 @@ class ThreatReport:
                     update_ns=self.time_ns,
                     origin_ns=self.origin_ns,
                     identity=Identity(int(self.identity_values()[i])),
+                    witnesses=0 if self.witnesses is None else int(self.witnesses[i]),
                 )
             )
         return out

@@ -358,6 +358,7 @@ class LiveState(StateViews):
                     "identity": self._named(
                         IDENTITY, msg.identity, "Threat", f"track {msg.track_id}"
                     ),
+                    "witnesses": int(msg.witnesses),  # radars that see it; 0: not known
                     "t_ns": msg.update_ns,
                     "received_ns": now_ns,
                 }

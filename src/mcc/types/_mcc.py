@@ -181,6 +181,7 @@ class Threat(idl.IdlStruct, typename="mcc.Threat"):
     update_ns: types.int64 = 0
     origin_ns: types.int64 = 0
     identity: 'Identity' = Identity.IDENTITY_PENDING
+    witnesses: types.uint32 = 0
 
 
 @dataclass

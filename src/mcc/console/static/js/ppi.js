@@ -233,6 +233,7 @@ export class PPI {
       rows.push(["TTI", threat.tti_s === null ? "never" : `${num(threat.tti_s, 1)} s`]);
       rows.push(["CPA", `${num(threat.cpa_m)} m → ${threat.asset || "–"}`]);
       rows.push(["Weapon", threat.weapon ? `${threat.weapon} (${threat.order_status})` : "–"]);
+      rows.push(["Radars", threat.witnesses ? String(threat.witnesses) : "–"]);
     }
     const title = document.createElement("h3");
     title.append(`Track ${track.id}`);

@@ -12,7 +12,7 @@ export function renderThreats(threats, selected) {
     tbody,
     threats,
     (t) => t.track_id,
-    (t) => JSON.stringify([t.rank, t.score, t.tti_s, t.cpa_m, t.asset, t.weapon, t.order_status, t.cls, t.identity, t.track_id === selected]),
+    (t) => JSON.stringify([t.rank, t.score, t.tti_s, t.cpa_m, t.asset, t.witnesses, t.weapon, t.order_status, t.cls, t.identity, t.track_id === selected]),
     (t) => {
       const level = t.score >= 0.6 ? "r-high" : t.score >= 0.3 ? "r-med" : "r-low";
       const bar = el("span", { class: "bar" }, el("i", { style: { width: `${Math.round(t.score * 100)}%`, background: threatColour(t.score) } }));
@@ -27,12 +27,22 @@ export function renderThreats(threats, selected) {
         el("td", { class: "num" }, t.tti_s === null ? "never" : num(t.tti_s, 1)),
         el("td", { class: "num" }, num(t.cpa_m)),
         el("td", {}, t.asset || "–"),
+        witnessCell(t.witnesses),
         el("td", {}, t.weapon ? el("span", { class: `assigned ${t.order_status}`, title: t.order_status.replace("_", " ") }, t.weapon) : "–"),
       );
     },
   );
   document.getElementById("threat-count").textContent = `${threats.length}`;
   showEmpty("threats-empty", threats.length === 0);
+}
+
+// How many radars see a threat: one alone is not engaged without an operator's approval.
+function witnessCell(witnesses) {
+  if (!witnesses) return el("td", { class: "num", title: "not known" }, "–");
+  if (witnesses < 2) {
+    return el("td", { class: "num lone", title: "one radar only: not engaged without approval" }, witnesses);
+  }
+  return el("td", { class: "num", title: `${witnesses} radars see it` }, witnesses);
 }
 
 export function renderWeapons(weapons) {
