@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 import yaml
 
-from mcc.apps.tracker import TrackerAppConfig, _Sensor, _Sources, _Speaker
+from mcc.apps.sources import SourceGuard, Speaker
+from mcc.apps.tracker import TrackerAppConfig
 from mcc.bus import Bus, Transport
 from mcc.security import Identity, Keystore
 from mcc.types import (
@@ -431,11 +432,54 @@ def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged
     assert "seen by fewer than 2 radars: not engaged" in tewa_log
 
 
-def attack(keystore: Path, domain: int, seconds: float = 12.0) -> None:
+@pytest.mark.slow
+def test_the_sam_toc_raid_goes_as_well_with_a_stolen_radar_identity_attacking(
+    env: dict[str, str], tmp_path: Path, domain_id: int
+) -> None:
+    """`mcc demo` (the secured SAM TOC mission, two radars, TEWA, three launchers) with an
+    attacker holding the search radar's credentials for the whole raid: 500 empty scans per
+    second in its name, ghosts in the fire-control radar's, heartbeats as others. Measured
+    here, clean runs end with 20 orders, 14 kills, 36-37 leakers; before TEWA's witnesses were
+    held to the radars' rules this attack left 3 orders, 3 kills, 48 leakers."""
+    home = Path(env["MCC_HOME"])
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "mcc.cli", "demo", "--no-console", "--duration", "70",
+         "--domain", str(domain_id)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        cert = home / "keystores" / "sam-toc" / "identities" / "sam-toc" / "radar.0" / "cert.pem"
+        wait_for(cert.exists, 60, "the radars' identities")
+        time.sleep(3.0)  # the mission up: the attacker comes in as the raid starts
+        attacker = _attacker(str(cert.parents[3]), str(domain_id), "55", "sam-toc", env=env)
+        out, _ = attacker.communicate(timeout=120)
+        assert attacker.returncode == 0 and "attacked" in out, out[-3000:]
+        shown, _ = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.communicate()
+    assert demo.returncode == 0, shown[-3000:]
+    summary = json.loads(next(home.rglob("runs/*/summary.json")).read_text())
+    result = {k: summary.get(k) for k in ("orders", "kills", "leakers", "friends_engaged")}
+    print(f"\nSAM TOC with a stolen radar identity attacking: {result}")
+    assert summary["friends_engaged"] == 0, result
+    assert summary["kills"] >= 10 and summary["leakers"] <= 42, result
+    tracker_log = next(home.rglob("runs/*/logs/tracker-0.log")).read_text()
+    assert "dropped second writer" in tracker_log
+
+
+def attack(keystore: Path, domain: int, seconds: float = 12.0, mission: str = "insider") -> None:
     """The attacker's process: radar.0's stolen credentials, 500 empty scans per second as
     its own radar, ghost targets in its own and in the fire-control radar's name, heartbeats
-    as the tracker and as a supervisor claiming epoch 77."""
-    stolen = Keystore(keystore).existing("insider/radar.0")
+    as the tracker and as a supervisor claiming epoch 77. Also run by hand against a running
+    `mcc demo` (docs/security.md): ``python -m tests.security.test_insider KEYSTORE DOMAIN
+    SECONDS MISSION``."""
+    stolen = Keystore(keystore).existing(f"{mission}/radar.0")
     with Bus(domain, transport=_as(stolen), name="attacker", source="radar.0") as bus:
         batches, beats = bus.writer("DetectionBatch"), bus.writer("Heartbeat")
         scan, end, next_ghost = 0, time.monotonic() + seconds, 0.0
@@ -447,8 +491,8 @@ def attack(keystore: Path, domain: int, seconds: float = 12.0) -> None:
                 batches.write(_batch("fire-control", scan, ghosts=True))  # another's sensor
                 batches.write(_batch("search", scan, ghosts=True))  # its own, as 2nd writer
                 for system_id, message in (
-                    ("insider/tracker/0", ""),
-                    ("insider/supervisor/999", "active epoch 77"),
+                    (f"{mission}/tracker/0", ""),
+                    (f"{mission}/supervisor/999", "active epoch 77"),
                 ):
                     beats.write(
                         Heartbeat(
@@ -467,11 +511,7 @@ def attack(keystore: Path, domain: int, seconds: float = 12.0) -> None:
 # -- the rules, without a bus ------------------------------------------------------------------
 
 
-def _sources(**overrides: Any) -> _Sources:
-    sensors = {
-        "search": _Sensor(30.0, 0.003, 0.005, scan_period_s=1.0),
-        "fire-control": _Sensor(10.0, 0.0015, 0.002, scan_period_s=0.5),
-    }
+def _sources(**overrides: Any) -> SourceGuard:
     options = {
         "min_fraction": TrackerAppConfig().min_scan_fraction,
         "default_period_s": 0.1,
@@ -479,14 +519,14 @@ def _sources(**overrides: Any) -> _Sources:
         "known_only": True,
         **overrides,
     }
-    return _Sources(sensors, **options)
+    return SourceGuard({"search": 1.0, "fire-control": 0.5}, **options)
 
 
-def _speaker(source: str, handle: int, matched: bool = True) -> _Speaker:
-    return _Speaker(source, handle, lambda: matched)
+def _speaker(source: str, handle: int, matched: bool = True) -> Speaker:
+    return Speaker(source, handle, lambda: matched)
 
 
-def _try(sources: _Sources, sensor: str, at_s: float, who: _Speaker) -> str:
+def _try(sources: SourceGuard, sensor: str, at_s: float, who: Speaker) -> str:
     batch = dataclasses.replace(_batch(sensor, 1, ghosts=False), origin_ns=int(at_s * 1e9))
     kind, _ = sources.refusal(batch, int(at_s * 1e9), who)
     if not kind:
@@ -526,4 +566,5 @@ if __name__ == "__main__":
         run = ghost_raid if sys.argv[1] == "ghosts" else forged_pictures
         run(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
     else:
-        attack(Path(sys.argv[1]), int(sys.argv[2]))
+        seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 12.0
+        attack(Path(sys.argv[1]), int(sys.argv[2]), seconds, *sys.argv[4:5])

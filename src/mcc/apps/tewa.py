@@ -99,6 +99,7 @@ from mcc.apps.args import DEFAULT_SCENARIO, ScenarioFile
 from mcc.apps.launcher import DEFAULT_WEAPONS, load_weapons
 from mcc.apps.launcher_weapons import WeaponsFile
 from mcc.apps.scenario import load_scenario
+from mcc.apps.sources import SourceGuard, speaker_of
 from mcc.apps.statefile import StateFile, open_state
 from mcc.apps.tewa_engine import TewaEngine
 from mcc.apps.tewa_model import (
@@ -113,7 +114,7 @@ from mcc.apps.tewa_model import (
     TewaStatistics,
     ThreatReport,
 )
-from mcc.bus import Replier
+from mcc.bus import Reader, Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.errors import MccError
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
@@ -264,7 +265,8 @@ def tewa(ctx: AppContext) -> int:
         opts.state, run_dir=ctx.run_dir, system=ident.system, index=ident.index, kind="tewa"
     )
     scans = SensorScans(gate_m=opts.corroboration_gate_m, max_age_s=opts.corroboration_age_s)
-    _TewaApp(ctx, engine, record, scans, frozenset(opts.commanders)).run()
+    periods_s = {radar.id: radar.scan_period_s for radar in scenario.radars}
+    _TewaApp(ctx, engine, record, scans, frozenset(opts.commanders), periods_s).run()
     return 0
 
 
@@ -278,15 +280,27 @@ class _TewaApp:
         record: StateFile,
         scans: SensorScans,
         commanders: frozenset[str] = frozenset({"operator", "console"}),
+        periods_s: dict[str, float] | None = None,
     ) -> None:
+        periods_s = periods_s or {}
         self.ctx = ctx
         self.commanders = commanders
         self.engine = engine
         self.record = record
         self.scans = scans
+        self.witness_guard = SourceGuard(periods_s, known_only=ctx.bus.secured and bool(periods_s))
+        self.witness_dropped: Counter[str] = Counter()  # scans not taken as witnesses, by why
+        self._witness_lock = threading.Lock()  # scans and guard: dispatcher thread and cycles
         bus = ctx.bus
-        # Who sees what: a track is engaged once radars of two identities see it.
-        self.detections = bus.reader("DetectionBatch") if engine.min_sensors > 1 else None
+        # Who sees what: a track is engaged once radars of two identities see it. Taken as
+        # they come (on the bus's dispatcher thread), not once per cycle: the topic keeps the
+        # last 8 scans of all radars together, and a flood would push a genuine radar's out
+        # before a cycle took them.
+        self.detections = (
+            bus.reader("DetectionBatch", on_data=self._on_detections)
+            if engine.min_sensors > 1
+            else None
+        )
         self.pictures = bus.reader("AirPicture")
         self.statuses = bus.reader("WeaponStatus")
         self.answers = bus.reader("EngagementOutcome")
@@ -360,22 +374,45 @@ class _TewaApp:
         """The durable record, before anything it covers is published."""
         self.record.save(self.engine.snapshot())
 
+    def _on_detections(self, reader: Reader[DetectionBatch]) -> None:
+        batches = reader.take(1024)
+        with self._witness_lock:
+            for batch in batches:
+                self._witness(batch)
+
     def _witness(self, batch: DetectionBatch) -> None:
         """Keep a radar's latest scan as a witness of the tracks near its detections. The
-        witness is the radar's identity (one, however many sensor ids it claims); on an
-        unsecured bus, where nothing is authenticated, its sensor id."""
+        witness is the radar's identity (one, however many sensor ids it claims), held to the
+        tracker's rules (`SourceGuard`: its own sensor, one writer, its scan rate), so that a
+        stolen identity can neither witness for another radar nor flood the genuine radar's
+        scans away; on an unsecured bus, where nothing is authenticated, its sensor id."""
         assert self.detections is not None
-        source = self.detections.source_of(batch)
-        if source is None:
+        speaker = speaker_of(self.detections, batch)
+        if speaker is None:
             if self.ctx.bus.secured:
                 return  # speaks for no identity: witnesses nothing
             source = f"sensor {batch.sensor_id[:80]}"
+        else:
+            now_ns = time.time_ns()
+            kind, why = self.witness_guard.refusal(batch, now_ns, speaker)
+            if kind:
+                self.witness_dropped[kind] += 1
+                if self.witness_dropped[kind] == 1:
+                    self.ctx.log.warning(
+                        "a scan of radar %r not taken as a witness: %s; further ones are "
+                        "counted, not logged",
+                        batch.sensor_id[:80],
+                        why,
+                    )
+                return
+            self.witness_guard.accept(batch, now_ns, speaker)
+            source = speaker.source
         positions = np.stack(
             [np.asarray(packed_field(batch, axis), np.float64) for axis in ("x_m", "y_m", "z_m")],
             axis=1,
         )
         if not self.scans.add(source, batch.origin_ns, positions):
-            self.dropped["scan past the witnesses' bounds"] += 1
+            self.witness_dropped["bounds"] += 1
 
     def _from_owner(self, weapon_id: str, source: str | None, what: str) -> bool:
         """Whether a weapon's ``what`` comes from the launcher identity that owns the weapon.
@@ -428,9 +465,6 @@ class _TewaApp:
                         answer.track_id,
                         new.name,
                     )
-        if self.detections is not None:
-            for batch in self.detections.take(256):
-                self._witness(batch)
         newest: AirPicture | None = None
         for picture in self.pictures.take(64):
             hb.count_in()
@@ -456,7 +490,8 @@ class _TewaApp:
         seen_by = None
         if self.detections is not None:
             state = picture.state
-            seen_by = self.scans.count(state[:, 0:3], state[:, 3:6], picture.time_ns)
+            with self._witness_lock:
+                seen_by = self.scans.count(state[:, 0:3], state[:, 3:6], picture.time_ns)
         result = self.engine.step(picture, time.time_ns(), seen_by)
         # The last check before anything goes out: no order names a friend.
         orders = [order for order in result.orders if self.engine.release(order)]

@@ -13,7 +13,6 @@ import heapq
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +22,7 @@ import numpy.typing as npt
 from pydantic import Field
 
 from mcc.apps.args import ScenarioFile
+from mcc.apps.sources import SourceGuard, Speaker, speaker_of
 from mcc.apps.statefile import StateFile, open_state
 from mcc.errors import ComputeError, MccError
 from mcc.orchestrate.appconfig import AppConfig, NonNegative, Positive, app_config, loaded_by
@@ -292,8 +292,8 @@ class _TrackerApp:
         self.max_future_ns = int(self.opts.max_future_ms * 1e6)
         self.max_age_ns = int(self.opts.max_age_s * 1e9)
         self.seq = 0
-        self.sources = _Sources(
-            self.sensors,
+        self.sources = SourceGuard(
+            {k: s.scan_period_s for k, s in self.sensors.items() if s.scan_period_s},
             min_fraction=self.opts.min_scan_fraction,
             default_period_s=self.opts.min_scan_interval_ms / 1e3,
             max_sources=self.opts.max_sensors,
@@ -325,7 +325,7 @@ class _TrackerApp:
                 reader.wait(timeout_s)
             for batch in reader.take(256):
                 ctx.heartbeat.count_in()
-                self._hold(batch, time.time_ns(), self._speaker(reader, batch))
+                self._hold(batch, time.time_ns(), speaker_of(reader, batch))
             now_ns = time.time_ns()
             due = []
             while self.pending and self.pending[0][0] + self.reorder_ns <= now_ns:
@@ -369,16 +369,8 @@ class _TrackerApp:
             {"epoch_ns": self.epoch_ns, "cycle": self.cycle, "tracker": self.tracker.snapshot()}
         )
 
-    def _speaker(self, reader: Any, batch: DetectionBatch) -> _Speaker | None:
-        """Who wrote ``batch``: its source principal and participant (None: no source)."""
-        source = reader.source_of(batch)
-        if source is None:
-            return None
-        handle = batch.sample_info.publication_handle  # type: ignore[attr-defined]
-        return _Speaker(source, handle, lambda: reader.matched_writer(handle) is not None)
-
     def _refusal(
-        self, batch: DetectionBatch, receive_ns: int, speaker: _Speaker | None = None
+        self, batch: DetectionBatch, receive_ns: int, speaker: Speaker | None = None
     ) -> tuple[str, str]:
         """Why ``batch`` is not held, as (kind, message); ("", "") when it is held. Times are
         checked against the receive clock, never against another sender's stamp."""
@@ -404,9 +396,7 @@ class _TrackerApp:
             return "held", f"{self.pending_detections} detections held (max_pending_detections)"
         return _iff_refusal(batch)
 
-    def _hold(
-        self, batch: DetectionBatch, receive_ns: int, speaker: _Speaker | None = None
-    ) -> None:
+    def _hold(self, batch: DetectionBatch, receive_ns: int, speaker: Speaker | None = None) -> None:
         """Hold ``batch`` until its reorder time, or drop it (counted, first of a kind logged)."""
         kind, why = self._refusal(batch, receive_ns, speaker)
         if kind:
@@ -579,72 +569,6 @@ class _TrackerApp:
             self.late,
             "".join(f", {n} dropped {kind}" for kind, n in sorted(self.dropped.items())),
         )
-
-
-@dataclass(frozen=True)
-class _Speaker:
-    """The writer of a batch: its authenticated source principal (`Reader.source_of`), its
-    publication handle, and whether it is still matched."""
-
-    source: str
-    handle: int
-    matched: Callable[[], bool]
-
-
-@dataclass
-class _Sources:
-    """Each radar speaks through one identity, at its own rate, for its own sensor.
-
-    A source principal (``radar.0``) is bound to the first sensor id it speaks for, and a
-    sensor id to the first source that speaks for it (with a scenario on a secured bus, only
-    the scenario's radars are accepted); one participant at a time speaks for a source (a
-    second writer with the same identity is refused while the first is matched: a stolen
-    radar identity cannot outshout the radar it was stolen from); a source's batches closer
-    than ``min_fraction`` of its scan period, or not newer than its last, are dropped.
-    """
-
-    sensors: dict[str, _Sensor]
-    min_fraction: float
-    default_period_s: float
-    max_sources: int
-    known_only: bool
-    sensor_of: dict[str, str] = field(default_factory=dict)  # source → sensor id
-    source_of: dict[str, str] = field(default_factory=dict)  # sensor id → source
-    speaking: dict[str, _Speaker] = field(default_factory=dict)  # source → its writer
-    last: dict[str, tuple[int, int]] = field(default_factory=dict)  # source → receive, origin
-
-    def refusal(self, batch: DetectionBatch, receive_ns: int, who: _Speaker) -> tuple[str, str]:
-        sensor, source = batch.sensor_id, who.source
-        bound = self.sensor_of.get(source)
-        if bound is None:
-            if self.known_only and sensor not in self.sensors:
-                return "unknown", f"{source} speaks for {sensor[:80]!r}, no radar of the scenario"
-            owner = self.source_of.get(sensor)
-            if owner is not None:
-                return "impersonation", f"{source} speaks for {sensor[:80]!r}, radar of {owner}"
-            if len(self.sensor_of) >= self.max_sources:
-                return "sensors", f"one source too many (max_sensors {self.max_sources})"
-        elif bound != sensor:
-            return "impersonation", f"{source} speaks for {sensor[:80]!r}, its radar is {bound!r}"
-        current = self.speaking.get(source)
-        if current is not None and current.handle != who.handle and current.matched():
-            return "second writer", f"a second writer of {source} while the first is matched"
-        last = self.last.get(source)
-        if last is not None:
-            if batch.origin_ns <= last[1]:
-                return "replay", f"{source}: a scan not newer than its last"
-            known = self.sensors.get(sensor)
-            period_s = known.scan_period_s if known and known.scan_period_s else None
-            min_ns = self.min_fraction * (period_s or self.default_period_s) * 1e9
-            if receive_ns - last[0] < min_ns:
-                return "rate", f"{source}: scans faster than its radar's period"
-        return "", ""
-
-    def accept(self, batch: DetectionBatch, receive_ns: int, who: _Speaker) -> None:
-        self.sensor_of.setdefault(who.source, batch.sensor_id)
-        self.source_of.setdefault(batch.sensor_id, who.source)
-        self.speaking[who.source] = who
-        self.last[who.source] = (receive_ns, batch.origin_ns)
 
 
 def _iff_refusal(batch: DetectionBatch) -> tuple[str, str]:
