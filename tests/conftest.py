@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import faulthandler
+import json
 import os
 import re
 import selectors
@@ -278,6 +279,22 @@ def stop_app(
             f"{system} ignored SIGTERM for {within_s:g} s:\n{(logs / f'{system}.log').read_text()}"
         )
     assert code == 0, (logs / f"{system}.log").read_text()
+
+
+def mission_status(env: dict[str, str]) -> dict[str, Any] | None:
+    """``mcc status --json`` of the mission ``env`` reaches; None while it does not answer."""
+    proc = run_cli(["status", "--json"], env=env, check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def running_instances(status: dict[str, Any] | None) -> set[str]:
+    """The ids of the instances ``status`` says are running."""
+    return {i["id"] for i in (status or {}).get("instances", []) if i["state"] == "running"}
+
+
+def running_ids(env: dict[str, str]) -> set[str]:
+    """The ids of the running instances of the mission ``env`` reaches (none: no answer)."""
+    return running_instances(mission_status(env))
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:

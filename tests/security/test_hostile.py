@@ -23,7 +23,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,7 +32,7 @@ from mcc.errors import MccError
 from mcc.security import Identity, Keystore
 from mcc.security.documents import Grant
 from mcc.types import Command, CommandReply
-from tests.conftest import mcc_up, run_cli, wait_for
+from tests.conftest import mcc_up, mission_status, run_cli, running_ids, running_instances, wait_for
 
 MANIFEST = """\
 mission: guarded
@@ -62,15 +61,6 @@ def manifest(tmp_path: Path, domain_id: int) -> Path:
 def up(manifest: Path, env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     with mcc_up(manifest, env=env, log=tmp_path / "up.log") as proc:
         yield proc
-
-
-def _status(env: dict[str, str]) -> dict[str, Any] | None:
-    proc = run_cli(["status", "--json"], env=env, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def _running(status: dict[str, Any] | None) -> set[str]:
-    return {i["id"] for i in (status or {}).get("instances", []) if i["state"] == "running"}
 
 
 def _as(identity: Identity | None) -> Transport:
@@ -120,7 +110,7 @@ def test_hostile_participants_are_never_obeyed(
     tmp_path: Path,
     manifest: Path,
 ) -> None:
-    wait_for(lambda: _running(_status(env)) == EVERYONE, 60, "every instance running")
+    wait_for(lambda: running_ids(env) == EVERYONE, 60, "every instance running")
     keystore = Path(env["MCC_HOME"]) / "keystores" / "guarded"
     mission = Keystore(keystore)
 
@@ -143,7 +133,7 @@ def test_hostile_participants_are_never_obeyed(
         ),
     }
     assert up.poll() is None, f"a stranger stopped the mission: {outcomes}"
-    assert _running(_status(env)) == EVERYONE, outcomes
+    assert running_ids(env) == EVERYONE, outcomes
 
     # An instance that creates a writer its system was not granted: refused, and told where
     # the system's permissions are declared.
@@ -175,7 +165,7 @@ def test_hostile_participants_are_never_obeyed(
             bus.writer("Command", partitions=[principal_partition(COMMAND_CHANNEL, "console")])
         with pytest.raises(MccError, match="DDS Security refused"):
             bus.writer("Command")  # the default partition is no one's
-    assert _running(_status(env)) == EVERYONE
+    assert running_ids(env) == EVERYONE
 
     # The keystore against the manifest: every identity present and as declared; a changed
     # declaration is a mismatch.
@@ -199,8 +189,8 @@ def test_hostile_participants_are_never_obeyed(
         env=env,
     )
     run_cli(["stop", "tewa", "--as", "alice"], env=env)
-    summary_events = _status(env)
-    assert summary_events is not None and "guarded/tewa/0" not in _running(summary_events)
+    summary_events = mission_status(env)
+    assert summary_events is not None and "guarded/tewa/0" not in running_instances(summary_events)
     run_cli(["down"], env=env)
     assert up.wait(30) == 0
     summary = json.loads(next((tmp_path / "home").rglob("supervisor.json")).read_text())
@@ -219,7 +209,7 @@ def test_a_down_left_on_the_bus_is_not_replayed_into_a_new_supervisor(
     that stays alive, must not stop the mission started after it."""
     # First run: creates the keystore (the operator identity), then stops.
     with mcc_up(manifest, env=env, log=tmp_path / "first.log") as first:
-        wait_for(lambda: _running(_status(env)) == EVERYONE, 60, "first run up")
+        wait_for(lambda: running_ids(env) == EVERYONE, 60, "first run up")
         run_cli(["down"], env=env)
         assert first.wait(30) == 0
     operator = Keystore(Path(env["MCC_HOME"]) / "keystores" / "guarded").existing(
@@ -230,7 +220,7 @@ def test_a_down_left_on_the_bus_is_not_replayed_into_a_new_supervisor(
         mine.write(Command(command_id="landmine-1", mission="guarded", verb="down"))
         replies = bus.reader("CommandReply")
         with mcc_up(manifest, env=env, log=tmp_path / "second.log") as second:
-            wait_for(lambda: _running(_status(env)) == EVERYONE, 60, "second run up")
+            wait_for(lambda: running_ids(env) == EVERYONE, 60, "second run up")
             time.sleep(3.0)
             assert second.poll() is None, (tmp_path / "second.log").read_text()[-2000:]
             answered: list[CommandReply] = [r for r in replies.take() if r.command_id]

@@ -38,7 +38,15 @@ from mcc.types import (
     TrackStatus,
 )
 from mcc.types.arrays import pack, packed_field
-from tests.conftest import REPO, mcc_up, run_cli, wait_for
+from tests.conftest import (
+    REPO,
+    mcc_up,
+    mission_status,
+    run_cli,
+    running_ids,
+    running_instances,
+    wait_for,
+)
 
 SCENARIO = REPO / "scenarios" / "sam-toc.yaml"
 MANIFEST = """\
@@ -121,15 +129,6 @@ def up(env: dict[str, str], tmp_path: Path, domain_id: int) -> Iterator[subproce
         yield proc
 
 
-def _status(env: dict[str, str]) -> dict[str, Any] | None:
-    proc = run_cli(["status", "--json"], env=env, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def _running(status: dict[str, Any] | None) -> set[str]:
-    return {i["id"] for i in (status or {}).get("instances", []) if i["state"] == "running"}
-
-
 def _live_tracks(pictures: Any) -> list[np.ndarray]:
     """Positions of the live tracks of each picture taken."""
     out = []
@@ -151,7 +150,7 @@ def _near_ghosts(tracks: np.ndarray, within_m: float = 500.0) -> int:
 def test_a_stolen_radar_identity_cannot_fake_blind_or_impersonate(
     up: subprocess.Popen[str], env: dict[str, str], domain_id: int, tmp_path: Path
 ) -> None:
-    wait_for(lambda: _running(_status(env)) == EVERYONE, 90, "every instance running")
+    wait_for(lambda: running_ids(env) == EVERYONE, 90, "every instance running")
     keystore = Keystore(tmp_path / "home" / "keystores" / "insider")
     console = keystore.existing("insider/console")
     with Bus(domain_id, transport=_as(console), name="watcher") as watcher:
@@ -216,8 +215,8 @@ def test_a_stolen_radar_identity_cannot_fake_blind_or_impersonate(
     up_log = (tmp_path / "up.log").read_text()
     assert "heartbeat refused (beat as tracker.0 from radar.0" in up_log, up_log[-3000:]
     assert "heartbeat refused (beat as supervisor from radar.0" in up_log
-    status = _status(env)
-    assert status is not None and _running(status) == EVERYONE
+    status = mission_status(env)
+    assert status is not None and running_instances(status) == EVERYONE
     assert all(s.get("epoch") != 77 for s in status["supervisors"]), status["supervisors"]
 
 
@@ -376,7 +375,11 @@ def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged
     path.write_text(GHOST_MISSION.format(domain=domain_id, sc=scenario_path, weapons=weapons))
     everyone = {f"ghosts/{s}/0" for s in ("truth", "search", "fc", "tracker", "tewa", "launcher")}
     with mcc_up(path, env=env, log=tmp_path / "up.log"):
-        wait_for(lambda: _running(_status(env)) == everyone, 120, "every instance running")
+        wait_for(
+            lambda: running_ids(env) == everyone,
+            120,
+            "every instance running",
+        )
         keystore = Keystore(tmp_path / "home" / "keystores" / "ghosts")
         console = keystore.existing("ghosts/console")
         with Bus(domain_id, transport=_as(console), name="watcher") as watcher:
@@ -390,7 +393,11 @@ def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged
 
             wait_for(engaging, 60, "the real raid engaged (two radars see it)")
             run_cli(["stop", "search"], env=env)
-            wait_for(lambda: "ghosts/search/0" not in _running(_status(env)), 30, "search off")
+            wait_for(
+                lambda: "ghosts/search/0" not in running_ids(env),
+                30,
+                "search off",
+            )
             t0 = time.time()
             attacker = _attacker(
                 "ghosts", str(keystore.path), str(domain_id), str(t0), "20", env=env

@@ -3,18 +3,16 @@ keystore, strangers ignored."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mcc.bus import Bus
 from mcc.types import Command
-from tests.conftest import mcc_up, run_cli, wait_for
+from tests.conftest import mcc_up, run_cli, running_ids, wait_for
 
 MANIFEST = """\
 mission: guarded
@@ -39,15 +37,6 @@ def up(env: dict[str, str], tmp_path: Path, domain_id: int) -> Iterator[subproce
         yield proc
 
 
-def _status(env: dict[str, str]) -> dict[str, Any] | None:
-    proc = run_cli(["status", "--json"], env=env, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def _running(status: dict[str, Any] | None) -> set[str]:
-    return {i["id"] for i in (status or {}).get("instances", []) if i["state"] == "running"}
-
-
 @pytest.mark.slow
 def test_a_secured_mission_runs_and_strangers_are_not_heard(
     up: subprocess.Popen[str], env: dict[str, str], domain_id: int, tmp_path: Path
@@ -55,7 +44,7 @@ def test_a_secured_mission_runs_and_strangers_are_not_heard(
     everyone = {"guarded/radar/0", "guarded/radar/1", "guarded/tracker/0"}
     # Every instance authenticated with its system's identity: its heartbeats reach the
     # supervisor, which answers the operator (mcc status, with the keystore's operator).
-    wait_for(lambda: _running(_status(env)) == everyone, 60, "every instance running")
+    wait_for(lambda: running_ids(env) == everyone, 60, "every instance running")
     keystore = tmp_path / "home" / "keystores" / "guarded"
     names = {p.name for p in (keystore / "identities" / "guarded").iterdir()}
     assert names == {"supervisor", "operator", "console", "radar.0", "radar.1", "tracker.0"}
@@ -72,6 +61,6 @@ def test_a_secured_mission_runs_and_strangers_are_not_heard(
             time.sleep(0.25)
         assert status.take() == [], "a stranger read the mission's status"
     assert up.poll() is None, "a stranger's `down` stopped the mission"
-    assert _running(_status(env)) == everyone
+    assert running_ids(env) == everyone
     assert "down" in run_cli(["down"], env=env).stdout.lower() or up.wait(30) == 0
     up.wait(30)
