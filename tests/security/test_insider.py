@@ -461,7 +461,9 @@ def test_the_sam_toc_raid_goes_as_well_with_a_stolen_radar_identity_attacking(
     try:
         cert = home / "keystores" / "sam-toc" / "identities" / "sam-toc" / "radar.0" / "cert.pem"
         wait_for(cert.exists, 60, "the radars' identities")
-        time.sleep(3.0)  # the mission up: the attacker comes in as the raid starts
+        # no wait: the attacker is on the bus before the radars' first scans reach the tracker
+        # and before TEWA starts (at the engagement phase), the case a "first writer wins"
+        # rule would lose
         attacker = _attacker(str(cert.parents[3]), str(domain_id), "55", "sam-toc", env=env)
         out, _ = attacker.communicate(timeout=120)
         assert attacker.returncode == 0 and "attacked" in out, out[-3000:]
@@ -477,7 +479,7 @@ def test_the_sam_toc_raid_goes_as_well_with_a_stolen_radar_identity_attacking(
     assert summary["friends_engaged"] == 0, result
     assert summary["kills"] >= 10 and summary["leakers"] <= 42, result
     tracker_log = next(home.rglob("runs/*/logs/tracker-0.log")).read_text()
-    assert "dropped second writer" in tracker_log
+    assert "dropped rate" in tracker_log and "dropped impersonation" in tracker_log
 
 
 def attack(keystore: Path, domain: int, seconds: float = 12.0, mission: str = "insider") -> None:
@@ -533,8 +535,10 @@ def _speaker(source: str, handle: int, matched: bool = True) -> Speaker:
     return Speaker(source, handle, lambda: matched)
 
 
-def _try(sources: SourceGuard, sensor: str, at_s: float, who: Speaker) -> str:
-    batch = dataclasses.replace(_batch(sensor, 1, ghosts=False), origin_ns=int(at_s * 1e9))
+def _try(sources: SourceGuard, sensor: str, at_s: float, who: Speaker, origin_s: float = 0) -> str:
+    """Offer a batch of ``sensor`` received at ``at_s`` (scanned then, or at ``origin_s``)."""
+    origin_ns = int((origin_s or at_s) * 1e9)
+    batch = dataclasses.replace(_batch(sensor, 1, ghosts=False), origin_ns=origin_ns)
     kind, _ = sources.refusal(batch, int(at_s * 1e9), who)
     if not kind:
         sources.accept(batch, int(at_s * 1e9), who)
@@ -544,28 +548,47 @@ def _try(sources: SourceGuard, sensor: str, at_s: float, who: Speaker) -> str:
 def test_a_source_speaks_for_one_sensor_at_its_rate_through_one_writer() -> None:
     s = _sources()
     radar0, radar1 = _speaker("radar.0", 1), _speaker("radar.1", 2)
-    assert _try(s, "search", 10.0, radar0) == ""
+    assert _try(s, "search", 9.0, radar0) == "unproven"  # a new writer's first scan
+    assert _try(s, "search", 10.0, radar0) == ""  # its second, a scan period later
+    assert _try(s, "fire-control", 9.5, radar1) == "unproven"
     assert _try(s, "fire-control", 10.0, radar1) == ""
-    assert _try(s, "fire-control", 10.2, radar0) == "impersonation"  # another's sensor
-    assert _try(s, "search", 10.2, radar1) == "impersonation"
-    assert _try(s, "ghost", 10.2, _speaker("radar.7", 3)) == "unknown"  # not in the scenario
-    assert _try(s, "search", 10.2, radar0) == "rate"  # 0.2 s < half of its 1 s scan
-    assert _try(s, "search", 11.0, radar0) == ""
-    assert _try(s, "search", 10.9, radar0) == "replay"  # not newer than its last
+    assert _try(s, "fire-control", 10.6, radar0) == "impersonation"  # another's sensor
+    assert _try(s, "search", 10.6, radar1) == "impersonation"
+    assert _try(s, "ghost", 10.6, _speaker("radar.7", 3)) == "unknown"  # not in the scenario
+    assert _try(s, "search", 10.3, radar0) == "rate"  # 0.3 s < half of its 1 s scan
+    assert _try(s, "search", 11.5, radar0) == ""
+    assert _try(s, "search", 12.2, radar0, origin_s=11.4) == "replay"  # not newer than its last
     # a second participant with radar.0's identity, while the first is matched: refused
-    assert _try(s, "search", 12.0, _speaker("radar.0", 9)) == "second writer"
+    assert _try(s, "search", 13.0, _speaker("radar.0", 9)) == "second writer"
     # the first gone (a restart): the new writer takes over
     s.speaking["radar.0"] = _speaker("radar.0", 1, matched=False)
-    assert _try(s, "search", 12.0, _speaker("radar.0", 9)) == ""
+    assert _try(s, "search", 14.0, _speaker("radar.0", 9)) == ""
+
+
+def test_a_flood_never_speaks_for_a_radar_even_when_heard_first() -> None:
+    """A reader that starts with the stolen identity already flooding (TEWA, at the
+    engagement phase) takes the genuine radar, which keeps its scan period."""
+    s = _sources()
+    flood, genuine = _speaker("radar.0", 5), _speaker("radar.0", 6)
+    outcomes = {"flood": set(), "genuine": set()}
+    for k in range(300):  # 3 s at 100 scans per second, the radar every second
+        t = 100.0 + k * 0.01
+        outcomes["flood"].add(_try(s, "search", t, flood))
+        if k % 100 == 50:
+            outcomes["genuine"].add(_try(s, "search", t, genuine))
+    assert "" not in outcomes["flood"] and "rate" in outcomes["flood"]
+    assert outcomes["genuine"] == {"unproven", ""}
+    assert s.speaking["radar.0"].handle == 6
 
 
 def test_unknown_sensors_are_bound_too_when_the_scenario_is_silent() -> None:
     s = _sources(known_only=False, max_sources=2)
-    assert _try(s, "r1", 1.0, _speaker("a.0", 1)) == ""
-    assert _try(s, "r1", 1.0, _speaker("b.0", 2)) == "impersonation"
-    assert _try(s, "r2", 1.0, _speaker("b.0", 2)) == ""
-    assert _try(s, "r3", 1.0, _speaker("c.0", 3)) == "sensors"  # max_sources
-    assert _try(s, "r1", 1.02, _speaker("a.0", 1)) == "rate"  # under half the default 0.1 s
+    a, b, c = _speaker("a.0", 1), _speaker("b.0", 2), _speaker("c.0", 3)
+    assert [_try(s, "r1", t, a) for t in (0.5, 1.0)] == ["unproven", ""]
+    assert _try(s, "r1", 1.0, b) == "impersonation"
+    assert [_try(s, "r2", t, b) for t in (1.5, 2.0)] == ["unproven", ""]
+    assert _try(s, "r3", 2.0, c) == "sensors"  # max_sources
+    assert _try(s, "r1", 1.02, a) == "rate"  # under half the default 0.1 s
 
 
 if __name__ == "__main__":

@@ -46,6 +46,12 @@ class SourceGuard:
     stolen radar identity cannot outshout the radar it was stolen from); a source's batches
     closer than ``min_fraction`` of its scan period (``periods_s``, else
     ``default_period_s``), or not newer than its last, are refused.
+
+    The rate is also held per writer, and a writer becomes the one that speaks for its source
+    only once it has kept that rate (its second scan, a scan period after its first): when a
+    stolen identity floods while the genuine radar scans, a reader that starts with both on the
+    bus (TEWA, at the engagement phase) takes the radar, never the flood, whichever it heard
+    first. A stolen identity that keeps the radar's rate, and is heard before it, still wins.
     """
 
     periods_s: dict[str, float]
@@ -57,6 +63,8 @@ class SourceGuard:
     source_of: dict[str, str] = field(default_factory=dict)  # sensor id → source
     speaking: dict[str, Speaker] = field(default_factory=dict)  # source → its writer
     last: dict[str, tuple[int, int]] = field(default_factory=dict)  # source → receive, origin
+    #: (source, writer handle) → when that writer's last scan came (every one, refused too)
+    heard: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def refusal(self, batch: DetectionBatch, receive_ns: int, who: Speaker) -> tuple[str, str]:
         """Why ``who`` may not speak ``batch`` now, as (kind, message); ("", "") when it may."""
@@ -72,15 +80,24 @@ class SourceGuard:
                 return "sensors", f"one source too many (max_sensors {self.max_sources})"
         elif bound != sensor:
             return "impersonation", f"{source} speaks for {sensor[:80]!r}, its radar is {bound!r}"
+        min_gap_ns = self.min_fraction * (self.periods_s.get(sensor) or self.default_period_s) * 1e9
+        key = (source, who.handle)
+        before = self.heard.get(key)
+        if key not in self.heard and len(self.heard) >= 4 * self.max_sources:
+            self.heard.clear()  # writers come and go: forget the old ones
+        self.heard[key] = receive_ns
+        if before is not None and receive_ns - before < min_gap_ns:
+            return "rate", f"{source}: a writer scanning faster than its radar's period"
         current = self.speaking.get(source)
         if current is not None and current.handle != who.handle and current.matched():
             return "second writer", f"a second writer of {source} while the first is matched"
+        if (current is None or current.handle != who.handle) and before is None:
+            return "unproven", f"{source}: a new writer's first scan (it speaks from its second)"
         last = self.last.get(source)
         if last is not None:
             if batch.origin_ns <= last[1]:
                 return "replay", f"{source}: a scan not newer than its last"
-            period_s = self.periods_s.get(sensor) or self.default_period_s
-            if receive_ns - last[0] < self.min_fraction * period_s * 1e9:
+            if receive_ns - last[0] < min_gap_ns:
                 return "rate", f"{source}: scans faster than its radar's period"
         return "", ""
 
