@@ -433,7 +433,10 @@ def test_fastdds_echo_answers_perf_samples(fastdds_peer: Path, foreign_env: dict
         with Bus(int(foreign_env["MCC_DOMAIN"]), transport=Transport.from_env(foreign_env)) as bus:
             pong = bus.reader("PerfPong", type=types.PerfSample, profile="perf_reliable")
             ping = bus.writer("PerfPing", type=types.PerfSample, profile="perf_reliable")
-            ping.wait_for_readers(1, timeout_s=20)
+            # both ways matched before the first ping: an echo written before the echo's writer
+            # matched this reader is gone (volatile), and the test waited for it in vain
+            assert ping.wait_for_readers(1, timeout_s=20), "the echo's reader never matched"
+            assert pong.wait_for_writers(1, timeout_s=20), "the echo's writer never matched"
             got: list[types.PerfSample] = []
             for seq in range(1, 6):
                 ping.write(
