@@ -27,6 +27,7 @@ from mcc.hpc.farm_protocol import (
 )
 from mcc.hpc.journal import Lease, MasterJournal, Token, encode_token
 from mcc.hpc.primes import PrimeCount, split_range
+from mcc.security.mission import principal_of
 from mcc.types import Heartbeat, WorkItem, WorkResult
 
 __all__ = ["FarmMaster"]
@@ -406,9 +407,7 @@ class FarmMaster:
             if view is None or beat.pid != view.pid:
                 continue
             # a secured bus: only the worker's own identity keeps it alive (SYSTEM.INDEX)
-            parts = beat.system_id.split("/")
-            owner = f"{parts[1]}.{parts[2]}" if len(parts) == 3 else None
-            if secured and self._beats.source_of(beat) != owner:
+            if secured and self._beats.source_of(beat) != principal_of(beat.system_id):
                 self.foreign_beats += 1
                 continue
             view.seen_mono = now

@@ -32,6 +32,7 @@ from typing import Any
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.errors import MccError
 from mcc.orchestrate.appconfig import config_model, parse_config
+from mcc.security.mission import instance_principal
 from mcc.settings import Settings, current, env_name
 from mcc.types import SystemState
 
@@ -150,7 +151,7 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
             daemon=True,
         ).start()
     partitions = list(settings.partitions)
-    source = f"{identity.system}.{identity.index}"  # its principal: MISSION/SYSTEM.INDEX
+    source = instance_principal(identity.system, identity.index)
     with Bus(settings.domain, partitions=partitions, name=identity.id, source=source) as bus:
         period_s = settings.heartbeat_period_s
         heartbeat = HeartbeatPublisher(

@@ -228,11 +228,10 @@ def _beat_from_its_owner(sup: Supervisor, hb: Heartbeat, source: str | None) -> 
     mission the source is authenticated, so a stolen radar identity can neither keep a stopped
     tracker "running" nor claim a supervisor's epoch. A refusal is counted and the first of
     each source logged."""
-    from mcc.security.mission import SUPERVISOR
+    from mcc.security.mission import principal_of
 
-    parts = hb.system_id.split("/")
-    if len(parts) == 3 and parts[0] == sup.mission.mission:
-        owner = SUPERVISOR if parts[1] == SUPERVISOR else f"{parts[1]}.{parts[2]}"
+    owner = principal_of(hb.system_id)
+    if owner is not None and hb.system_id.startswith(f"{sup.mission.mission}/"):
         if source == owner:
             return True
         why = f"beat as {owner[:80]} from {source or 'no source'}"

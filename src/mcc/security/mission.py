@@ -125,6 +125,21 @@ def mission_identities(
     }
 
 
+def instance_principal(system: str, index: int | str) -> str:
+    """The principal of instance ``INDEX`` of ``SYSTEM``: the last part of its identity's name,
+    and its source partition's (``src/SYSTEM.INDEX``)."""
+    return f"{system}.{index}"
+
+
+def principal_of(system_id: str) -> str | None:
+    """The principal that owns heartbeat id ``MISSION/SYSTEM/INDEX`` (a supervisor's
+    ``MISSION/supervisor/PID``: `SUPERVISOR`); None for an id of another shape."""
+    parts = system_id.split("/")
+    if len(parts) != 3:
+        return None
+    return SUPERVISOR if parts[1] == SUPERVISOR else instance_principal(parts[1], parts[2])
+
+
 def instance_identity(
     path: Path, *, mission: str, domain: int, system: str, index: int, topics: Topics
 ) -> Identity:
@@ -132,5 +147,5 @@ def instance_identity(
     system's permissions: each instance authenticates as itself, so what it writes is
     attributable to it, and a leaked key is one instance's (its certificate stays valid
     until it expires: Cyclone's plugins are not given revocation lists here)."""
-    name = f"{system}.{index}"
+    name = instance_principal(system, index)
     return Keystore(path).identity(f"{mission}/{name}", topics.grants(name), domains=(domain,))
