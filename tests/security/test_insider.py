@@ -424,10 +424,15 @@ def test_ghosts_from_a_stolen_radar_identity_become_tracks_but_are_never_engaged
             # The tracker's stolen identity: forged pictures of the same raid, confirmed.
             until = str(time.time() - t0 + 8)
             forger = _attacker("forge", str(keystore.path), str(domain_id), str(t0), until, env=env)
-            while forger.poll() is None:
-                ordered.update(o.track_id for o in orders.take(256))
-                time.sleep(0.1)
-            forged_out, _ = forger.communicate()
+            try:
+                deadline = time.monotonic() + 60
+                while forger.poll() is None and time.monotonic() < deadline:
+                    ordered.update(o.track_id for o in orders.take(256))
+                    time.sleep(0.1)  # polling the orders while it runs, not synchronisation
+            finally:
+                if forger.poll() is None:  # never left behind
+                    forger.kill()
+                forged_out, _ = forger.communicate()
             ordered.update(o.track_id for o in orders.take(256))
     assert forger.returncode == 0 and "attacked" in forged_out, forged_out[-3000:]
     assert not set(FORGED_IDS.tolist()) & ordered, "a forged track was engaged"
@@ -465,7 +470,12 @@ def test_the_sam_toc_raid_goes_as_well_with_a_stolen_radar_identity_attacking(
         # and before TEWA starts (at the engagement phase), the case a "first writer wins"
         # rule would lose
         attacker = _attacker(str(cert.parents[3]), str(domain_id), "55", "sam-toc", env=env)
-        out, _ = attacker.communicate(timeout=120)
+        try:
+            out, _ = attacker.communicate(timeout=120)
+        finally:
+            if attacker.poll() is None:  # never left behind, even when it hung
+                attacker.kill()
+                attacker.communicate()
         assert attacker.returncode == 0 and "attacked" in out, out[-3000:]
         shown, _ = demo.communicate(timeout=120)
     finally:
