@@ -186,6 +186,12 @@ class Settings(BaseSettings):
         ge=-1,
         description="Ray backend: actor restarts after a node loss; -1 = forever, 0 = never.",
     )
+    confine: bool = Field(
+        default=True,
+        description="Confine each instance with Landlock: it reads its own identity, never "
+        "$MCC_HOME's keystores or agent tokens, and writes only in its run folder and /tmp "
+        "(`mcc.security.confine`). Off only to debug an app.",
+    )
     # -- node agents ------------------------------------------------------------------------------
     agent_socket: Path | None = Field(
         default=None, description="The socket of the node agent that owns this instance."

@@ -16,17 +16,18 @@ from typing import Any
 import psutil
 import pytest
 
-from mcc.orchestrate.agent import AgentPaths, proc_start_time
+from mcc.orchestrate.agent import AgentPaths, agent_token, proc_start_time
 from tests.conftest import wait_for
 
 
 class Controller:
     """A raw connection to the agent, as `LocalBackend` makes one."""
 
-    def __init__(self, path: Path, pid: int) -> None:
+    def __init__(self, paths: AgentPaths, pid: int) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(10.0)
-        self.sock.connect(str(path))
+        self.sock.connect(str(paths.socket))
+        self.token = agent_token(paths.token)
         self.reader = self.sock.makefile("rb")
         self.pid = pid
 
@@ -39,7 +40,8 @@ class Controller:
         return dict(json.loads(line))
 
     def hello(self, **extra: Any) -> dict[str, Any]:
-        self.send({"op": "hello", "pid": self.pid, "host": "test", "claim": True, **extra})
+        hello = {"op": "hello", "pid": self.pid, "host": "test", "claim": True, "token": self.token}
+        self.send({**hello, **extra})
         return dict(self.read()["hello"])
 
     def spawn(self, instance_id: str, tmp: Path) -> None:
@@ -91,7 +93,7 @@ def start_agent(paths: AgentPaths, tmp: Path) -> AgentPaths:
 
 
 def test_one_active_controller_and_the_others_are_fenced(agent: AgentPaths, tmp_path: Path) -> None:
-    first, second = Controller(agent.socket, 101), Controller(agent.socket, 102)
+    first, second = Controller(agent, 101), Controller(agent, 102)
     try:
         assert first.hello()["active"] is True
         standby = second.hello()
@@ -121,7 +123,7 @@ def test_one_active_controller_and_the_others_are_fenced(agent: AgentPaths, tmp_
 def test_the_active_dying_promotes_the_standby_with_the_desired_state(
     agent: AgentPaths, tmp_path: Path
 ) -> None:
-    first, second = Controller(agent.socket, 201), Controller(agent.socket, 202)
+    first, second = Controller(agent, 201), Controller(agent, 202)
     try:
         first.hello()
         first.spawn("ag/y/0", tmp_path)
@@ -142,7 +144,7 @@ def test_the_active_dying_promotes_the_standby_with_the_desired_state(
 def test_a_new_agent_adopts_the_apps_of_a_killed_one(
     agent: AgentPaths, tmp_path: Path, bus_env: dict[str, str], domain_id: int
 ) -> None:
-    first = Controller(agent.socket, 301)
+    first = Controller(agent, 301)
     first.hello()
     env = {**bus_env, "MCC_MISSION": "ag", "MCC_SYSTEM": "app", "MCC_DOMAIN": str(domain_id)}
     first.send({
@@ -161,7 +163,7 @@ def test_a_new_agent_adopts_the_apps_of_a_killed_one(
     assert first.closed()
     first.close()
     start_agent(agent, tmp_path)
-    standby, again = Controller(agent.socket, 302), Controller(agent.socket, 301)
+    standby, again = Controller(agent, 302), Controller(agent, 301)
     try:
         # a standby that reconnects first learns nothing that belongs to the active one
         early = standby.hello(claim=False)
@@ -181,17 +183,43 @@ def test_a_new_agent_adopts_the_apps_of_a_killed_one(
 def test_garbage_on_the_socket_drops_that_connection_only(
     agent: AgentPaths, tmp_path: Path
 ) -> None:
-    active = Controller(agent.socket, 401)
+    active = Controller(agent, 401)
     try:
         active.hello()
         for junk in (b"\xff\xfe not json\n", b"[1, 2]\n", b"x" * (5 * 2**20)):
-            rogue = Controller(agent.socket, 402)
+            rogue = Controller(agent, 402)
             with contextlib.suppress(OSError):
                 rogue.sock.sendall(junk)
             assert rogue.closed()
             rogue.close()
         active.send({"op": "ping", "seq": 7})
         assert active.read()["pong"] == 7  # the agent and its active controller unharmed
+    finally:
+        active.close()
+
+
+def test_a_hello_without_the_token_is_refused(agent: AgentPaths) -> None:
+    """Any process of the user can connect to the socket (a confined instance too: Landlock
+    does not check connect); only one that can read the agent's token may control it."""
+    active = Controller(agent, 501)
+    try:
+        active.hello()
+        for token in (None, "", "0" * 64, active.token[:-1] + "x"):
+            rogue = Controller(agent, 502)
+            message = {"op": "hello", "pid": 502, "host": "x", "claim": True}
+            if token is not None:
+                message["token"] = token
+            rogue.send(message)
+            assert "no hello with the agent's token" in rogue.read()["message"]
+            assert rogue.closed()
+            rogue.close()
+        sneaky = Controller(agent, 503)  # an operation before any hello
+        sneaky.send({"op": "claim", "expect_epoch": 1})
+        assert "token" in sneaky.read()["message"] and sneaky.closed()
+        sneaky.close()
+        active.send({"op": "ping", "seq": 8})
+        assert active.read()["pong"] == 8
+        assert oct(os.stat(agent.token).st_mode & 0o777) == "0o600"
     finally:
         active.close()
 

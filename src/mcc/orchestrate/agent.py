@@ -23,7 +23,7 @@ adopted) and watches them with pidfds. With no supervisor for ``orphan_s`` the a
 every instance and exits, and an app instance whose agent is gone for ``orphan_s`` stops
 itself (`mcc.orchestrate.runtime`), so nothing outlives a mission that nobody controls.
 
-Protocol (controller → agent): ``hello`` {pid, host, claim}, ``claim`` {expect_epoch},
+Protocol (controller → agent): ``hello`` {pid, host, claim, token}, ``claim`` {expect_epoch},
 ``spawn`` (zygote request), ``signal`` {id, pid, sig}, ``state`` {state}, ``ping`` {seq},
 ``shutdown``. Agent → controller: ``hello``/``promoted`` {epoch, active, active_pid,
 instances, state, exits}, ``claimed`` {ok, epoch}, ``spawned``, ``exit``, ``warning``,
@@ -35,9 +35,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hmac
 import json
 import logging
 import os
+import secrets
 import selectors
 import signal
 import socket
@@ -82,6 +84,11 @@ class AgentPaths:
             sock = _short_socket_dir(folder) / f"{key}.sock"
         return cls(key, sock, folder / f"{key}.json", folder / f"{key}.lock", folder / f"{key}.log")
 
+    @property
+    def token(self) -> Path:
+        """The agent's secret (0600): a controller's hello must carry it."""
+        return self.state.with_suffix(".token")
+
     def argv(self, *, orphan_s: float, detach: bool = True) -> list[str]:
         """The command line that starts this agent (``detach``: nobody's child)."""
         return [
@@ -114,6 +121,23 @@ def _short_socket_dir(folder: Path) -> Path:
     fresh = Path(tempfile.mkdtemp(prefix=f"mcc-{os.getuid()}-", dir="/tmp"))
     write_private(pointer, f"{fresh}\n")
     return fresh
+
+
+def agent_token(path: Path, *, create: bool = False) -> str:
+    """The token kept in ``path``; with ``create``, a fresh one when there is none (a new
+    agent keeps its predecessor's, so that connected supervisors reconnect)."""
+    try:
+        token = path.read_text().strip()
+        if len(token) >= 32:
+            return token
+    except FileNotFoundError:
+        if not create:
+            raise
+    if not create:
+        raise OSError(f"{path}: not an agent token")
+    token = secrets.token_hex(32)
+    write_private(path, token + "\n")
+    return token
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -176,6 +200,7 @@ class Agent:
         #: Descriptors no child may keep (the agent's lock: a child holding it would lock out
         #: the next agent).
         self.keep_fds: list[int] = []
+        self.token = ""  # set by serve (`agent_token`)
 
     # -- records ---------------------------------------------------------------------
 
@@ -444,10 +469,27 @@ class Agent:
             except ValueError as exc:
                 self._drop(conn, f"sent a bad message ({exc})")
                 return
+            if not conn.hello and not self._authentic(message):
+                self._send(conn, {"error": "", "message": "no hello with the agent's token"})
+                self._drop(conn, "refused: no hello with the agent's token")
+                log.warning("refused a connection without the agent's token")
+                return
             try:
                 self.handle(conn, message)
             except (KeyError, TypeError, ValueError) as exc:
                 self._send(conn, {"error": str(message.get("id", "")), "message": str(exc)})
+
+    def _authentic(self, message: dict[str, Any]) -> bool:
+        """A connection's first message is a hello with the token only the user's own
+        processes outside a confined instance can read (`mcc.security.confine` hides
+        ``$MCC_HOME``): an instance of the mission, same user as the agent, cannot take
+        the agent over to start an unconfined process."""
+        token = message.get("token")
+        return (
+            message.get("op") == "hello"
+            and isinstance(token, str)
+            and hmac.compare_digest(token.encode(), self.token.encode())
+        )
 
     def _drop(self, conn: _Conn, why: str, *, promote: bool = True) -> None:
         fd = conn.sock.fileno()
@@ -482,6 +524,7 @@ class Agent:
         self._report_r, self._report_w = os.pipe()  # children's warnings and errors
         self.selector.register(self._wake_r, selectors.EVENT_READ, ("signal", 0))
         self.selector.register(self._report_r, selectors.EVENT_READ, ("report", 0))
+        self.token = agent_token(self.paths.token, create=True)
         self.paths.socket.unlink(missing_ok=True)
         self._listen = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listen.bind(str(self.paths.socket))

@@ -124,6 +124,7 @@ class Supervisor(Service):
         #: What every other process of the mission (clients included) needs in its environment.
         self.client_env = transports[1].apply_to_env({}) if transports else {}
         self._instance_base = transports[1] if transports else None
+        self._home_exposure_told = False  # MCC_HOME where instances may write: said once
         self._system_topics: dict[str, Topics] = {}  # secured: what each system may do
         self._watch = watch
         self.keystore: Path | None = None

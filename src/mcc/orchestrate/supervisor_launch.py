@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mcc.bus import Transport
 from mcc.errors import OrchestratorError
+from mcc.orchestrate import registry
 from mcc.orchestrate.backends.base import LaunchSpec
 from mcc.orchestrate.instances import Instance, S
 from mcc.orchestrate.manifest import Cluster, System
 from mcc.orchestrate.planner import Placement
 from mcc.orchestrate.runtime import RUNTIME_ARGV
-from mcc.settings import child_env, env_name
+from mcc.security.confine import Confinement, instance_confinement
+from mcc.settings import child_env, current, env_name
+
+log = logging.getLogger("mcc.orchestrate")
 
 if TYPE_CHECKING:
     from mcc.orchestrate.supervisor import Supervisor
@@ -87,12 +93,13 @@ def _launch_spec(
     was given of the node."""
     mission = sup.mission
     device = {"none": "cpu", "shared": "remote:compute", "exclusive": "cuda:0"}
+    identity = _identity(sup, inst)
     cluster = isinstance(system, Cluster)
     env = child_env(
         {
             **os.environ,
             **sup.client_env,
-            **_identity_env(sup, inst),
+            **_identity_env(sup, inst, identity),
             **mission.env,
             **system.env,
         },
@@ -140,16 +147,17 @@ def _launch_spec(
         placement_group=inst.system if cluster else None,
         placement=system.placement if isinstance(system, Cluster) else "pack",
         labels=labels,
+        confinement=_confinement(sup, identity, env),
     )
 
 
-def _identity_env(sup: Supervisor, inst: Instance) -> dict[str, str]:
-    """A secured mission: the environment that carries ``inst``'s own, fresh identity."""
+def _identity(sup: Supervisor, inst: Instance) -> Identity | None:
+    """A secured mission: ``inst``'s own, fresh identity."""
     if sup.keystore is None:
-        return {}
+        return None
     from mcc.security.mission import instance_identity
 
-    identity = instance_identity(
+    return instance_identity(
         sup.keystore,
         mission=sup.mission.mission,
         domain=sup.mission.domain,
@@ -157,8 +165,39 @@ def _identity_env(sup: Supervisor, inst: Instance) -> dict[str, str]:
         index=inst.index,
         topics=sup._system_topics[inst.system],
     )
+
+
+def _identity_env(sup: Supervisor, inst: Instance, identity: Identity | None) -> dict[str, str]:
+    """The environment that carries ``identity`` (none for an open mission)."""
+    if identity is None:
+        return {}
     env = secured(sup._instance_base, identity).apply_to_env({})
     return child_env(env, grants_at=sup.mission.where(inst.system))
+
+
+def _confinement(
+    sup: Supervisor, identity: Identity | None, env: Mapping[str, str]
+) -> Confinement | None:
+    """What the instance may reach: its identity's files but no other keystore file, nothing
+    else of ``$MCC_HOME`` (agents' tokens, the console's users), writes in its run folder
+    and temporary folders (`mcc.security.confine`); None when ``MCC_CONFINE`` is off."""
+    if not current().confine:
+        return None
+    files = identity.files() if identity is not None else ()
+    temp = [env[k] for k in ("TMPDIR", "TMP", "TEMP") if env.get(k)]
+    home = registry.home()
+    conf = instance_confinement(
+        home=home, run_dir=sup.run_dir.resolve(), identity_files=files, temp_dirs=temp
+    )
+    if str(home) in conf.exposed and not sup._home_exposure_told:
+        sup._home_exposure_told = True
+        log.warning(
+            "MCC_HOME %s is inside a folder every instance may write (/tmp, its run folder "
+            "or $TMPDIR): instances can read its keystores and agent tokens; keep MCC_HOME "
+            "elsewhere (default ~/.local/state/mcc)",
+            home,
+        )
+    return conf
 
 
 def _ready(sup: Supervisor, name: str) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 import mcc.orchestrate.runtime as runtime  # the point: imported once, before forking
 from mcc.orchestrate import limits
+from mcc.security import confine
 from mcc.settings import current
 
 _PR_SET_PDEATHSIG = 1
@@ -43,7 +44,7 @@ def _emit(fd: int, event: dict[str, Any]) -> None:
 
 
 def apply_limits(request: dict[str, Any], report: int) -> None:
-    """In the child: CPU affinity, priority, memory limit, network namespace."""
+    """In the child: CPU affinity, priority, memory limit, network namespace, confinement."""
     instance_id = request["id"]
 
     def warn(message: str) -> None:
@@ -67,6 +68,9 @@ def apply_limits(request: dict[str, Any], report: int) -> None:
     netns = request.get("netns")
     if netns:
         enter_netns(netns)
+    if request.get("confine"):  # last: what came before needed /run/netns and the cgroup
+        for message in confine.apply(confine.Confinement.from_json(request["confine"])):
+            warn(message)
 
 
 def enter_netns(name: str) -> None:

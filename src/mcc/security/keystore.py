@@ -69,6 +69,15 @@ class Identity:
     def subject(self) -> str:
         return _subject(self.name)
 
+    def files(self) -> tuple[Path, ...]:
+        """Every file a participant with this identity reads: the two CA certificates, the
+        governance, its certificate, key and permissions (nothing else of the keystore)."""
+        ca, me = self.keystore / "ca", self.folder
+        return (
+            ca / "identity_ca.pem", ca / "permissions_ca.pem", self.keystore / "governance.p7s",
+            me / "cert.pem", me / "key.pem", me / "permissions.p7s",
+        )  # fmt: skip
+
     def security_xml(self) -> str:
         """The ``<Security>`` element of Cyclone's ``<Domain>`` configuration for this
         identity (for ``Transport(extra_xml=...)``)."""

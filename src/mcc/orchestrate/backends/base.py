@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcc.bus.transport import Transport
+from mcc.security.confine import Confinement
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class LaunchSpec:
     placement_group: str | None = None  # virtual cluster name, for backends that group
     placement: str = "pack"  # pack | spread
     labels: Mapping[str, float] = field(default_factory=dict)  # custom resources (Ray)
+    #: What the process may reach (`mcc.security.confine`), applied in the child before the
+    #: app or command runs; None: not confined.
+    confinement: Confinement | None = None
 
 
 @dataclass(frozen=True)

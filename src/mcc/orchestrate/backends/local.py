@@ -264,7 +264,13 @@ class LocalBackend(Backend):
         private_dir(paths.state.parent)
         private_dir(paths.socket.parent)
         sock = self._agent_socket(paths)
-        hello = {"op": "hello", "pid": os.getpid(), "host": self._host, "claim": claim}
+        hello = {
+            "op": "hello",
+            "pid": os.getpid(),
+            "host": self._host,
+            "claim": claim,
+            "token": agent.agent_token(paths.token),
+        }
         if expect_epoch is not None:
             hello["expect_epoch"] = expect_epoch
         sock.settimeout(10.0)
@@ -492,6 +498,8 @@ class LocalBackend(Backend):
             "netns": self._netns_of(node),
             "node": node,
         }
+        if spec.confinement is not None:
+            request["confine"] = spec.confinement.to_json()
         if spec.argv[1:3] == ("-m", RUNTIME_MODULE):
             request["app"], request["args"] = spec.argv[3], list(spec.argv[4:])
         else:

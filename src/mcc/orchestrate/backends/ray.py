@@ -47,6 +47,7 @@ from mcc.errors import OrchestratorError
 from mcc.lifecycle import Closeable
 from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec, Running, Warning_
 from mcc.orchestrate.backends.ray_actor import TAIL_LINES, InstanceActor, import_ray
+from mcc.security.confine import CONFINE_MODULE
 from mcc.settings import Settings, SettingsError
 
 log = logging.getLogger("mcc.orchestrate.ray")
@@ -361,9 +362,13 @@ class RayBackend(Closeable, Backend):
                 placement_group_capture_child_tasks=False,
             )
         try:
+            argv = list(spec.argv)
+            if spec.confinement is not None:  # the actor's child confines itself, then runs
+                argv = [sys.executable, "-m", CONFINE_MODULE, spec.confinement.to_json(), "--"]
+                argv += spec.argv
             actor = self._actor_class.options(**options).remote(
                 spec.instance_id,
-                list(spec.argv),
+                argv,
                 dict(spec.env),
                 spec.log_path,
                 list(spec.cpu_set),

@@ -1,0 +1,78 @@
+"""An app (for the confinement test) that tries, from inside a mission's instance, everything a
+compromised instance would try to leave its confinement, and records what each attempt got in
+``RUN_DIR/escape-INDEX.json``: ``"ok"`` or the error."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from mcc.orchestrate.agent import AgentPaths
+from mcc.orchestrate.runtime import AppContext
+from mcc.security.mission import Topics
+
+BUS_TOPICS = {"main": Topics()}  # its heartbeat only
+
+
+def _try(action: Callable[[], object]) -> str:
+    try:
+        action()
+    except Exception as exc:  # what it got is the record, whatever it is
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return "ok"
+
+
+def main(ctx: AppContext) -> int:
+    home = Path(os.environ["MCC_HOME"])
+    keystore = home / "keystores" / ctx.identity.mission
+    me = f"{ctx.identity.system}.{ctx.identity.index}"
+    other = keystore / "identities" / ctx.identity.mission / "tracker.0"  # the test's other
+    agent_socket = str(ctx.settings.agent_socket)
+    token_file = AgentPaths.for_mission(home, ctx.identity.mission, ctx.settings.domain).token
+
+    def mint() -> None:
+        from mcc.security import Keystore
+
+        Keystore(keystore).identity(f"{ctx.identity.mission}/evil", (), domains=(0,))
+
+    def take_over_agent() -> None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError:
+            token = "guessed" * 8
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(agent_socket)
+            hello = {"op": "hello", "pid": os.getpid(), "claim": True, "token": token}
+            sock.sendall((json.dumps(hello) + "\n").encode())
+            answer = json.loads(sock.makefile().readline() or "{}")
+            if "hello" not in answer:
+                raise PermissionError(f"agent said {answer}")
+
+    attempts = {
+        "own identity": lambda: (
+            keystore / "identities" / ctx.identity.mission / me / "key.pem"
+        ).read_bytes(),
+        "ca key": lambda: (keystore / "ca" / "identity_ca.key").read_bytes(),
+        "ca key via /proc/PPID/root": lambda: Path(
+            f"/proc/{os.getppid()}/root{keystore}/ca/permissions_ca.key"
+        ).read_bytes(),
+        "mint an identity": mint,
+        "other identity": lambda: (other / "key.pem").read_bytes(),
+        "agent token": token_file.read_bytes,
+        "take over the agent": take_over_agent,
+        "agent memory": lambda: Path(f"/proc/{os.getppid()}/environ").read_bytes(),
+        "signal the agent": lambda: os.kill(os.getppid(), signal.SIGCONT),
+        "write the working folder": lambda: Path("escape-was-here").write_text("x"),
+        "write the run folder": lambda: (ctx.run_dir / f"note-{me}").write_text("x"),
+        "write /tmp": lambda: Path(f"/tmp/mcc-escape-{os.getpid()}").write_text("x"),
+    }
+    results = {name: _try(action) for name, action in attempts.items()}
+    Path(f"/tmp/mcc-escape-{os.getpid()}").unlink(missing_ok=True)
+    (ctx.run_dir / f"escape-{ctx.identity.index}.json").write_text(json.dumps(results, indent=1))
+    ctx.stop.wait()
+    return 0
