@@ -19,7 +19,8 @@
  * mcc.bus.transport.Transport.apply_to_env), MCC_SYSTEM and MCC_INDEX (set by the supervisor:
  * the sourced topics DetectionBatch, EngagementOutcome and WeaponStatus are written in the
  * partition src/SYSTEM.INDEX, the only one a secured mission grants this instance's identity,
- * as mcc.bus.topics). SIGTERM or SIGINT stop it with exit status 0.
+ * as mcc.bus.topics; MCC_SOURCE, when set, names it instead: SYSTEM.INDEX#GENERATION, the
+ * generation of the identity issued for this start). SIGTERM or SIGINT stop it with exit status 0.
  *
  * QoS: Cyclone C 0.10 has no QoS provider, so the policies of qos/mcc.xml are set here in code:
  * profile "sensor_stream" for DetectionBatch, "state" for EngagementOrder, EngagementOutcome
@@ -153,10 +154,14 @@ static struct bus open_bus(void)
     die("dds_create_publisher", bus.publisher);
   bus.source_publisher = bus.publisher;
   const char *system = getenv("MCC_SYSTEM"), *index = getenv("MCC_INDEX");
+  const char *given = getenv("MCC_SOURCE");
   if (system && *system) {
     char source[256];
     const char *own[1] = {source};
-    snprintf(source, sizeof source, "src/%s.%s", system, index && *index ? index : "0");
+    if (given && *given)
+      snprintf(source, sizeof source, "src/%s", given);
+    else
+      snprintf(source, sizeof source, "src/%s.%s", system, index && *index ? index : "0");
     dds_qos_t *sqos = dds_create_qos();
     dds_qset_partition(sqos, 1, own);
     bus.source_publisher = dds_create_publisher(bus.participant, sqos, NULL);

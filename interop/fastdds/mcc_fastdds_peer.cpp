@@ -358,8 +358,11 @@ std::unique_ptr<Bus> open_bus(const std::string& qos_file)
   if (system != nullptr && *system != '\0')
   {
     PublisherQos own = PUBLISHER_QOS_DEFAULT;
-    const std::string source = std::string("src/") + system + "." +
-                               (index != nullptr && *index != '\0' ? index : "0");
+    const char* given = std::getenv("MCC_SOURCE");  // SYSTEM.INDEX#GENERATION if secured
+    const std::string source =
+        given != nullptr && *given != '\0'
+            ? std::string("src/") + given
+            : std::string("src/") + system + "." + (index != nullptr && *index != '\0' ? index : "0");
     own.partition().push_back(source.c_str());
     bus->source_publisher = bus->participant->create_publisher(own);
   }

@@ -186,6 +186,11 @@ class Settings(BaseSettings):
         ge=-1,
         description="Ray backend: actor restarts after a node loss; -1 = forever, 0 = never.",
     )
+    source: str | None = Field(
+        default=None,
+        description="The source this instance writes sourced topics as (SYSTEM.INDEX#GENERATION "
+        "in a secured mission, set by the supervisor; default SYSTEM.INDEX).",
+    )
     confine: bool = Field(
         default=True,
         description="Confine each instance with Landlock: it reads its own identity, never "

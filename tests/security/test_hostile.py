@@ -146,7 +146,7 @@ def test_hostile_participants_are_never_obeyed(
 
     # A valid identity of another system: the radar instance's own credentials.
     radar = mission.existing("guarded/radar.0")
-    with Bus(domain_id, transport=_as(radar), name="rogue radar", source="radar.0") as bus:
+    with Bus(domain_id, transport=_as(radar), name="rogue radar", source=radar.source) as bus:
         bus.writer("DetectionBatch")  # what it was granted, in its own source partition
         for topic in ("EngagementOrder", "Command", "CommandReply"):
             with pytest.raises(MccError, match=f"DDS Security refused to publish topic '{topic}'"):

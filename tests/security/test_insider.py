@@ -267,7 +267,7 @@ def ghost_raid(keystore: Path, domain: int, t0: float, seconds: float) -> None:
     """The attacker's process: the search radar's stolen identity, its radar stopped, sends a
     ghost raid in the search radar's name at its scan rate (1 s)."""
     stolen = Keystore(keystore).existing("ghosts/search.0")
-    with Bus(domain, transport=_as(stolen), name="attacker", source="search.0") as bus:
+    with Bus(domain, transport=_as(stolen), name="attacker", source=stolen.source) as bus:
         batches = bus.writer("DetectionBatch")
         scan = 0
         while (t := time.time() - t0) < seconds:
@@ -306,7 +306,7 @@ def forged_pictures(keystore: Path, domain: int, t0: float, seconds: float) -> N
     """The attacker's process: the tracker's stolen identity publishes air pictures of the
     ghost raid, confirmed, at 2 Hz, beside the genuine tracker's."""
     stolen = Keystore(keystore).existing("ghosts/tracker.0")
-    with Bus(domain, transport=_as(stolen), name="attacker", source="tracker.0") as bus:
+    with Bus(domain, transport=_as(stolen), name="attacker", source=stolen.source) as bus:
         pictures = bus.writer("AirPicture")
         cycle = 0
         while (t := time.time() - t0) < seconds:
@@ -499,7 +499,7 @@ def attack(keystore: Path, domain: int, seconds: float = 12.0, mission: str = "i
     `mcc demo` (docs/security.md): ``python -m tests.security.test_insider KEYSTORE DOMAIN
     SECONDS MISSION``."""
     stolen = Keystore(keystore).existing(f"{mission}/radar.0")
-    with Bus(domain, transport=_as(stolen), name="attacker", source="radar.0") as bus:
+    with Bus(domain, transport=_as(stolen), name="attacker", source=stolen.source) as bus:
         batches, beats = bus.writer("DetectionBatch"), bus.writer("Heartbeat")
         scan, end, next_ghost = 0, time.monotonic() + seconds, 0.0
         while time.monotonic() < end:
@@ -589,6 +589,49 @@ def test_a_flood_never_speaks_for_a_radar_even_when_heard_first() -> None:
     assert "" not in outcomes["flood"] and "rate" in outcomes["flood"]
     assert outcomes["genuine"] == {"unproven", ""}
     assert s.speaking["radar.0"].handle == 6
+
+
+def test_a_restarted_radar_takes_over_from_a_copy_of_its_old_identity() -> None:
+    """A stolen identity heard first keeps the radar out while it keeps the rate; the radar's
+    restart issues a newer generation, which takes over at once."""
+    s = _sources()
+    stolen, genuine = _speaker("radar.0", 5), _speaker("radar.0", 6)
+    assert [_try(s, "search", t, stolen) for t in (1.0, 2.0)] == ["unproven", ""]
+    assert _try(s, "search", 2.5, genuine) == "second writer"  # same generation: refused
+    restarted = Speaker("radar.0", 7, lambda: True, generation=2)
+    assert [_try(s, "search", t, restarted) for t in (3.0, 4.0)] == ["unproven", ""]
+    assert s.speaking["radar.0"].handle == 7
+    old = Speaker("radar.0", 5, lambda: True, generation=1)
+    assert _try(s, "search", 5.0, old) == "second writer"  # the copy cannot take it back
+
+
+def test_a_reader_stops_hearing_an_identity_once_its_successor_speaks(domain_id: int) -> None:
+    """Each start of an instance writes as a newer generation of its principal
+    (``src/radar.0#GENERATION``): once a reader heard the new one, the old one's samples
+    have no source (`Reader.source_of` is None; counted), whatever the old one keeps writing."""
+    transport = Transport.loopback(f"gen-{domain_id}")
+    with (
+        Bus(domain_id, transport=transport, name="reader") as bus,
+        Bus(domain_id, transport=transport, name="old", source="radar.0#100") as old_bus,
+        Bus(domain_id, transport=transport, name="new", source="radar.0#200") as new_bus,
+    ):
+        reader = bus.reader("DetectionBatch")
+        old, new = old_bus.writer("DetectionBatch"), new_bus.writer("DetectionBatch")
+        for writer in (old, new):
+            writer.wait_for_readers(1, timeout_s=10)
+
+        def heard(writer: Any, sensor: str) -> list[str | None]:
+            writer.write(_batch(sensor, 1, ghosts=False))
+            got = reader.take_until(1, timeout_s=5)
+            assert got, f"{sensor}: nothing arrived"
+            return [reader.source_of(sample) for sample in got]
+
+        assert heard(old, "before") == ["radar.0"]  # the newest heard so far
+        assert heard(new, "successor") == ["radar.0"]
+        assert heard(old, "after") == [None] and reader.stale_sources == 1
+        new.write(_batch("last", 1, ghosts=False))
+        last = reader.take_until(1, timeout_s=5)
+        assert [reader.source_generation(sample) for sample in last] == [200]
 
 
 def test_unknown_sensors_are_bound_too_when_the_scenario_is_silent() -> None:

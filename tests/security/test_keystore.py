@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from mcc.security import Grant, Keystore, SecurityError
 from tests.conftest import REPO, run_cli
@@ -22,6 +24,9 @@ from mcc.security import Keystore
 from mcc.types import DetectionBatch
 role, keystore, ident, topic, seconds = sys.argv[1:6]
 extra = Keystore(keystore).existing(ident).security_xml() if ident != "-" else ""
+if ident.startswith("stolen"):  # a thief does not load our revocation list
+    import re
+    extra = re.sub("<CRL>.*?</CRL>", "", extra)
 base = Transport.from_env()
 import dataclasses
 t = dataclasses.replace(base, extra_xml=extra)
@@ -170,6 +175,34 @@ def test_only_authenticated_permitted_participants_are_heard(
     assert tracker["got"] > 20 and tracker["from"] == ["radar"], results
     assert "-" not in tracker["from"]
     assert eavesdropper["from"] in ([], ["-"]), results  # the rogue's own samples at most
+
+
+def test_a_replaced_identity_is_refused_by_participants_created_after_it(
+    keystore: Keystore, bus_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Replacing an identity (an instance's restart does) revokes its old certificate: a
+    participant created afterwards refuses a copy of the old credentials. One created before
+    still accepts it: Cyclone reads the revocation list only when a participant is created."""
+    ks, domain = str(keystore.path), int(bus_env["MCC_DOMAIN"])
+    radar = keystore.path / "identities" / "radar"
+    old_serial = x509.load_pem_x509_certificate((radar / "cert.pem").read_bytes()).serial_number
+    shutil.copytree(radar, keystore.path / "identities" / "stolen")  # copied off its host
+    earlier = _start(bus_env, "sub", ks, "tracker", "DetectionBatch", "14")
+    assert earlier.stdout is not None and earlier.stdout.readline().strip() == "ready"
+    grants = (Grant(publish=("DetectionBatch",)),)
+    keystore.identity("radar", grants, domains=(domain,), revoke_replaced=True)
+    assert old_serial in keystore.revoked()
+    assert any("revoked" in p for p in keystore.check("stolen"))
+    assert keystore.check("radar") == []
+    procs = {
+        "radar": _start(bus_env, "pub", ks, "radar", "DetectionBatch", "8"),
+        "stolen": _start(bus_env, "pub", ks, "stolen", "DetectionBatch", "8"),
+        "tracker": _start(bus_env, "sub", ks, "tracker", "DetectionBatch", "6"),
+    }
+    results = {name: _result(proc) for name, proc in procs.items()}
+    assert results["tracker"]["from"] == ["radar"], results
+    assert results["stolen"]["sent"] > 50  # it was on the bus all along
+    assert set(_result(earlier)["from"]) == {"radar", "stolen"}  # the limit, measured
 
 
 def test_an_identity_cannot_write_a_topic_it_was_not_granted(

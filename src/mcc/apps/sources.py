@@ -24,6 +24,7 @@ class Speaker:
     source: str
     handle: int
     matched: Callable[[], bool]
+    generation: int = 0  # of its identity (`mcc.bus.topics.split_source`)
 
 
 def speaker_of(reader: Any, batch: DetectionBatch) -> Speaker | None:
@@ -32,7 +33,8 @@ def speaker_of(reader: Any, batch: DetectionBatch) -> Speaker | None:
     if source is None:
         return None
     handle = batch.sample_info.publication_handle  # type: ignore[attr-defined]
-    return Speaker(source, handle, lambda: reader.matched_writer(handle) is not None)
+    matched = lambda: reader.matched_writer(handle) is not None  # noqa: E731
+    return Speaker(source, handle, matched, reader.source_generation(batch))
 
 
 @dataclass
@@ -51,7 +53,9 @@ class SourceGuard:
     only once it has kept that rate (its second scan, a scan period after its first): when a
     stolen identity floods while the genuine radar scans, a reader that starts with both on the
     bus (TEWA, at the engagement phase) takes the radar, never the flood, whichever it heard
-    first. A stolen identity that keeps the radar's rate, and is heard before it, still wins.
+    first. A stolen identity that keeps the radar's rate, and is heard before it, still wins
+    until the radar restarts: its new identity's newer generation takes over (and the reader
+    no longer hears the old one at all, `mcc.bus.Reader.source_of`).
     """
 
     periods_s: dict[str, float]
@@ -89,7 +93,12 @@ class SourceGuard:
         if before is not None and receive_ns - before < min_gap_ns:
             return "rate", f"{source}: a writer scanning faster than its radar's period"
         current = self.speaking.get(source)
-        if current is not None and current.handle != who.handle and current.matched():
+        if (
+            current is not None
+            and current.handle != who.handle
+            and current.generation >= who.generation  # a restarted instance takes over
+            and current.matched()
+        ):
             return "second writer", f"a second writer of {source} while the first is matched"
         if (current is None or current.handle != who.handle) and before is None:
             return "unproven", f"{source}: a new writer's first scan (it speaks from its second)"

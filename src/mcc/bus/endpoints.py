@@ -25,7 +25,7 @@ from cyclonedds.util import duration
 
 from mcc.bus import _native
 from mcc.bus.codec import flat_codec
-from mcc.bus.topics import partition_source
+from mcc.bus.topics import partition_source, split_source
 from mcc.bus.validate import received_check, validate_sample
 from mcc.errors import MccError, WriteTimeoutError
 from mcc.lifecycle import Closeable
@@ -250,7 +250,9 @@ class Reader(_Endpoint, Generic[T]):
         self._dds = DataReader(subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
         self._ref = int(self._dds._ref)
         self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
-        self._sources: dict[int, str | None] = {}  # publication handle → its source (source_of)
+        self._sources: dict[int, tuple[str, int] | None] = {}  # handle → source (source_of)
+        self._generations: dict[str, int] = {}  # principal → newest generation heard
+        self.stale_sources = 0
         self.condition = ReadCondition(self._dds, _ANY_STATE)
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
         self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
@@ -366,7 +368,36 @@ class Reader(_Endpoint, Generic[T]):
         """The principal that wrote ``sample`` of a sourced topic (`TopicSpec.sourced`): the
         one source partition its writer is in, or None (a writer that speaks for no one, or
         one gone). On a secured bus it is authenticated: access control checked the writer's
-        partitions against its signed permissions, which grant each identity its own."""
+        partitions against its signed permissions, which grant each identity its own.
+
+        An instance's identity is issued afresh at each start, with a larger generation
+        (`mcc.bus.topics.split_source`): once this reader has heard a principal's newer
+        generation, an older one's samples get None (counted in ``stale_sources``), so a copy
+        of a replaced identity is not heard beside the instance that replaced it."""
+        found = self._source(sample)
+        if found is None:
+            return None
+        principal, generation = found
+        newest = self._generations.get(principal, -1)
+        if generation >= newest:
+            if generation > newest and len(self._generations) < 4096:
+                self._generations[principal] = generation
+            return principal
+        self.stale_sources += 1
+        if self.stale_sources == 1:
+            log.warning(
+                "%s: a replaced identity of %.80s (generation %d, newest %d) still writes; "
+                "its samples are dropped and counted (stale_sources)",
+                self.topic_name, principal, generation, newest,
+            )  # fmt: skip
+        return None
+
+    def source_generation(self, sample: Any) -> int:
+        """The generation of the identity that wrote ``sample`` (0: none, or unknown)."""
+        found = self._source(sample)
+        return 0 if found is None else found[1]
+
+    def _source(self, sample: Any) -> tuple[str, int] | None:
         info = getattr(sample, "sample_info", None)
         if info is None:
             return None
@@ -378,7 +409,8 @@ class Reader(_Endpoint, Generic[T]):
             endpoint = self.matched_writer(handle)
             if endpoint is None:
                 return None  # not cached: a writer may be matched a moment later
-            cache[handle] = partition_source(endpoint.partitions or ("",))
+            source = partition_source(endpoint.partitions or ("",))
+            cache[handle] = None if source is None else split_source(source)
         return cache[handle]
 
     def writer_name(self, publication_handle: int) -> str:

@@ -93,9 +93,29 @@ def source_partition(principal: str) -> str:
 
 
 def partition_source(partitions: tuple[str, ...]) -> str | None:
-    """The principal of a writer in ``partitions`` when it writes in exactly one source
-    partition (and no other); None otherwise."""
+    """The source of a writer in ``partitions`` (``PRINCIPAL`` or ``PRINCIPAL#GENERATION``,
+    `split_source`) when it writes in exactly one source partition (and no other); None
+    otherwise."""
     if len(partitions) != 1 or not partitions[0].startswith(SOURCE_PREFIX):
         return None
-    principal = partitions[0][len(SOURCE_PREFIX) :]
-    return principal if principal and not any(c in principal for c in "*?[]") else None
+    source = partitions[0][len(SOURCE_PREFIX) :]
+    if not source or any(c in source for c in "*?[]") or split_source(source) is None:
+        return None
+    return source
+
+
+#: A source with its identity's generation: ``PRINCIPAL#GENERATION`` (`split_source`).
+GENERATION_MARK = "#"
+
+
+def split_source(source: str) -> tuple[str, int] | None:
+    """``(principal, generation)`` of a source: an instance's identity is issued afresh at
+    every start, with a larger generation (its issue time, microseconds), and may write only
+    in ``src/PRINCIPAL#GENERATION``; a source without one (a supervisor, a foreign peer) is
+    generation 0. None for a malformed generation."""
+    principal, mark, generation = source.partition(GENERATION_MARK)
+    if not mark:
+        return source, 0
+    if not principal or not generation.isdigit() or len(generation) > 20:
+        return None
+    return principal, int(generation)

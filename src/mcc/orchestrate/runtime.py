@@ -151,7 +151,7 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
             daemon=True,
         ).start()
     partitions = list(settings.partitions)
-    source = instance_principal(identity.system, identity.index)
+    source = settings.source or instance_principal(identity.system, identity.index)
     with Bus(settings.domain, partitions=partitions, name=identity.id, source=source) as bus:
         period_s = settings.heartbeat_period_s
         heartbeat = HeartbeatPublisher(

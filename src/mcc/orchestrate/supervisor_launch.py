@@ -172,7 +172,7 @@ def _identity_env(sup: Supervisor, inst: Instance, identity: Identity | None) ->
     if identity is None:
         return {}
     env = secured(sup._instance_base, identity).apply_to_env({})
-    return child_env(env, grants_at=sup.mission.where(inst.system))
+    return child_env(env, grants_at=sup.mission.where(inst.system), source=identity.source)
 
 
 def _confinement(

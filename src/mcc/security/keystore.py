@@ -5,6 +5,7 @@ Shaped like ROS 2's sros2 keystore::
     KEYSTORE/
       ca/identity_ca.pem, ca/identity_ca.key        signs every identity certificate
       ca/permissions_ca.pem, ca/permissions_ca.key  signs governance and permissions documents
+      ca/identity_ca.crl                             certificates revoked (replaced identities)
       governance.xml, governance.p7s                the domain rules (signed, S/MIME)
       identities/NAME/cert.pem, key.pem             one per participant identity
       identities/NAME/permissions.xml, .p7s         what NAME may publish and subscribe (signed)
@@ -34,6 +35,7 @@ from mcc.errors import MccError
 from mcc.security.documents import Grant, governance_xml, permissions_xml
 
 _CA_NAMES = ("identity_ca", "permissions_ca")
+_CRL = "identity_ca.crl"
 
 
 class SecurityError(MccError):
@@ -64,6 +66,9 @@ class Identity:
     name: str
     folder: Path
     keystore: Path
+    #: The source it writes sourced topics as (``PRINCIPAL#GENERATION`` for an instance's
+    #: identity, `mcc.security.mission.instance_identity`); None: its principal.
+    source: str | None = None
 
     @property
     def subject(self) -> str:
@@ -74,7 +79,8 @@ class Identity:
         governance, its certificate, key and permissions (nothing else of the keystore)."""
         ca, me = self.keystore / "ca", self.folder
         return (
-            ca / "identity_ca.pem", ca / "permissions_ca.pem", self.keystore / "governance.p7s",
+            ca / "identity_ca.pem", ca / "permissions_ca.pem", ca / _CRL,
+            self.keystore / "governance.p7s",
             me / "cert.pem", me / "key.pem", me / "permissions.p7s",
         )  # fmt: skip
 
@@ -92,7 +98,8 @@ class Identity:
             f"<IdentityCA>{uri(ca / 'identity_ca.pem')}</IdentityCA>"
             f"<IdentityCertificate>{uri(me / 'cert.pem')}</IdentityCertificate>"
             f"<PrivateKey>{uri(me / 'key.pem')}</PrivateKey>"
-            "</Authentication>"
+            + (f"<CRL>{uri(ca / _CRL)}</CRL>" if (ca / _CRL).exists() else "")
+            + "</Authentication>"
             "<AccessControl>"
             f"<PermissionsCA>{uri(ca / 'permissions_ca.pem')}</PermissionsCA>"
             f"<Governance>{uri(ks / 'governance.p7s')}</Governance>"
@@ -150,7 +157,9 @@ class Keystore:
             )
             _write_key(root / "ca" / f"{name}.key", key)
             (root / "ca" / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        return cls(root)
+        keystore = cls(root)
+        keystore.revoke(())
+        return keystore
 
     # -- documents ------------------------------------------------------------------------
     def write_governance(
@@ -168,12 +177,24 @@ class Keystore:
         return path
 
     def identity(
-        self, name: str, grants: tuple[Grant, ...], *, domains: tuple[int, ...], days: int = 365
+        self,
+        name: str,
+        grants: tuple[Grant, ...],
+        *,
+        domains: tuple[int, ...],
+        days: int = 365,
+        revoke_replaced: bool = False,
     ) -> Identity:
         """Create (or replace) identity ``name``: key, certificate signed by the identity CA,
-        and its permissions document (``grants`` on ``domains``) signed by the permissions CA."""
+        and its permissions document (``grants`` on ``domains``) signed by the permissions CA.
+        ``revoke_replaced``: the certificate it replaces goes on the revocation list (`revoke`;
+        not for a supervisor's identity, which a standby reissues while the active one uses
+        it)."""
         folder = self.path / "identities" / check_identity_name(name)
         _private_dir(folder)
+        replaced = _serial(folder / "cert.pem") if revoke_replaced else None
+        if replaced is not None:
+            self.revoke((replaced,))
         key = ec.generate_private_key(ec.SECP256R1())
         ca_cert, ca_key = self._ca("identity_ca")
         cert = _builder(_name(name), ca_cert.subject, key.public_key(), days).sign(
@@ -189,6 +210,43 @@ class Keystore:
         (folder / "permissions.p7s").write_bytes(self._sign(xml.encode()))
         return Identity(name, folder, self.path)
 
+    def revoke(self, serials: tuple[int, ...], *, keep_days: int = 366) -> Path:
+        """Add certificate ``serials`` to the identity CA's revocation list (written even when
+        empty, so that every participant loads one). A participant checks the list when it
+        is created (Cyclone reads it once): from then on it refuses those certificates.
+        Entries older than ``keep_days`` (past any certificate's validity) are dropped."""
+        path = self.path / "ca" / _CRL
+        ca_cert, ca_key = self._ca("identity_ca")
+        now = dt.datetime.now(dt.UTC)
+        builder = (
+            x509.CertificateRevocationListBuilder()
+            .issuer_name(ca_cert.subject)
+            .last_update(now - dt.timedelta(minutes=5))
+            .next_update(ca_cert.not_valid_after_utc)  # an expired list fails every check
+        )
+        kept: set[int] = set()
+        if path.exists():
+            for entry in x509.load_pem_x509_crl(path.read_bytes()):
+                if now - entry.revocation_date_utc < _days(keep_days):
+                    kept.add(entry.serial_number)
+                    builder = builder.add_revoked_certificate(entry)
+        for serial in set(serials) - kept:
+            builder = builder.add_revoked_certificate(
+                x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build()
+            )
+        crl = builder.sign(ca_key, hashes.SHA256())
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(crl.public_bytes(serialization.Encoding.PEM))
+        os.replace(tmp, path)  # a participant starting now reads the old or the new list
+        return path
+
+    def revoked(self) -> set[int]:
+        """The serials on the identity CA's revocation list."""
+        path = self.path / "ca" / _CRL
+        if not path.exists():
+            return set()
+        return {entry.serial_number for entry in x509.load_pem_x509_crl(path.read_bytes())}
+
     def existing(self, name: str) -> Identity:
         """Identity ``name`` as created before; `SecurityError` if it is missing."""
         folder = self.path / "identities" / check_identity_name(name)
@@ -197,7 +255,7 @@ class Keystore:
                 raise SecurityError(f"{folder}: no {file}; create the identity first")
         if not (self.path / "governance.p7s").exists():
             raise SecurityError(f"{self.path}: no governance.p7s; write the governance first")
-        return Identity(name, folder, self.path)
+        return Identity(name, folder, self.path, _granted_source(folder))
 
     def check(self, name: str) -> list[str]:
         """What is wrong with identity ``name`` (empty when it is usable): missing files, a
@@ -214,6 +272,8 @@ class Keystore:
             cert.verify_directly_issued_by(ca_cert)
         except (ValueError, TypeError, InvalidSignature):
             problems.append(f"{ident.folder}/cert.pem: not issued by {self.path}/ca/identity_ca")
+        if cert.serial_number in self.revoked():
+            problems.append(f"{ident.folder}/cert.pem: revoked (replaced by a newer identity)")
         now = dt.datetime.now(dt.UTC)
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
             problems.append(
@@ -234,6 +294,7 @@ class Keystore:
     def grants_match(self, name: str, rules: str) -> bool:
         """Whether identity ``name``'s permissions allow exactly ``rules`` (`allow_rules`)."""
         xml = (self.path / "identities" / name / "permissions.xml").read_text()
+        xml = _GENERATION.sub(r"\1", xml)  # each start's generation is not a declaration
         return "".join(re.findall(r"<allow_rule>.*?</allow_rule>", xml, re.S)) == rules
 
     def _ca(self, name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
@@ -257,6 +318,29 @@ class Keystore:
                 [pkcs7.PKCS7Options.Text, pkcs7.PKCS7Options.DetachedSignature],
             )
         )
+
+
+#: ``src/PRINCIPAL#GENERATION`` in a permissions document (`mcc.bus.topics.split_source`).
+_GENERATION = re.compile(r"(src/[A-Za-z0-9_.-]+)#[0-9]+")
+
+
+def _granted_source(folder: Path) -> str | None:
+    """The source an identity's permissions grant (``PRINCIPAL[#GENERATION]`` of its
+    ``src/`` partition); None when they grant none."""
+    try:
+        xml = (folder / "permissions.xml").read_text()
+    except OSError:
+        return None
+    found = re.search(r"<partition>src/([^<*?\[\]]+)</partition>", xml)
+    return found.group(1) if found else None
+
+
+def _serial(cert_path: Path) -> int | None:
+    """The serial number of the certificate at ``cert_path``; None when there is none."""
+    try:
+        return x509.load_pem_x509_certificate(cert_path.read_bytes()).serial_number
+    except (OSError, ValueError):
+        return None
 
 
 def _subject(name: str) -> str:

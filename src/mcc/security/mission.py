@@ -9,14 +9,16 @@ passes the grants per system.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mcc.bus.rpc import CHANNELS
-from mcc.bus.topics import is_sourced, source_partition
+from mcc.bus.topics import GENERATION_MARK, is_sourced, source_partition
 from mcc.security.documents import Grant
 from mcc.security.keystore import Identity, Keystore
 
@@ -48,15 +50,17 @@ class Topics:
             tuple(dict.fromkeys(self.requests + other.requests)),
         )
 
-    def grants(self, principal: str) -> tuple[Grant, ...]:
+    def grants(self, principal: str, *, source: str | None = None) -> tuple[Grant, ...]:
         """The permissions of identity ``principal`` (the last part of its name). Sourced
         topics (`mcc.bus.topics.TopicSpec.sourced`) it publishes only in its own source
-        partition, so their readers know who wrote each sample."""
+        partition (``source``'s, default the principal's), so their readers know who wrote
+        each sample."""
         sourced = tuple(t for t in self.publish if is_sourced(t))
         plain = tuple(t for t in self.publish if not is_sourced(t))
         grants = [Grant(publish=plain, subscribe=self.subscribe)]
         if sourced:
-            grants.append(Grant(publish=sourced, partitions=(source_partition(principal),)))
+            own = source_partition(source or principal)
+            grants.append(Grant(publish=sourced, partitions=(own,)))
         if self.requests:
             own = tuple(f"{channel}/{principal}" for channel in REQUEST_CHANNELS)
             grants.append(Grant(publish=self.requests, partitions=own))
@@ -145,7 +149,17 @@ def instance_identity(
 ) -> Identity:
     """A fresh identity ``MISSION/SYSTEM.INDEX`` for one instance of a system, with the
     system's permissions: each instance authenticates as itself, so what it writes is
-    attributable to it, and a leaked key is one instance's (its certificate stays valid
-    until it expires: Cyclone's plugins are not given revocation lists here)."""
+    attributable to it, and a leaked key is one instance's. The identity it replaces is
+    revoked (participants created from now on refuse it), and the new one writes sourced
+    topics as a newer generation (``SYSTEM.INDEX#GENERATION``, its issue time in
+    microseconds): a reader that heard the new one no longer hears a copy of the old
+    (`mcc.bus.Reader.source_of`)."""
     name = instance_principal(system, index)
-    return Keystore(path).identity(f"{mission}/{name}", topics.grants(name), domains=(domain,))
+    source = f"{name}{GENERATION_MARK}{time.time_ns() // 1000}"
+    identity = Keystore(path).identity(
+        f"{mission}/{name}",
+        topics.grants(name, source=source),
+        domains=(domain,),
+        revoke_replaced=True,
+    )
+    return dataclasses.replace(identity, source=source)
