@@ -48,10 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         json_logs = current().log_format == "json"
     except SettingsError:
         json_logs = False  # `cli_main` names the bad variable and exits 2
-    if json_logs:
-        from mcc.observe.logs import configure_logging
+    from mcc.observe.logs import clip_log_messages, configure_logging
 
+    if json_logs:
         configure_logging("json")
+    clip_log_messages()
 
     try:
         return cli_main(argv)

@@ -24,6 +24,7 @@ from mcc.apps.tewa import Assets, Picture, TewaEngine, TewaResult
 from mcc.bus import Bus, Reader
 from mcc.bus.rpc import APPROVAL_CHANNEL
 from mcc.errors import MccError, OrchestratorError
+from mcc.observe.audit import read_audit
 from mcc.orchestrate.client import ControlClient
 from mcc.types import (
     AirPicture,
@@ -627,7 +628,7 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
             bob.call("approve", str(order_id))
         bob.close()
         assert client.call("pending") == [order_id]
-        result = client.call("approve", str(order_id))
+        result = client.call("approve", str(order_id), on_behalf_of="alice@console")
         assert result == {"order_id": order_id, "status": "ORDER_ISSUED", "weapon_id": "sam-s"}
         assert pump_until(lambda: OrderStatus.ORDER_ISSUED in seen[order_id], 10), seen
         client.close()
@@ -635,6 +636,17 @@ def test_tewa_approval_mode_waits_for_an_approve_command(
     # Who approved: the principal of the writer's partition, not the client id it wrote.
     assert f"order {order_id}: approved by alice (client {client._requester.client_id})" in log()
     assert f"order {order_id}: approve by bob refused: not a commander" in log()
+    # The mission's audit has every decision, refused ones too, by identity.
+    audit = [
+        (e["who"], e["action"], e["target"], e["result"], e["on_behalf_of"], e["by"])
+        for e in read_audit(tmp_path / "audit.jsonl")
+    ]
+    assert audit == [
+        ("alice", "approve", "1", "failed", "", "test/tewa/0"),
+        ("alice", "fire", str(order_id), "failed", "", "test/tewa/0"),
+        ("bob", "approve", str(order_id), "refused", "", "test/tewa/0"),
+        ("alice", "approve", str(order_id), "ok", "alice@console", "test/tewa/0"),
+    ]  # ("pending" asks, decides nothing: not recorded)
 
 
 def test_launcher_outcome_reaches_the_engine_like_on_the_bus() -> None:

@@ -70,8 +70,8 @@ def test_a_killed_master_is_restarted_by_the_supervisor_and_takes_the_job_over(
     assert result.extra["kill"]["worker"] == "hpc-primes/master/0"
     # One restart: the kill's. Another means master/0 failed on its own: its log says why.
     assert result.extra["restarts"] == {"hpc-primes/master/0": 1}, (
-        (run / "logs" / "master-0.log").read_text()[-4000:]
-    )
+        run / "logs" / "master-0.log"
+    ).read_text()[-4000:]
     journal = result.extra["journal"]
     assert journal["records_per_item_max"] == 1 and journal["items_journaled"] == 64
     (takeover,) = journal["takeovers"]

@@ -74,3 +74,35 @@ def test_an_instance_logs_json_lines_when_its_mission_asks(
         "logs/probe/0 started"
     )
     assert record["pid"] == proc.pid
+
+
+def test_a_huge_message_is_clipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a line quotes may come from the bus: 1 MiB of sensor id is not 1 MiB of log."""
+    monkeypatch.setenv("MCC_LOG_FORMAT", "text")
+    stream = io.StringIO()
+    handler = configure_logging("text", stream=stream)
+    try:
+        logging.getLogger("mcc.test").warning("sensor %s refused", "S" * 2**20)
+        logging.getLogger("mcc.test").warning("sensor %s refused", "radar-1")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    huge, small = stream.getvalue().splitlines()
+    assert len(huge) < 2200 and f"({2**20 + 15} characters, clipped)" in huge
+    assert small.endswith("sensor radar-1 refused")
+
+
+def test_the_mcc_command_clips_without_a_configured_handler() -> None:
+    """Without a handler Python prints warnings through ``logging.lastResort``: clipped too."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging\n"
+        "from mcc.observe.logs import clip_log_messages\n"
+        "clip_log_messages()\n"
+        "logging.getLogger('mcc.test').warning('id %s', 'x' * 10**6)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert 2000 < len(done.stderr) < 2200 and "clipped" in done.stderr

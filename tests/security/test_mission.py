@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcc.bus import Bus
+from mcc.observe.audit import read_audit
 from mcc.types import Command
 from tests.conftest import mcc_up, run_cli, running_ids, wait_for
 
@@ -62,5 +63,14 @@ def test_a_secured_mission_runs_and_strangers_are_not_heard(
         assert status.take() == [], "a stranger read the mission's status"
     assert up.poll() is None, "a stranger's `down` stopped the mission"
     assert running_ids(env) == everyone
+    # Commands are in the mission's audit by identity, refused ones too; `status` is not.
+    assert run_cli(["logs", "tracker"], env=env).returncode == 0
+    assert run_cli(["stop", "nosuch"], env=env, check=False).returncode != 0
+    (audit,) = (tmp_path / "home" / "runs").glob("guarded-*/audit.jsonl")
+    entries = [(e["who"], e["action"], e["target"], e["result"]) for e in read_audit(audit)]
+    assert entries == [
+        ("operator", "logs", "tracker", "ok"),
+        ("operator", "stop", "nosuch", "failed"),
+    ]
     assert "down" in run_cli(["down"], env=env).stdout.lower() or up.wait(30) == 0
     up.wait(30)

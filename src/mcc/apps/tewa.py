@@ -117,6 +117,7 @@ from mcc.apps.tewa_model import (
 from mcc.bus import Reader, Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.errors import MccError
+from mcc.observe.audit import AUDIT_FILE, ON_BEHALF_OF, AuditLog
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
@@ -316,6 +317,7 @@ class _TewaApp:
         # The engine is shared with the approval replier's thread.
         self._lock = threading.Lock()
         self._replier: Replier[Command, CommandReply] | None = None
+        self._audit_log: AuditLog | None = None  # RUN_DIR/audit.jsonl, opened on first use
         if engine.approval:
             self._replier = Replier[Command, CommandReply](
                 bus,
@@ -541,7 +543,39 @@ class _TewaApp:
             self.order_writer.write(order.to_msg(OrderStatus.ORDER_ABORTED))
 
     def _on_command(self, command: Command) -> CommandReply:
-        """An operator's decision on a proposal (on the replier's thread)."""
+        """An operator's decision on a proposal (on the replier's thread), recorded in the
+        mission's audit (``RUN_DIR/audit.jsonl``, beside the supervisor's commands) as its
+        sender's identity, with what came of it: approved, refused (not a commander) or
+        failed."""
+        try:
+            reply = self._decide(command)
+        except MccError as exc:
+            refused = "not a commander" in str(exc)
+            self._audit(command, "refused" if refused else "failed", str(exc))
+            raise
+        self._audit(command, "ok", reply.message)
+        return reply
+
+    def _audit(self, command: Command, result: str, message: str) -> None:
+        if command.verb == "pending" or self.ctx.settings.run_dir is None:
+            return
+        if self._audit_log is None:
+            self._audit_log = AuditLog(self.ctx.settings.run_dir / AUDIT_FILE)
+        try:
+            args = json.loads(command.args_json or "{}")
+        except ValueError:
+            args = {}
+        behalf = args.get(ON_BEHALF_OF, "") if isinstance(args, dict) else ""
+        assert self._replier is not None  # it called us
+        self._audit_log.record(
+            who=self._replier.sender(command), role="commander" if result != "refused" else "",
+            action=command.verb[:64], target=command.target[:200], result=result,
+            status=200 if result == "ok" else 403 if result == "refused" else 409,
+            message=message, by=str(self.ctx.identity), on_behalf_of=str(behalf),
+            client=command.client_id,
+        )  # fmt: skip
+
+    def _decide(self, command: Command) -> CommandReply:
         mission = self.ctx.identity.mission
         if command.mission and command.mission != mission:
             raise MccError(f"this TEWA serves mission {mission!r}, not {command.mission!r}")

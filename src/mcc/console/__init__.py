@@ -16,8 +16,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "AuditLog": "mcc.console.audit",
-    "read_audit": "mcc.console.audit",
+    "AuditLog": "mcc.observe.audit",
+    "read_audit": "mcc.observe.audit",
     "ROLES": "mcc.console.auth",
     "AuthError": "mcc.console.auth",
     "SessionStore": "mcc.console.auth",

@@ -108,13 +108,16 @@ class BusBridge:
         )
         return self
 
-    def command(self, verb: str, target: str, args: dict[str, Any] | None = None) -> Any:
-        """Send one command and return its result; ``OrchestratorError`` with the answerer's
-        message when refused, ``RequestTimeoutError`` when nobody answers in time."""
+    def command(
+        self, verb: str, target: str, args: dict[str, Any] | None = None, *, user: str = ""
+    ) -> Any:
+        """Send one command for web ``user`` and return its result; ``OrchestratorError`` with
+        the answerer's message when refused, ``RequestTimeoutError`` when nobody answers in
+        time."""
         client = self._approval_client() if verb in APPROVAL_VERBS else self._control
         if client is None:
             raise RuntimeError("the bridge is not started")
-        return client.call(verb, target, **(args or {}))
+        return client.call(verb, target, on_behalf_of=user, **(args or {}))
 
     def _approval_client(self) -> ControlClient:
         with self._lock:  # made on first use

@@ -60,13 +60,13 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from mcc.bus.transport import Transport
 from mcc.console import metrics
-from mcc.console.audit import AuditLog
 from mcc.console.auth import SESSION_TTL_S, LoginThrottle, SessionStore, User, UserStore
 from mcc.console.bridge import BusBridge
 from mcc.console.layout import Layout
 from mcc.console.limits import StateLimits
 from mcc.console.state import LiveState
 from mcc.errors import MccError, RequestTimeoutError
+from mcc.observe.audit import AuditLog
 
 log = logging.getLogger("mcc.console")
 
@@ -343,7 +343,9 @@ class Console:
             return self._refuse(request, user, attempted, 422, _reason(exc), "invalid")
         what: dict[str, Any] = {"action": req.verb, "target": req.target, "args": req.args()}
         try:
-            result = await run_in_threadpool(self.bridge.command, req.verb, req.target, req.args())
+            result = await run_in_threadpool(
+                self.bridge.command, req.verb, req.target, req.args(), user=user.name
+            )
         except RequestTimeoutError as exc:
             self._count("commands", "timeout")
             self._audit(request, user, result="timeout", status=504, message=str(exc), **what)

@@ -20,7 +20,10 @@ from typing import IO, Any
 
 from mcc.settings import current, env_name
 
-__all__ = ["FORMATS", "JsonFormatter", "add_log_format_argument", "configure_logging"]
+__all__ = [
+    "FORMATS", "ClipFilter", "JsonFormatter", "add_log_format_argument", "clip_log_messages",
+    "configure_logging",
+]  # fmt: skip
 
 FORMATS = ("text", "json")
 ENV = env_name("log_format")
@@ -48,6 +51,34 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class ClipFilter(logging.Filter):
+    """Clips a record's message to ``limit`` characters: what a log line quotes may come from
+    the bus (a sensor id, a command argument), and a peer that sends 1 MiB of it must not
+    write 1 MiB per line."""
+
+    def __init__(self, limit: int = 2000) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > self.limit:
+            record.msg = f"{message[: self.limit]}… ({len(message)} characters, clipped)"
+            record.args = None
+        return True
+
+
+def clip_log_messages(logger: logging.Logger | None = None) -> None:
+    """Put a `ClipFilter` on every handler of ``logger`` (default: the root logger) and on
+    the handler Python uses when there is none (``logging.lastResort``)."""
+    handlers = list((logger or logging.getLogger()).handlers)
+    if logging.lastResort is not None:
+        handlers.append(logging.lastResort)
+    for handler in handlers:
+        if not any(isinstance(f, ClipFilter) for f in handler.filters):
+            handler.addFilter(ClipFilter())
+
+
 def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-format",
@@ -68,6 +99,7 @@ def configure_logging(
         raise ValueError(f"log format {log_format!r}: use one of {FORMATS}")
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT))
+    handler.addFilter(ClipFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_mcc", False):

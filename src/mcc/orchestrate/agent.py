@@ -625,6 +625,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from mcc.observe.logs import clip_log_messages
+
+    clip_log_messages()  # what it logs of a spawn request or an instance is clipped
     socket_path = Path(args.socket)
     socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     paths = AgentPaths(args.key, socket_path, Path(args.state), Path(args.lock), Path("-"))

@@ -16,6 +16,7 @@ from typing import Any
 from mcc.bus import Bus, Requester, Transport
 from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
 from mcc.errors import OrchestratorError
+from mcc.observe.audit import ON_BEHALF_OF
 from mcc.orchestrate import registry
 from mcc.security.mission import OPERATOR, SUPERVISOR
 from mcc.settings import current
@@ -51,8 +52,12 @@ class ControlClient:
         )
         self._status_reader = bus.reader("MissionStatus")
 
-    def call(self, verb: str, target: str = "", **args: Any) -> Any:
-        """One command; its result, or ``OrchestratorError`` with the supervisor's message."""
+    def call(self, verb: str, target: str = "", *, on_behalf_of: str = "", **args: Any) -> Any:
+        """One command; its result, or ``OrchestratorError`` with the supervisor's message.
+        ``on_behalf_of``: the person this client acts for (the console's web user), recorded
+        beside the identity in the mission's audit (`mcc.observe.audit`)."""
+        if on_behalf_of:
+            args = {**args, ON_BEHALF_OF: on_behalf_of}
         reply = self._requester.request(
             Command(
                 mission=self.mission or "",

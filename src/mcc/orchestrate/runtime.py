@@ -239,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(
             level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+        from mcc.observe.logs import clip_log_messages
+
+        clip_log_messages()
     try:
         return run(argv[0], argv[1:])
     except MccError as exc:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from mcc.bus import Bus, HeartbeatPublisher, Reader, Replier, Transport
 from mcc.errors import OrchestratorError
 from mcc.lifecycle import Service
+from mcc.observe.audit import AUDIT_FILE, AuditLog
 from mcc.orchestrate import registry
 from mcc.orchestrate import supervisor_bus as on_bus
 from mcc.orchestrate import supervisor_launch as launching
@@ -97,6 +98,7 @@ class Supervisor(Service):
         self.disabled: set[str] = set()
         self.instances: dict[str, Instance] = {}
         self.events: list[tuple[int, str, str]] = []  # (time_ns, instance id, what)
+        self.audit: AuditLog | None = None  # RUN_DIR/audit.jsonl, opened by start
         self.state = S.SYSTEM_STARTING
         self.epoch_ns = time.time_ns() - time.time_ns() % 1_000_000_000 + 1_000_000_000
         self._going_down = False
@@ -153,6 +155,7 @@ class Supervisor(Service):
         when another supervisor of the mission is active)."""
         registry.private_dir(self.run_dir)
         registry.private_dir(self.run_dir / "logs")
+        self.audit = AuditLog(self.run_dir / AUDIT_FILE)
         if self.mission.security == "on" and self.keystore is None:
             self.secure()
         if self.mission.transport.kind == "shm":
@@ -305,6 +308,8 @@ class Supervisor(Service):
             self._bus.close()
         if self._roudi is not None and self.role == "active":  # after every process using it
             self._roudi.stop()
+        if self.audit is not None:
+            self.audit.close()
 
     def stop(self) -> None:
         """`close`, unless the supervisor is closed already (``with Supervisor(...)``: started
@@ -579,8 +584,15 @@ class Supervisor(Service):
         return on_bus.status(self)
 
     def _handle(self, command: Command) -> CommandReply:
-        """The replier's thread: one operator command."""
-        return on_bus.handle(self, command)
+        """The replier's thread: one operator command, recorded in the mission's audit (all
+        but ``status``) with what came of it."""
+        try:
+            reply = on_bus.handle(self, command)
+        except Exception as exc:
+            on_bus.audit(self, command, "failed", str(exc))
+            raise
+        on_bus.audit(self, command, "ok", reply.message)
+        return reply
 
     # -- helpers ------------------------------------------------------------------------
 

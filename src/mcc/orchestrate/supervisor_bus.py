@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError
+from mcc.observe.audit import ON_BEHALF_OF
 from mcc.orchestrate import registry
 from mcc.orchestrate.instances import LIVE, Instance, S
 from mcc.orchestrate.supervisor_leadership import epoch_of
@@ -212,6 +213,26 @@ def handle(sup: Supervisor, command: Command) -> CommandReply:
         verbs = "status, scale, phase, stop, start, restart, logs, down"
         raise MccError(f"unknown verb {verb!r}; verbs: {verbs}")
     return CommandReply(ok=True, message=f"{verb} {target}".strip(), result_json=json.dumps(result))
+
+
+def audit(sup: Supervisor, command: Command, result: str, message: str) -> None:
+    """Record ``command`` (not ``status``) and its ``result`` in the mission's audit, as its
+    sender's identity (the partition it writes in: authenticated on a secured bus) and the
+    person the sender says it acts for (``on_behalf_of``: the console's web user)."""
+    if command.verb == "status" or sup.audit is None:
+        return
+    try:
+        args = json.loads(command.args_json or "{}")
+    except ValueError:
+        args = {"unreadable": command.args_json[:200]}
+    args = args if isinstance(args, dict) else {"args": args}
+    who = sup._replier.sender(command) if sup._replier is not None else "unknown"
+    behalf = args.pop(ON_BEHALF_OF, "")
+    sup.audit.record(
+        who=who, role="operator", action=command.verb[:64], target=command.target[:200],
+        args=args, result=result, status=200 if result == "ok" else 409, message=message,
+        by="supervisor", on_behalf_of=str(behalf), client=command.client_id,
+    )  # fmt: skip
 
 
 def write_summary(sup: Supervisor) -> None:

@@ -1,13 +1,20 @@
-"""The audit log: one JSON line per control action, login and refusal (who, what, when, result).
+"""Audit logs: one JSON line per control action, login and refusal (who, what, when, result).
 
-Every attempt is written, refused ones too, before the answer goes back to the browser::
+The web console writes one (its users' logins and commands, before the answer goes back to the
+browser); a mission writes one in its run folder, ``RUN_DIR/audit.jsonl``, where the supervisor
+records every command and TEWA every approval and rejection, accepted or refused::
 
     {"time": "2025-01-01T12:00:00.123Z", "time_ns": ..., "who": "alice", "role": "commander",
      "remote": "127.0.0.1", "action": "phase", "target": "engagement", "args": {},
      "result": "ok", "status": 200, "message": "phase engagement"}
 
+``who`` is authenticated: the console's logged-in user, or on the bus the sender's identity
+(its partition, checked against its signed permissions), never a field the sender wrote; a
+mission's entry adds ``by`` (the recorder: ``supervisor``, ``tewa/0``) and ``on_behalf_of``
+(the web user the console says it acts for: the console's word, recorded as such).
 ``result`` is ``ok`` (done), ``refused`` (no session or not allowed), ``invalid`` (malformed),
-``failed`` (the supervisor or TEWA said no) or ``timeout`` (nobody answered).
+``failed`` (the supervisor or TEWA said no) or ``timeout`` (nobody answered). Several processes
+may append to one file: each entry is one ``write`` of at most `MAX_LINE` bytes (O_APPEND).
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = ("ok", "refused", "invalid", "failed", "timeout")
+#: A mission's audit, in its run folder.
+AUDIT_FILE = "audit.jsonl"
+#: The command argument naming the person a client acts for (the console's web user).
+ON_BEHALF_OF = "on_behalf_of"
+#: An entry's longest line (bytes): each entry is one O_APPEND write, whole.
+MAX_LINE = 4000
 
 
 class AuditLog:
@@ -32,8 +45,7 @@ class AuditLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._recent: deque[dict[str, Any]] = deque(maxlen=keep)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._file = os.fdopen(fd, "a", buffering=1)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def record(
         self,
@@ -47,6 +59,7 @@ class AuditLog:
         args: dict[str, Any] | None = None,
         message: str = "",
         remote: str = "",
+        **extra: str,
     ) -> dict[str, Any]:
         """Write one entry (flushed before returning) and return it."""
         if result not in RESULTS:
@@ -66,11 +79,14 @@ class AuditLog:
             "result": result,
             "status": status,
             "message": message[:500],
+            **{key: value[:200] for key, value in extra.items()},
         }
         line = json.dumps(entry, default=str)
+        if len(line.encode()) > MAX_LINE:  # what a sender wrote (args) is clipped, not the rest
+            entry["args"] = {"clipped": json.dumps(entry["args"], default=str)[:1000]}
+            line = json.dumps(entry, default=str)
         with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+            os.write(self._fd, (line + "\n").encode())
             self._recent.append(entry)
         return entry
 
@@ -81,7 +97,9 @@ class AuditLog:
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
 
 def read_audit(path: str | Path) -> list[dict[str, Any]]:
