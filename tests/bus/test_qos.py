@@ -61,6 +61,9 @@ EXPECTED: dict[str, Qos] = {
         Policy.Durability.Volatile,
         Policy.History.KeepLast(1),
         Policy.Liveliness.Automatic(lease_duration=duration(seconds=3)),
+        Policy.ResourceLimits(
+            max_samples=UNLIMITED, max_instances=8192, max_samples_per_instance=UNLIMITED
+        ),
     ),
     "bulk": Qos(
         Policy.Reliability.Reliable(max_blocking_time=duration(seconds=1)),

@@ -221,6 +221,7 @@ class Bus(Closeable):
             )
         self._closed = False
         self._drop_logged: set[tuple[str, int]] = set()
+        self._next_log: dict[tuple[str, str], int] = {}  # (counter, topic) → total to log at
         self._history_client: Any = None  # mcc.bus.history, created on first durable reader
         self._dispatcher = Dispatcher(self)
 
@@ -381,9 +382,17 @@ class Bus(Closeable):
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
             if len(self.stats.events) < 1000:
                 self.stats.events.append(event)
-        # Deadline misses can fire at the deadline rate: log the first and every 100th.
-        if counter != "deadline_missed" or event.total_count % 100 == 1:
-            log.warning("%s", event)
+        # Deadline misses, lost and rejected samples can fire at the data rate (a flood):
+        # log the first, then each time the total passes the next power of ten.
+        if counter in ("deadline_missed", "samples_lost", "samples_rejected"):
+            key = (counter, event.topic)
+            with self._lock:
+                due = event.total_count >= self._next_log.get(key, 1)
+                if due:
+                    self._next_log[key] = 10 ** len(str(event.total_count))
+            if not due:
+                return
+        log.warning("%s", event)
 
     def _dropped(self, reader: Reader[Any], info: Any, exc: BaseException) -> None:
         """Count a received sample that failed to decode or check; log once per writer."""
