@@ -320,7 +320,8 @@ def _type_name(annotation: Any) -> str:
         return "comma list"
     if origin is not None and len(args) == 1:  # X | None
         return _type_name(args[0])
-    return {Path: "path", str: "text", int: "integer", float: "number"}.get(annotation, "?")
+    names = {Path: "path", str: "text", int: "integer", float: "number", bool: "yes or no (1, 0)"}
+    return names.get(annotation, "?")
 
 
 def _render(cls: type[Settings], fields: Mapping[str, Any]) -> dict[str, str]:
