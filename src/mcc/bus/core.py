@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from cyclonedds.builtin import (
     BuiltinDataReader,
+    BuiltinTopicDcpsParticipant,
     BuiltinTopicDcpsPublication,
     BuiltinTopicDcpsSubscription,
 )
@@ -201,7 +202,10 @@ class Bus(Closeable):
         try:
             self.participant = DomainParticipant(
                 domain_id,
-                qos=Qos(Policy.Userdata(data=_participant_userdata(name)), Policy.EntityName(name)),
+                qos=Qos(
+                    Policy.Userdata(data=_participant_userdata(name, self.secured)),
+                    Policy.EntityName(name),
+                ),
             )
         except DDSException as exc:
             _release_domain(domain_id, self._domain)
@@ -214,6 +218,7 @@ class Bus(Closeable):
         self._groups: dict[tuple[bool, tuple[str, ...]], Publisher | Subscriber] = {}
         self._topics: dict[str, Topic[Any]] = {}
         self._builtin: tuple[BuiltinDataReader, BuiltinDataReader] | None = None
+        self._participants: BuiltinDataReader | None = None  # peers_security, made on first use
         if monitor_qos:
             self._builtin = (
                 BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication),
@@ -413,6 +418,23 @@ class Bus(Closeable):
                 str(exc)[:200],
             )
 
+    def peers_security(self) -> tuple[int, int]:
+        """How many other MCC participants discovery shows on this domain: (secured, plain),
+        from their user data (`_participant_userdata`)."""
+        if self._participants is None:
+            self._participants = BuiltinDataReader(self.participant, BuiltinTopicDcpsParticipant)
+        own = self.participant.guid
+        secured = plain = 0
+        for sample in self._participants.read(N=4096):
+            data = _userdata(sample)
+            if not data.startswith(b"mcc ") or sample.key == own:
+                continue
+            if b" secured=1" in data:
+                secured += 1
+            else:
+                plain += 1
+        return secured, plain
+
     def _remote_profiles(self, topic: str, profile: str, *, readers: bool) -> tuple[str, ...]:
         """Profiles of remote endpoints on ``topic`` that are not ours (from their user data)."""
         if self._builtin is None:
@@ -448,6 +470,7 @@ class Bus(Closeable):
         Entity.__del__(self.participant)
         self._topics.clear()
         self._builtin = None
+        self._participants = None
         _release_domain(self.domain_id, self._domain)
 
 
@@ -456,8 +479,19 @@ def open_bus(domain_id: int = 0, **options: Any) -> Bus:
     return Bus(domain_id, **options)
 
 
-def _participant_userdata(name: str) -> bytes:
-    return f"mcc name={name} host={socket.gethostname()} pid={os.getpid()}".encode()
+def _userdata(sample: Any) -> bytes:
+    """A discovered participant's user data (b"" when it has none)."""
+    try:
+        return bytes(sample.qos[Policy.Userdata].data or b"")
+    except (KeyError, TypeError, AttributeError):
+        return b""
+
+
+def _participant_userdata(name: str, secured: bool = False) -> bytes:
+    """What discovery shows anyone of this participant: its name, host and pid, and whether it
+    is secured (so that a client without credentials can say why nobody answers it)."""
+    text = f"mcc name={name} host={socket.gethostname()} pid={os.getpid()}"
+    return (text + (" secured=1" if secured else "")).encode()
 
 
 def _with_tag(transport: Transport | None, tag: str) -> Transport:

@@ -7,20 +7,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, Requester, Transport
 from mcc.bus.rpc import COMMAND_CHANNEL, principal_partition
 from mcc.errors import OrchestratorError
 from mcc.observe.audit import ON_BEHALF_OF
 from mcc.orchestrate import registry
+from mcc.security.keystore import SecurityError
 from mcc.security.mission import OPERATOR, SUPERVISOR
 from mcc.settings import current
 from mcc.types import Command, CommandReply, MissionStatus
+
+if TYPE_CHECKING:
+    from mcc.security.bundle import Imported
 
 
 class ControlClient:
@@ -124,8 +133,6 @@ def operator_transport(
 ) -> Transport:
     """``base`` (default: the environment's transport) with the identity ``MISSION/OPERATOR`` of
     a secured ``mission``."""
-    import dataclasses
-
     from mcc.security import Keystore
 
     base = base if base is not None else Transport.from_env()
@@ -150,24 +157,90 @@ def open_client(
     domain: int | None = None,
     timeout_s: float = 5.0,
     operator: str = OPERATOR,
+    identity: str | None = None,
 ) -> Iterator[ControlClient]:
     """A client for ``mission``: its domain, transport and discovery tag come from the registry
     of missions running here (`mission_transport`), unless ``domain`` is given; a secured
     mission's keystore gives it the identity of ``operator``, to whom its commands are
-    attributed. Nothing of the record goes into ``os.environ``."""
+    attributed. Nothing of the record goes into ``os.environ``.
+
+    With ``domain`` (another host's mission) the identity is ``identity`` (a file made by
+    ``mcc security export``) or one imported here (``mcc security import``,
+    `mcc.security.bundle.imported_for`); without one, a secured mission on that domain is an
+    error at once, with the fix, rather than a timeout."""
     transport: Transport | None = None
     tag: str | None = None
-    if domain is None:
-        record = registry.find(mission)
-        mission, domain = record.mission, record.domain
-        transport, tag = mission_transport(record)
-        if record.keystore:  # a secured mission: as its operator
-            transport = operator_transport(
-                record.keystore, record.mission, operator, base=transport
-            )
-    with Bus(domain, transport=transport, discovery_tag=tag, name="mcc client") as bus:
+    with contextlib.ExitStack() as stack:
+        if domain is None:
+            record = registry.find(mission)
+            mission, domain = record.mission, record.domain
+            transport, tag = mission_transport(record)
+            if record.keystore:  # a secured mission: as its operator
+                transport = operator_transport(
+                    record.keystore, record.mission, operator, base=transport
+                )
+        else:
+            found = _workstation_identity(domain, mission, operator, identity, stack)
+            if found is not None:
+                mission = mission or found.mission
+                operator = found.principal
+                base = Transport.from_env()
+                transport = dataclasses.replace(
+                    base, extra_xml=base.extra_xml + found.identity.security_xml()
+                )
+        bus = stack.enter_context(
+            Bus(domain, transport=transport, discovery_tag=tag, name="mcc client")
+        )
+        if transport is None and not bus.secured:  # --domain, and no identity on this host
+            _refuse_if_secured(bus, domain)
         client = ControlClient(bus, mission, timeout_s=timeout_s, principal=operator)
         try:
             yield client
         finally:
             client.close()
+
+
+def _workstation_identity(
+    domain: int,
+    mission: str | None,
+    operator: str,
+    identity: str | None,
+    stack: contextlib.ExitStack,
+) -> Imported | None:
+    """The identity a client on another host uses for ``domain``: the file ``identity``
+    (installed in a private folder for this command only), else the one imported here for
+    that domain (and ``mission``; ``operator`` chooses among several); None when this host
+    has none."""
+    from mcc.security.bundle import import_identity, imported, imported_for, read_bundle
+
+    if identity is not None:
+        folder = Path(tempfile.mkdtemp(prefix="mcc-identity-"))  # 0700
+        stack.callback(shutil.rmtree, folder, True)
+        return import_identity(read_bundle(Path(identity)), folder)
+    home = registry.home()
+    if not any(domain in i.domains for i in imported(home)):
+        return None
+    try:
+        return imported_for(home, domain, mission, None)
+    except SecurityError:
+        return imported_for(home, domain, mission, operator)
+
+
+def _refuse_if_secured(bus: Bus, domain: int, wait_s: float = 1.5) -> None:
+    """An identity-less client of a secured mission would wait for a reply that can never come:
+    secured participants announce themselves (``secured=1`` in their user data, which
+    discovery shows anyone); say so at once, with the fix."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        secured, plain = bus.peers_security()
+        if plain and not secured:
+            return  # an open mission: its supervisor answers
+        if secured:
+            raise OrchestratorError(
+                f"the mission on domain {domain} is secured (DDS Security) and this host has "
+                "no identity for it: on the mission's host run `mcc security export KEYSTORE "
+                "MISSION/NAME --out FILE` (an operator: `mcc security identity KEYSTORE "
+                "MISSION/NAME --domain N --operator` first), then here `mcc security import "
+                "FILE`, or pass --identity FILE"
+            )
+        time.sleep(0.1)

@@ -72,6 +72,13 @@ def add_parsers(sub: Any) -> None:
             "(`mcc security identity KEYSTORE MISSION/NAME --operator`); commands are "
             "attributed to NAME (default: env MCC_OPERATOR, else 'operator')",
         )
+        parser.add_argument(
+            "--identity",
+            metavar="FILE",
+            help="with --domain, a secured mission on another host: act as the identity in FILE "
+            "(made there by `mcc security export`; or install it once with `mcc security "
+            "import FILE`)",
+        )
         return parser
 
     status = client_parser("status", "show a running mission: phase, instances, where they run")
@@ -231,7 +238,11 @@ def _client(args: argparse.Namespace) -> Any:
     from mcc.orchestrate.client import open_client
 
     return open_client(
-        mission=args.mission, domain=args.domain, timeout_s=args.timeout, operator=args.operator
+        mission=args.mission,
+        domain=args.domain,
+        timeout_s=args.timeout,
+        operator=args.operator,
+        identity=getattr(args, "identity", None),
     )
 
 

@@ -1,5 +1,6 @@
-"""``mcc security``: make and check a mission keystore (``init``, ``identity``, ``check``) and
-the console's TLS certificate (``tls``).
+"""``mcc security``: make and check a mission keystore (``init``, ``identity``, ``check``), carry
+an identity to another host (``export``, ``import``) and the console's TLS certificate
+(``tls``).
 
 It lives above `mcc.security` because ``check MISSION.yaml`` compares a keystore with what a
 mission's manifest grants (`mcc.orchestrate.services`)."""
@@ -73,6 +74,29 @@ def add_parsers(sub: Any) -> None:
     tls.add_argument("--name", default="console", help="the certificate's folder (%(default)s)")
     tls.add_argument("--days", type=int, default=365, help="validity (default %(default)s)")
     tls.set_defaults(func=_tls)
+    export = ssub.add_parser(
+        "export",
+        help="write one identity to a file that another host imports",
+        description="Write identity MISSION/NAME of KEYSTORE (certificate, key, permissions, the "
+        "CA certificates, revocation list and governance; never a CA key) to one file, 0600. "
+        "On an operator's workstation `mcc security import FILE` installs it; then `mcc status "
+        "--domain N` and the other commands reach the mission from there as NAME.",
+        epilog="Example: mcc security identity ~/.local/state/mcc/keystores/sam-toc sam-toc/alice "
+        "--domain 42 --operator && mcc security export ~/.local/state/mcc/keystores/sam-toc "
+        "sam-toc/alice --out alice.mcc-identity",
+    )
+    export.add_argument("keystore")
+    export.add_argument("name", type=_identity_name, help="the identity, e.g. sam-toc/alice")
+    export.add_argument("--out", required=True, help="the file to write (0600: it holds a key)")
+    export.set_defaults(func=_export)
+    imp = ssub.add_parser(
+        "import",
+        help="install an identity file made by `mcc security export` on this host",
+        description="Check FILE (certificate issued by its CA, key and permissions its own) and "
+        "install it in $MCC_HOME/imported/MISSION (0700): commands given --domain use it.",
+    )
+    imp.add_argument("file")
+    imp.set_defaults(func=_import)
 
 
 def _topics(text: str) -> tuple[str, ...]:
@@ -131,6 +155,33 @@ def _check(args: argparse.Namespace) -> int:
         if not problems:
             print(f"{name}: ok")
     return 1 if bad else 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mcc.security.bundle import export_identity, write_bundle
+
+    Keystore(args.keystore)  # says what is wrong with a folder that is not a keystore
+    bundle = export_identity(Path(args.keystore), args.name)
+    write_bundle(bundle, Path(args.out))
+    print(f"identity {args.name} (domains {bundle['domains']}) written to {args.out} (0600)")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mcc.orchestrate.registry import home
+    from mcc.security.bundle import import_identity, read_bundle
+
+    done = import_identity(read_bundle(Path(args.file)), home())
+    print(
+        f"identity {done.name} installed in {done.identity.keystore} (domains "
+        f"{list(done.domains)}): `mcc status --domain {done.domains[0] if done.domains else 'N'}` "
+        f"reaches mission {done.mission} as {done.principal}"
+    )
+    return 0
 
 
 def _tls(args: argparse.Namespace) -> int:

@@ -255,7 +255,7 @@ class Keystore:
                 raise SecurityError(f"{folder}: no {file}; create the identity first")
         if not (self.path / "governance.p7s").exists():
             raise SecurityError(f"{self.path}: no governance.p7s; write the governance first")
-        return Identity(name, folder, self.path, _granted_source(folder))
+        return Identity(name, folder, self.path, granted_source(folder))
 
     def check(self, name: str) -> list[str]:
         """What is wrong with identity ``name`` (empty when it is usable): missing files, a
@@ -324,7 +324,7 @@ class Keystore:
 _GENERATION = re.compile(r"(src/[A-Za-z0-9_.-]+)#[0-9]+")
 
 
-def _granted_source(folder: Path) -> str | None:
+def granted_source(folder: Path) -> str | None:
     """The source an identity's permissions grant (``PRINCIPAL[#GENERATION]`` of its
     ``src/`` partition); None when they grant none."""
     try:
