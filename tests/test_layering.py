@@ -29,7 +29,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "security",
         "observe",
         "orchestrate",
-        "compute persist hpc observer",
+        "compute persist hpc observer asterix",
         "tracking",
         "apps",
         "console",

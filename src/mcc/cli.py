@@ -230,6 +230,7 @@ def _add_package_parsers(
 
 def _add_bench_parsers(bsub: Any) -> None:
     """``mcc bench NAME``: `mcc.bench` measures the other packages, so it imports them all."""
+    from mcc.bench.asterix import add_parser as add_asterix_bench_parser
     from mcc.bench.c2loop import add_parser as add_c2loop_parser
     from mcc.bench.chaos import add_parser as add_chaos_bench_parser
     from mcc.bench.compute import add_parser as add_compute_bench_parser
@@ -249,6 +250,7 @@ def _add_bench_parsers(bsub: Any) -> None:
     add_hpc_bench_parser(bsub)
     add_persist_bench_parser(bsub)
     add_compute_bench_parser(bsub)
+    add_asterix_bench_parser(bsub)
 
 
 def _command_of(argv: Sequence[str]) -> str:

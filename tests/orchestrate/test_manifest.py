@@ -275,6 +275,8 @@ def test_manifest_text_is_dedented_yaml() -> None:
 CONFIG_APPS = [
     "mcc.apps.radar:truth",
     "mcc.apps.radar:radar",
+    "mcc.apps.asterix:gateway",
+    "mcc.apps.asterix:track_output",
     "mcc.apps.tracker:tracker",
     "mcc.apps.tewa:tewa",
     "mcc.apps.launcher:launcher",

@@ -59,8 +59,8 @@ class Topics:
         plain = tuple(t for t in self.publish if not is_sourced(t))
         grants = [Grant(publish=plain, subscribe=self.subscribe)]
         if sourced:
-            own = source_partition(source or principal)
-            grants.append(Grant(publish=sourced, partitions=(own,)))
+            mine = source_partition(source or principal)
+            grants.append(Grant(publish=sourced, partitions=(mine,)))
         if self.requests:
             own = tuple(f"{channel}/{principal}" for channel in REQUEST_CHANNELS)
             grants.append(Grant(publish=self.requests, partitions=own))

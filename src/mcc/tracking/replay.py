@@ -1,7 +1,17 @@
 """``mcc track replay``: the tracker run offline on recorded detections, scored against truth.
 
-``mcc track replay DETECTIONS.csv --sensors SENSORS.yaml [--truth TRUTH.csv]
+``mcc track replay DETECTIONS --sensors SENSORS.yaml [--truth TRUTH.csv]
 [--config TRACKER.yaml] [--gospa-c M] --json OUT.json [--plot PNG]``
+
+DETECTIONS is a CSV file (below) or an ASTERIX recording (docs/asterix.md): raw concatenated
+data blocks, or UDP captured in pcap or pcapng, told apart by their first octets. Its CAT048
+plots are grouped into scans by the CAT034 north markers (as the radar gateway does), each data
+source (SAC/SIC) going to the sensor of SENSORS.yaml with that ``sac`` and ``sic`` (a lone
+sensor without them takes a lone data source); scan times are the ASTERIX time of day in
+seconds (continued past midnight), the frame TRUTH.csv must use; plots with a height (3-D
+radar or Mode C) make the replay 3-D, elevations taken against the sensor's ``position_m``.
+What the recording holds that is not a sound CAT048/CAT034 record is counted in OUT.json's
+``asterix`` (per category and cause) and skipped.
 
 * DETECTIONS.csv: ``time_s,sensor_id,range_m,azimuth_rad`` and optionally ``elevation_rad``
   (then 3-D tracking, else 2-D with ``range_m`` the horizontal range), ``range_rate_mps`` and
@@ -11,7 +21,7 @@
   detection (so that the tracker counts its misses).
 * SENSORS.yaml: per ``sensor_id``: ``position_m: [x, y, z]``, ``sigma_range_m``,
   ``sigma_azimuth_rad``, optional ``sigma_elevation_rad``, ``sigma_range_rate_mps``, ``pd``,
-  ``clutter_per_scan``.
+  ``clutter_per_scan``, and for an ASTERIX recording ``sac`` and ``sic`` (0..255).
 * TRUTH.csv: ``time_s,target_id,x_m,y_m`` and optionally ``z_m`` (ENU metres, the frame of
   ``position_m``); positions are interpolated linearly to each scan time, within each
   target's first and last rows.
@@ -59,6 +69,7 @@ __all__ = [
     "SensorSpec",
     "Truth",
     "add_parser",
+    "load_asterix",
     "load_detections",
     "load_sensors",
     "load_truth",
@@ -93,6 +104,8 @@ class SensorSpec:
     sigma_range_rate_mps: float = 1.0
     pd: float = 0.9
     clutter_per_scan: float = 0.0
+    sac: int | None = None  # the ASTERIX data source of its plots in a recording
+    sic: int | None = None
 
 
 _SENSOR_FIELDS = {
@@ -103,6 +116,8 @@ _SENSOR_FIELDS = {
     "sigma_range_rate_mps": "optional",
     "pd": "optional",
     "clutter_per_scan": "optional",
+    "sac": "optional",
+    "sic": "optional",
 }
 
 
@@ -147,6 +162,13 @@ def load_sensors(path: str | Path) -> dict[str, SensorSpec]:
                 xyz = [float(v) for v in value] + [0.0] * (3 - len(value))
                 values[key] = (xyz[0], xyz[1], xyz[2])
                 continue
+            if key in ("sac", "sic"):
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+                    raise ReplayError(
+                        f"{at}: an ASTERIX SAC/SIC, an integer 0..255 (got {value!r})"
+                    )
+                values[key] = value
+                continue
             if not _finite_number(value):
                 raise ReplayError(f"{at}: expected a finite number (got {value!r})")
             v = float(value)
@@ -179,7 +201,10 @@ class Detections:
 
 
 def load_detections(path: str | Path, sensors: dict[str, SensorSpec]) -> Detections:
-    """DETECTIONS.csv, checked row by row against the columns and ``sensors``."""
+    """DETECTIONS: a CSV file, checked row by row against the columns and ``sensors``, or an
+    ASTERIX recording (`load_asterix`)."""
+    if _is_recording(path):
+        return load_asterix(path, sensors)[0]
     rows = _csv_rows(path, _DETECTION_COLUMNS, _OPTIONAL_DETECTION_COLUMNS, "detections")
     header, body = next(rows), list(rows)
     has_el, has_rr = "elevation_rad" in header, "range_rate_mps" in header
@@ -225,6 +250,113 @@ def load_detections(path: str | Path, sensors: dict[str, SensorSpec]) -> Detecti
     if n == 0:
         raise ReplayError(f"{path}:2: detections: no row after the header (got an empty file)")
     return Detections(t, ids, r, az, el, rr, iff)
+
+
+def _is_recording(path: str | Path) -> bool:
+    """True when ``path`` is not CSV text: an ASTERIX recording (raw blocks, pcap, pcapng)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4096)
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read the detections file ({exc.strerror})") from None
+    if not head:
+        return False  # an empty file: the CSV reader says what is missing
+    try:
+        first = head.decode("utf-8").lstrip("\ufeff").split("\n", 1)[0]
+    except UnicodeDecodeError:
+        return True
+    return not any(column in first for column in _DETECTION_COLUMNS)
+
+
+def load_asterix(
+    path: str | Path, sensors: dict[str, SensorSpec]
+) -> tuple[Detections, dict[str, Any]]:
+    """The CAT048 plots of an ASTERIX recording as detections, one scan per north marker, and
+    what was dropped or skipped reading it (OUT.json's ``asterix``)."""
+    from mcc.asterix.recording import radar_scans
+    from mcc.asterix.scans import polar_to_enu
+
+    try:
+        sources, stats, recording = radar_scans(path)
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read the recording ({exc.strerror})") from None
+    report: dict[str, Any] = {"input": stats.as_dict(), "recording": recording.as_dict()}
+    found = {k: v for k, v in sources.items() if any(scan.count for scan in v.scans)}
+    if not found:
+        dropped = stats.summary_text() or "nothing dropped"
+        raise ReplayError(
+            f"{path}: no CAT048 target report in the recording ({recording.packets} packets, "
+            f"{dropped})"
+        )
+    owner = _sensors_of_sources(path, sorted(found), sensors)
+    report["sources"] = {f"{sac}/{sic}": owner[(sac, sic)] for sac, sic in sorted(found)}
+    times: list[float] = []
+    ids: list[str] = []
+    cols: list[list[float]] = []
+    iffs: list[int] = []
+    with_height = False
+    for key in sorted(found):
+        sid = owner[key]
+        for scan in found[key].scans:
+            origin = scan.origin_ns()
+            if origin is None:
+                continue
+            if not scan.count:  # a scan with no plot: the tracker counts its misses
+                times.append(origin / 1e9)
+                ids.append(sid)
+                cols.append([np.nan, np.nan, np.nan])
+                iffs.append(0)
+                continue
+            for plot in scan.plots:
+                times.append(origin / 1e9)
+                ids.append(sid)
+                cols.append([plot.range_m, plot.azimuth_rad, plot.height_m])
+                iffs.append(plot.iff)
+                with_height = with_height or plot.height_kind != 0
+    table = np.array(cols, dtype=np.float64).reshape(-1, 3)
+    elevation = None
+    if with_height:
+        elevation = np.full(len(times), np.nan)
+        for sid in set(ids):
+            rows = np.array([i for i, s in enumerate(ids) if s == sid])
+            el, *_ = polar_to_enu(
+                table[rows, 0], table[rows, 1], table[rows, 2], sensors[sid].position_m
+            )
+            elevation[rows] = np.where(np.isfinite(table[rows, 0]), el, np.nan)
+    iff = np.array(iffs, np.uint8)
+    detections = Detections(
+        np.array(times),
+        ids,
+        table[:, 0],
+        table[:, 1],
+        elevation,
+        None,
+        iff if iff.any() else None,
+    )
+    return detections, report
+
+
+def _sensors_of_sources(
+    path: str | Path, keys: list[tuple[int, int]], sensors: dict[str, SensorSpec]
+) -> dict[tuple[int, int], str]:
+    """Which sensor of SENSORS.yaml each data source (SAC, SIC) of the recording is."""
+    owner: dict[tuple[int, int], str] = {}
+    by_source = {(s.sac, s.sic): sid for sid, s in sensors.items() if s.sac is not None}
+    for key in keys:
+        if key in by_source:
+            owner[key] = by_source[key]
+    loose = [k for k in keys if k not in owner]
+    free = [sid for sid, s in sensors.items() if s.sac is None or s.sic is None]
+    if loose and len(loose) == 1 and len(free) == 1 and len(keys) == 1:
+        owner[loose[0]] = free[0]
+        loose = []
+    if loose:
+        heard = ", ".join(f"{sac}/{sic}" for sac, sic in loose)
+        raise ReplayError(
+            f"{path}: ASTERIX data source (SAC/SIC) {heard} has no sensor in the sensors file; "
+            f"give the sensor of each 'sac: N' and 'sic: N' (got sensors {', '.join(sensors)})"
+        )
+    return owner
 
 
 @dataclass(frozen=True, eq=False)
@@ -544,10 +676,16 @@ def add_parser(subparsers: Any) -> None:
         "replay",
         help="run the tracker on recorded detections and score it against truth (GOSPA)",
         description="Run the tracker on DETECTIONS.csv (time_s,sensor_id,range_m,azimuth_rad"
-        "[,elevation_rad][,range_rate_mps]) with the radars of SENSORS.yaml; with --truth, "
-        "GOSPA (p=2, alpha=2, c=--gospa-c) and track-id switches. Method: mcc.tracking.replay.",
+        "[,elevation_rad][,range_rate_mps]) or an ASTERIX recording (CAT048 plots, CAT034 "
+        "north markers: raw blocks, pcap or pcapng; sensors by sac/sic) with the radars of "
+        "SENSORS.yaml; with --truth, GOSPA (p=2, alpha=2, c=--gospa-c) and track-id switches. "
+        "Method: mcc.tracking.replay.",
     )
-    p.add_argument("detections", metavar="DETECTIONS.csv")
+    p.add_argument(
+        "detections",
+        metavar="DETECTIONS",
+        help="DETECTIONS.csv, or an ASTERIX recording: raw CAT048/CAT034 blocks, pcap, pcapng",
+    )
     p.add_argument("--sensors", metavar="SENSORS.yaml", required=True)
     p.add_argument("--truth", metavar="TRUTH.csv")
     p.add_argument("--config", metavar="TRACKER.yaml", help="TrackerConfig fields (default: none)")
@@ -567,7 +705,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.gospa_c) and args.gospa_c > 0):
         raise ReplayError(f"--gospa-c: a cut-off in metres > 0 (got {args.gospa_c!r})")
     sensors = load_sensors(args.sensors)
-    detections = load_detections(args.detections, sensors)
+    asterix: dict[str, Any] | None = None
+    if _is_recording(args.detections):
+        detections, asterix = load_asterix(args.detections, sensors)
+    else:
+        detections = load_detections(args.detections, sensors)
     try:
         config = TrackerConfig.load(args.config) if args.config else TrackerConfig()
         config = replace(config, ndim=detections.ndim)
@@ -586,6 +728,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         "ndim": detections.ndim,
         **summary,
     }
+    if asterix is not None:
+        doc["asterix"] = asterix
     out = Path(args.json)
     try:
         out.write_text(json.dumps(doc, indent=1) + "\n")
@@ -602,6 +746,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             f"{summary['id_switches']} id switches"
         )
     print(line)
+    if asterix is not None:
+        taken = ", ".join(f"CAT{c} {n}" for c, n in asterix["input"]["records"].items())
+        print(f"ASTERIX records: {taken}; {asterix['input']['dropped_total']} dropped")
     print(f"wrote {out}")
     if args.plot:
         print(f"wrote {plot(history, truth, args.plot)}")
