@@ -87,6 +87,21 @@ _SENSORS = "radar:\n  position_m: [0, 0, 0]\n  sigma_range_m: 10\n  sigma_azimut
          "detections.csv:2: iff: must be <= 3 (got '7')"),
         ("time_s,sensor_id,range_m,azimuth_rad,iff\n0,radar,1000,0.1,1.5\n", _SENSORS,
          "detections.csv:2: iff: an IffAnswer value 0..3 (got '1.5')"),
+        # times going backwards, a scan given twice, oversized fields and headers
+        ("time_s,sensor_id,range_m,azimuth_rad\n2,radar,1000,0.1\n1,radar,1000,0.2\n", _SENSORS,
+         "detections.csv:3: time_s: goes back in time for sensor radar (got 1 after 2 on line 2)"),
+        ("time_s,sensor_id,range_m,azimuth_rad\n1,radar,1000,0.1\n2,radar,900,0.1\n"
+         "1,radar,1000,0.1\n", _SENSORS, "detections.csv:4: time_s: goes back in time"),
+        ("time_s,sensor_id,range_m,azimuth_rad\n1,radar,1000,0.1\n1,radar,1000,0.1\n", _SENSORS,
+         "detections.csv:3: row: the same detection as line 2 (a duplicate)"),
+        ("time_s,sensor_id,range_m,azimuth_rad\n1,radar,1000," + "9" * 300_000 + "\n", _SENSORS,
+         "detections.csv:2: row: not a CSV row (field larger than field limit"),
+        ("time_s,sensor_id,range_m,azimuth_rad," + "h" * 300_000 + "\n", _SENSORS,
+         "detections.csv:1: header: not a CSV row (field larger than field limit"),
+        ("time_s,sensor_id,range_m,azimuth_rad," + "h" * 100_000 + "\n", _SENSORS,
+         "detections.csv:1: hhhhhhhhhh"),
+        ("time_s,sensor_id,range_m,azimuth_rad\n1,radar,1000,0.1,2\n", _SENSORS,
+         "detections.csv:2: row: 5 values for 4 columns"),
     ],
 )  # fmt: skip
 def test_a_bad_input_is_one_line_and_status_2(
@@ -104,6 +119,7 @@ def test_a_bad_input_is_one_line_and_status_2(
     assert "Traceback" not in proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert message in line and line.startswith(f"mcc: error: {tmp_path}")
+    assert len(line) < 600, len(line)  # bounded, whatever the file holds
     assert not (tmp_path / "out.json").exists()
 
 

@@ -216,16 +216,29 @@ def load_detections(path: str | Path, sensors: dict[str, SensorSpec]) -> Detecti
     rr = np.empty(n) if has_rr else None
     iff = np.zeros(n, np.uint8) if "iff" in header else None
     ids: list[str] = []
+    last: dict[str, tuple[float, int]] = {}  # sensor → its latest time and the line of it
+    seen: dict[tuple[str, ...], int] = {}  # a detection's values → the line it was on
     for k, (line, row) in enumerate(body):
         at = f"{path}:{line}"
         sid = row["sensor_id"].strip()
         if sid not in sensors:
             known = ", ".join(sorted(sensors))
             raise ReplayError(
-                f"{at}: sensor_id: not in the sensors file (got {sid!r}); known: {known}"
+                f"{at}: sensor_id: not in the sensors file (got {sid[:80]!r}); known: {known}"
             )
         ids.append(sid)
         t[k] = _number(at, "time_s", row["time_s"])
+        before = last.get(sid)
+        if before is not None and t[k] < before[0]:
+            raise ReplayError(
+                f"{at}: time_s: goes back in time for sensor {sid} (got {t[k]:g} after "
+                f"{before[0]:g} on line {before[1]}); give each sensor's scans in time order"
+            )
+        last[sid] = (t[k], line)
+        key = tuple(row[c].strip() for c in header)
+        if key in seen:
+            raise ReplayError(f"{at}: row: the same detection as line {seen[key]} (a duplicate)")
+        seen[key] = line
         empty = row["range_m"].strip() == "" and row["azimuth_rad"].strip() == ""
         if empty:
             r[k] = az[k] = np.nan
@@ -428,20 +441,30 @@ def _csv_rows(
         raise ReplayError(
             f"{path}:1: header: missing (got an empty file); expected {','.join(required)}"
         ) from None
+    except csv.Error as exc:
+        raise ReplayError(f"{path}:1: header: not a CSV row ({_clip(str(exc))})") from None
     for column in required:
         if column not in header:
             raise ReplayError(
-                f"{path}:1: {column}: missing column (got {','.join(header)}); expected "
+                f"{path}:1: {column}: missing column (got {_clip(','.join(header))}); expected "
                 f"{','.join(required)}[,{','.join(optional)}]"
             )
     for column in header:
         if column not in required + optional:
             raise ReplayError(
-                f"{path}:1: {column}: unknown column (got {column!r}); allowed "
-                f"{','.join(required + optional)}"
+                f"{path}:1: {_clip(column, 40)}: unknown column (got {_clip(column)!r}); "
+                f"allowed {','.join(required + optional)}"
             )
     yield header
-    for values in reader:
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a NUL …
+            raise ReplayError(
+                f"{path}:{reader.line_num}: row: not a CSV row ({_clip(str(exc))})"
+            ) from None
         line = reader.line_num
         if not values or all(not v.strip() for v in values):
             continue
@@ -451,6 +474,11 @@ def _csv_rows(
                 f"(got {','.join(values)[:80]!r})"
             )
         yield line, dict(zip(header, values, strict=True))
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters for a one-line message (… and its length)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def _finite_number(value: Any) -> bool:
@@ -463,7 +491,7 @@ def _number(
     try:
         value = float(text)
     except ValueError:
-        raise ReplayError(f"{at}: {field}: not a number (got {text!r})") from None
+        raise ReplayError(f"{at}: {field}: not a number (got {_clip(text)!r})") from None
     if not math.isfinite(value):
         raise ReplayError(f"{at}: {field}: not a finite number (got {text!r})")
     if low is not None and value < low:
