@@ -114,10 +114,14 @@ def test_a_confined_process_reads_only_what_it_was_given(home: Path, tmp_path: P
         "attempt('code', lambda: open(confine.__file__, 'a'))\n"
         "attempt('dev null', lambda: open('/dev/null', 'w').write('x'))\n"
         "attempt('read etc', lambda: open('/etc/hostname').read())\n"
+        "own = f'/proc/self/task/{os.getpid()}/comm'\n"  # the CUDA driver names its threads
+        "attempt('own thread name', lambda: open(own, 'w').write('confined'))\n"
+        "attempt('parent name', lambda: open(f'/proc/{os.getppid()}/comm', 'w').write('x'))\n"
+        "attempt('sysctl', lambda: open('/proc/sys/kernel/hostname', 'w').write('x'))\n"
         "attempt('raw memory', lambda: open('/dev/mem', 'rb'))\n",
     )
     assert out.pop("warnings") == []
-    allowed = {"ca cert", "own key", "run folder", "tmp", "dev null", "read etc"}
+    allowed = {"ca cert", "own key", "run folder", "tmp", "dev null", "read etc", "own thread name"}
     allowed |= {"repo"} if _writable_for(REPO, conf) else set()
     allowed |= {"code"} if _writable_for(Path(confine.__file__), conf) else set()
     for name, got in out.items():

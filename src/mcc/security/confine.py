@@ -10,9 +10,9 @@ kernel checks every open against the file reached, whatever path reached it (``.
 
 `Confinement` says what an instance may do: read and execute everything except the ``hidden``
 folders, read the ``readable`` files (its identity, the CA certificates), and write only below
-``writable`` (its run folder, temporary folders, a few devices). Landlock grants, never denies,
-so "everything except" is written as rules on the siblings of every folder on the way from
-``/`` to a hidden one. A hidden folder below a writable one cannot be hidden (a rule on the
+``writable`` (its run folder, temporary folders, a few devices, its own threads' ``/proc``
+entries). Landlock grants, never denies, so "everything except" is written as rules on the
+siblings of every folder on the way from ``/`` to a hidden one. A hidden folder below a writable one cannot be hidden (a rule on the
 writable folder covers it): `apply` says so.
 
 When the process has capabilities (a mission run as root), they are dropped too, bounding set
@@ -212,6 +212,9 @@ def _add_rules(ruleset: int, handled: int, conf: Confinement) -> list[str]:
             _rule(ruleset, path, READ_ONLY & handled)
     for path in writable:
         _rule(ruleset, path, handled)
+    # Its own threads' /proc entries: the CUDA driver names its threads there (cuInit fails
+    # with CUDA_ERROR_OPERATING_SYSTEM without it, measured on an H200 host).
+    _rule(ruleset, os.path.realpath("/proc/self/task"), handled)
     return warnings
 
 
