@@ -236,3 +236,30 @@ def test_protection_per_topic_with_commands_and_orders_always_encrypted(tmp_path
         parse_manifest(base + "protection: {EngagementOrder: sign}\n")
     with pytest.raises(ManifestError, match=r"protection\.Track"):
         parse_manifest(base + "protection: {Track: none}\n")
+
+
+def test_an_instance_identity_generation_grows_even_when_the_clock_steps_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers drop an older generation of a principal once they heard a newer one: a restart
+    after the host's clock stepped back must still issue a larger generation."""
+    import time as clock
+
+    from mcc.bus.topics import split_source
+    from mcc.security.mission import Topics, instance_identity
+
+    Keystore.init(tmp_path / "ks", mission="m").write_governance((7,))
+    topics = Topics(publish=("DetectionBatch",))
+
+    def issue() -> int:
+        made = instance_identity(
+            tmp_path / "ks", mission="m", domain=7, system="radar", index=0, topics=topics
+        )
+        assert made.source is not None
+        found = split_source(made.source)
+        assert found is not None and found[0] == "radar.0"
+        return found[1]
+
+    first = issue()
+    monkeypatch.setattr(clock, "time_ns", lambda: (first - 3_600_000_000) * 1000)  # an hour back
+    assert issue() == first + 1

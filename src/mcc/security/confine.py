@@ -12,8 +12,8 @@ kernel checks every open against the file reached, whatever path reached it (``.
 folders, read the ``readable`` files (its identity, the CA certificates), and write only below
 ``writable`` (its run folder, temporary folders, a few devices, its own threads' ``/proc``
 entries). Landlock grants, never denies, so "everything except" is written as rules on the
-siblings of every folder on the way from ``/`` to a hidden one. A hidden folder below a writable one cannot be hidden (a rule on the
-writable folder covers it): `apply` says so.
+siblings of every folder on the way from ``/`` to a hidden one. A hidden folder below a
+writable one cannot be hidden (a rule on the writable folder covers it): `apply` says so.
 
 When the process has capabilities (a mission run as root), they are dropped too, bounding set
 included: a root instance could otherwise read the keystore off the raw disk or load a module.

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcc.bus.rpc import CHANNELS
-from mcc.bus.topics import GENERATION_MARK, is_sourced, source_partition
+from mcc.bus.topics import GENERATION_MARK, is_sourced, source_partition, split_source
 from mcc.security.documents import Grant
-from mcc.security.keystore import Identity, Keystore
+from mcc.security.keystore import Identity, Keystore, granted_source
 
 log = logging.getLogger("mcc.security")
 
@@ -152,11 +152,16 @@ def instance_identity(
     attributable to it, and a leaked key is one instance's. The identity it replaces is
     revoked (participants created from now on refuse it), and the new one writes sourced
     topics as a newer generation (``SYSTEM.INDEX#GENERATION``, its issue time in
-    microseconds): a reader that heard the new one no longer hears a copy of the old
+    microseconds, and always above the generation it replaces, even when the clock stepped
+    back): a reader that heard the new one no longer hears a copy of the old
     (`mcc.bus.Reader.source_of`)."""
     name = instance_principal(system, index)
-    source = f"{name}{GENERATION_MARK}{time.time_ns() // 1000}"
-    identity = Keystore(path).identity(
+    keystore = Keystore(path)
+    before = granted_source(keystore.path / "identities" / mission / name)
+    found = split_source(before) if before else None
+    generation = max(time.time_ns() // 1000, (found[1] if found else 0) + 1)
+    source = f"{name}{GENERATION_MARK}{generation}"
+    identity = keystore.identity(
         f"{mission}/{name}",
         topics.grants(name, source=source),
         domains=(domain,),
