@@ -117,7 +117,7 @@ from mcc.apps.tewa_model import (
 from mcc.bus import Reader, Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.errors import MccError
-from mcc.observe.audit import AUDIT_FILE, ON_BEHALF_OF, AuditLog
+from mcc.observe.audit import AUDIT_FILE, AuditLog
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
@@ -155,6 +155,10 @@ MAX_WEAPONS = 1024
 
 
 # -- the app -------------------------------------------------------------------------------
+
+
+class _NotCommander(MccError):
+    """An approve or reject from an identity that is not one of TEWA's ``commanders``."""
 
 
 class TewaConfig(AppConfig):
@@ -550,7 +554,7 @@ class _TewaApp:
         try:
             reply = self._decide(command)
         except MccError as exc:
-            refused = "not a commander" in str(exc)
+            refused = isinstance(exc, _NotCommander)
             self._audit(command, "refused" if refused else "failed", str(exc))
             raise
         self._audit(command, "ok", reply.message)
@@ -561,18 +565,11 @@ class _TewaApp:
             return
         if self._audit_log is None:
             self._audit_log = AuditLog(self.ctx.settings.run_dir / AUDIT_FILE)
-        try:
-            args = json.loads(command.args_json or "{}")
-        except ValueError:
-            args = {}
-        behalf = args.get(ON_BEHALF_OF, "") if isinstance(args, dict) else ""
         assert self._replier is not None  # it called us
-        self._audit_log.record(
+        self._audit_log.record_command(
             who=self._replier.sender(command), role="commander" if result != "refused" else "",
-            action=command.verb[:64], target=command.target[:200], result=result,
-            status=200 if result == "ok" else 403 if result == "refused" else 409,
-            message=message, by=str(self.ctx.identity), on_behalf_of=str(behalf),
-            client=command.client_id,
+            verb=command.verb, target=command.target, args_json=command.args_json,
+            client=command.client_id, result=result, message=message, by=str(self.ctx.identity),
         )  # fmt: skip
 
     def _decide(self, command: Command) -> CommandReply:
@@ -605,7 +602,7 @@ class _TewaApp:
                 sender,
                 command.client_id,
             )
-            raise MccError(f"{sender} may not {verb} engagements: not a commander of TEWA")
+            raise _NotCommander(f"{sender} may not {verb} engagements: not a commander of TEWA")
         with self._lock:
             now_ns = time.time_ns()
             if verb == "approve":

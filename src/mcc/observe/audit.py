@@ -90,6 +90,35 @@ class AuditLog:
             self._recent.append(entry)
         return entry
 
+    def record_command(
+        self,
+        *,
+        who: str,
+        role: str,
+        verb: str,
+        target: str,
+        args_json: str,
+        client: str,
+        result: str,
+        message: str,
+        by: str,
+    ) -> dict[str, Any]:
+        """Write one command or approval taken from the bus (`record`): its arguments parsed,
+        the person the sender says it acts for taken out of them as ``on_behalf_of``, the
+        status from the result (ok 200, refused 403, else 409)."""
+        try:
+            args = json.loads(args_json or "{}")
+        except ValueError:
+            args = {"unreadable": args_json[:200]}
+        if not isinstance(args, dict):
+            args = {"args": args}
+        behalf = args.pop(ON_BEHALF_OF, "")
+        return self.record(
+            who=who, role=role, action=verb[:64], target=target[:200], args=args,
+            result=result, status={"ok": 200, "refused": 403}.get(result, 409), message=message,
+            by=by, on_behalf_of=str(behalf), client=client,
+        )  # fmt: skip
+
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The latest entries, newest first."""
         with self._lock:

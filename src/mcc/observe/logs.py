@@ -61,10 +61,13 @@ class ClipFilter(logging.Filter):
         self.limit = limit
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and not record.args and len(record.msg) <= self.limit:
+            return True  # formatted already (or nothing to format) and short
         message = record.getMessage()
         if len(message) > self.limit:
-            record.msg = f"{message[: self.limit]}… ({len(message)} characters, clipped)"
-            record.args = None
+            message = f"{message[: self.limit]}… ({len(message)} characters, clipped)"
+        # formatted once here: the handler's formatter (and any later handler) reuse it
+        record.msg, record.args = message, None
         return True
 
 

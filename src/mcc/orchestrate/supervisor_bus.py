@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError
-from mcc.observe.audit import ON_BEHALF_OF
 from mcc.orchestrate import registry
 from mcc.orchestrate.instances import LIVE, Instance, S
 from mcc.orchestrate.supervisor_leadership import epoch_of
@@ -221,17 +220,10 @@ def audit(sup: Supervisor, command: Command, result: str, message: str) -> None:
     person the sender says it acts for (``on_behalf_of``: the console's web user)."""
     if command.verb == "status" or sup.audit is None:
         return
-    try:
-        args = json.loads(command.args_json or "{}")
-    except ValueError:
-        args = {"unreadable": command.args_json[:200]}
-    args = args if isinstance(args, dict) else {"args": args}
-    who = sup._replier.sender(command) if sup._replier is not None else "unknown"
-    behalf = args.pop(ON_BEHALF_OF, "")
-    sup.audit.record(
-        who=who, role="operator", action=command.verb[:64], target=command.target[:200],
-        args=args, result=result, status=200 if result == "ok" else 409, message=message,
-        by="supervisor", on_behalf_of=str(behalf), client=command.client_id,
+    sup.audit.record_command(
+        who=sup._replier.sender(command) if sup._replier is not None else "unknown",
+        role="operator", verb=command.verb, target=command.target, args_json=command.args_json,
+        client=command.client_id, result=result, message=message, by="supervisor",
     )  # fmt: skip
 
 
