@@ -193,6 +193,24 @@ def test_orders_against_a_friendly_truth_target_are_fratricide() -> None:
     assert a.on_friend == {}
 
 
+def test_a_hostile_overtaking_a_friend_keeps_its_own_track() -> None:
+    """A strike aircraft passes 300 m from the friendly CAP flight: its track's estimate,
+    160 m off towards the friend, is nearer the friend for a scan. The pairing is one-to-one
+    (as GOSPA's): the friend has its own track, so the order on the hostile's is no fratricide;
+    with the friend's track gone, the lone track is the friend's."""
+    a = Assessment(cutoff_m=1000.0, friend_ids=frozenset({2}))
+    a.on_truth(truth([[0, 0, 3000], [300, 0, 3000]], [[0, 0, 0], [0, 0, 0]], T0))
+    states = [[160, 0, 3000, 0, 0, 0], [330, 0, 3000, 0, 0, 0]]  # track 1 nearer the friend
+    a.on_picture(picture(states, [TrackStatus.TRACK_CONFIRMED] * 2, T0))
+    assert a.on_friend == {2: 2}
+    a.on_order(engagement(20, 1, OrderStatus.ORDER_ISSUED))
+    assert a.summary()["friends_engaged"] == 0
+    a.on_picture(picture(states[:1], [TrackStatus.TRACK_CONFIRMED], T0))
+    assert a.on_friend == {1: 2}
+    a.on_order(engagement(21, 1, OrderStatus.ORDER_ISSUED))
+    assert a.summary()["friend_orders"] == [{"order": 21, "target": 2}]
+
+
 def test_without_the_scenario_fratricide_is_not_known_not_zero() -> None:
     a = Assessment()
     a.on_truth(truth([[0, 0, 1000]], [[0, 0, 0]], T0))

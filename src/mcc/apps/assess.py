@@ -14,10 +14,10 @@
   ``truth-summary.json`` at the end;
 - fratricide: with the mission's scenario (``config: {scenario: ...}``, its IFF Mode 5
   friends), every order that went out (issued, in flight, kill or miss) against a track on a
-  friendly truth target (the track's nearest truth target, within the GOSPA cut-off, is a
-  friend) is counted in ``friends_engaged`` and listed in ``friend_orders``; ``friends_killed``
-  comes from ``truth-summary.json``. Without the scenario ``friends_engaged`` is null (not
-  known), never 0.
+  friendly truth target (GOSPA's one-to-one pairing of tracks and targets, within the
+  cut-off, puts the track on a friend) is counted in ``friends_engaged`` and listed in
+  ``friend_orders``; ``friends_killed`` comes from ``truth-summary.json``. Without the
+  scenario ``friends_engaged`` is null (not known), never 0.
 
 It rewrites ``<run_dir>/summary.json`` every ``every_s`` seconds and at the end, so a
 console or `make demo` can follow a mission without joining the bus. Its settings are the
@@ -47,7 +47,7 @@ import numpy as np
 from pydantic import Field
 
 from mcc.apps.args import ScenarioFile
-from mcc.apps.metrics import gospa
+from mcc.apps.metrics import gospa, truth_track_ids
 from mcc.apps.scenario import TruthState, load_scenario
 from mcc.files import write_atomic
 from mcc.orchestrate.appconfig import AppConfig
@@ -207,19 +207,35 @@ class Assessment:
         target_ids: np.ndarray,
         truth_xyz: np.ndarray,
     ) -> None:
-        """Remember which tracks are on a friendly target: its nearest truth target, within
-        the cut-off, is a friend. Distances to the few friends first, then to every target
-        for the tracks near one only (not a tracks × targets matrix of a big raid)."""
+        """Remember which tracks are on a friendly target: one-to-one, as GOSPA pairs them
+        (optimal assignment within the cut-off), not the nearest target. A hostile overtaking a
+        friend 300 m away has its own track; its estimate may be nearer the friend for a scan,
+        yet the pairing keeps it on the hostile while the friend has a track of its own.
+
+        Bounded by the neighbourhood of the few friends, not a tracks × targets matrix of a big
+        raid: the tracks within the cut-off of a friend, the targets within the cut-off of
+        those tracks, and the tracks that compete for those targets."""
         self.on_friend = {}
         friendly = np.isin(target_ids, np.fromiter(self.friend_ids or (), np.int64))
         if not friendly.any() or not len(estimates):
             return
-        to_friends = np.linalg.norm(estimates[:, None, :] - truth_xyz[friendly][None], axis=2)
-        near = np.flatnonzero(to_friends.min(axis=1) <= self.cutoff_m)
-        for row in near[: self.max_keys]:
-            nearest = int(np.argmin(np.linalg.norm(truth_xyz - estimates[row], axis=1)))
-            if friendly[nearest]:
-                self.on_friend[int(track_ids[row])] = int(target_ids[nearest])
+        c = self.cutoff_m
+
+        def within(points: np.ndarray, of: np.ndarray) -> np.ndarray:
+            d = np.linalg.norm(points[:, None, :] - of[None], axis=2)
+            return np.flatnonzero(d.min(axis=1) <= c)
+
+        near = within(estimates, truth_xyz[friendly])[: self.max_keys]
+        if not len(near):
+            return
+        targets = within(truth_xyz, estimates[near])
+        tracks = within(estimates, truth_xyz[targets])[: self.max_keys]
+        assigned = truth_track_ids(
+            truth_xyz[targets], estimates[tracks], tracks, max_distance_m=c
+        )  # per target: the row of its track in ``estimates``, -1 for none
+        for target, row in zip(targets, assigned, strict=True):
+            if row >= 0 and friendly[target]:
+                self.on_friend[int(track_ids[row])] = int(target_ids[target])
 
     def on_order(self, msg: EngagementOrder) -> None:
         first = msg.order_id not in self.orders
