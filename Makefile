@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 NATIVE  := $(VENV)/.native
 export CYCLONEDDS_HOME := $(CYCLONE)
 
-.PHONY: demo test bench lint types clean interop interop-rti system
+.PHONY: demo test bench lint types clean interop interop-rti system wheels images
 
 system:
 	@native/system-packages.sh
@@ -38,6 +38,11 @@ demo: $(NATIVE)
 
 test: system $(NATIVE)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The wheels a host needs, into dist/ (docs/deploy.md, "Installing"): MCC, and cyclonedds-python
+# with the Cyclone DDS of .venv/cyclone (Security, TCP, iceoryx, iox-roudi) inside it. 10 s.
+wheels: $(STAMP)
+	$(PY) native/build-wheels.py $(CYCLONE) dist
 
 bench: $(NATIVE)
 	$(VENV)/bin/mcc bench all --net host,netns --json benchmarks/results/perftest.json --record

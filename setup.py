@@ -2,11 +2,10 @@
 
 1. The bus's native boundary, ``mcc.bus._native`` (C, src/mcc/bus/_native.c), compiled against
    the Cyclone DDS that native/build-cyclone.sh installed: ``CYCLONEDDS_HOME``, by default
-   ``.venv/cyclone``. The module records that library's absolute path (its RUNPATH and
-   ``_native.LIBRARY``), so a wheel built here needs the same Cyclone at the same path where it
-   is installed: build it with ``CYCLONEDDS_HOME`` set to where the target has Cyclone (the
-   Containerfiles in deploy/ build both at /opt/cyclone). The wheel is tagged for this platform
-   only (``linux_x86_64``), never manylinux.
+   ``.venv/cyclone``, whose ``lib/`` is the module's RUNPATH (the checkout's in-place build).
+   ``_native.LIBRARY`` is the file the loader found at run time. A wheel for other hosts comes
+   from ``make wheels`` (native/build-wheels.py): it relinks the module to the libddsc bundled
+   in its cyclonedds wheel (``$ORIGIN`` RUNPATH) and tags both with auditwheel.
 2. The checkout's top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` are copied into
    the wheel as ``mcc/data/<name>/``, where ``mcc.resources`` finds them. An editable install
    copies nothing: it reads the checkout's folders themselves.
@@ -59,7 +58,6 @@ setup(
             library_dirs=[str(lib)],
             libraries=["ddsc"],
             runtime_library_dirs=[str(lib)],
-            define_macros=[("MCC_CYCLONE_LIB", f'"{lib / "libddsc.so.11"}"')],
             extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
         )
     ],

@@ -25,7 +25,8 @@
  *     Cyclone's dds_durability_kind_t (0 volatile … 3 persistent)
  *   matched_one(entity, of_writer, handle) -> endpoint | None
  *   library_features() -> dict of what this Cyclone build can do
- *   LIBRARY: the libddsc this module was linked against (cyclonedds-python must load the same)
+ *   LIBRARY: the path of the libddsc this module runs on, as the dynamic loader found it
+ *     (cyclonedds-python must load the same file)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -39,6 +40,7 @@
 #include "dds/ddsi/ddsi_sertype.h"
 #include "dds/ddsrt/random.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -47,6 +49,16 @@
 #ifndef MCC_CYCLONE_LIB
 #define MCC_CYCLONE_LIB "libddsc.so.11"
 #endif
+
+/* The file the loader mapped libddsc from (wherever the RUNPATH led: a build prefix, or the
+ * cyclonedds wheel's bundle); MCC_CYCLONE_LIB only if the loader cannot say. */
+static const char *cyclone_library(void)
+{
+  Dl_info info;
+  if (dladdr((void *)dds_create_participant, &info) != 0 && info.dli_fname != NULL)
+    return info.dli_fname;
+  return MCC_CYCLONE_LIB;
+}
 
 /* SampleInfo: Cyclone's dds_sample_info_t plus the time the sample was taken, copied as one
  * struct (a tuple of 13 Python ints per sample cost more than decoding the sample). */
@@ -641,7 +653,7 @@ PyMODINIT_FUNC PyInit__native(void)
   PyObject *m = PyModule_Create(&module);
   if (m == NULL)
     return NULL;
-  if (PyModule_AddStringConstant(m, "LIBRARY", MCC_CYCLONE_LIB) < 0)
+  if (PyModule_AddStringConstant(m, "LIBRARY", cyclone_library()) < 0)
   {
     Py_DECREF(m);
     return NULL;
