@@ -44,6 +44,11 @@ test: system $(NATIVE)
 wheels: $(STAMP)
 	$(PY) native/build-wheels.py $(CYCLONE) dist
 
+# The images of deploy/ (docs/deploy.md, "Containers"), from those wheels, on a Debian base image
+# made here with mmdebstrap (no registry); podman's flags live in src/mcc/lab/podman.py.
+images: system wheels
+	$(PY) -m mcc.lab images --dist dist
+
 bench: $(NATIVE)
 	$(VENV)/bin/mcc bench all --net host,netns --json benchmarks/results/perftest.json --record
 

@@ -6,7 +6,8 @@
 #   tests: ddsperf + idlc (the C anchor and the IDL check), sockperf, iproute2 + nftables
 #          (network namespaces, link faults), chromium (console browser tests), cyclonedds-dev
 #          (the C peer, `make interop`), libfastrtps-dev + fastddsgen (the Fast DDS peer,
-#          `make interop`, docs/interop.md)
+#          `make interop`, docs/interop.md), podman + runc + netavark/aardvark-dns (its bridge
+#          networks) + mmdebstrap (`make images` and the container lab: mcc.lab, docs/deploy.md)
 set -euo pipefail
 need=()
 have_header() { [ -f "/usr/include/$1" ]; }
@@ -27,6 +28,10 @@ have_header dds/dds.h || need+=(cyclonedds-dev)
 command -v systemd-analyze >/dev/null || need+=(systemd)  # tests: deploy/systemd units
 have_header fastdds/dds/domain/DomainParticipant.hpp || need+=(libfastrtps-dev)
 command -v fastddsgen >/dev/null || need+=(fastddsgen)
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
+[ -x /usr/lib/podman/netavark ] || need+=(netavark aardvark-dns)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 if ((${#need[@]})); then
     echo "installing Debian packages: ${need[*]}" >&2
     sudo=""

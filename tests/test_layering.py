@@ -23,7 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     for layer in (
         "errors files lifecycle",
         "settings",
-        "mcc resources yamlsource _entry netlab",
+        "mcc resources yamlsource _entry netlab lab",
         "types",
         "bus",
         "security",
@@ -176,3 +176,21 @@ def test_public_names_are_pinned() -> None:
         assert sorted(module.__all__) == sorted(names.split()), package
         missing = [n for n in module.__all__ if not hasattr(module, n)]
         assert not missing, f"{package}.__all__ names {missing}, which it does not define"
+
+
+def test_the_code_map_names_every_package_and_the_index_every_page() -> None:
+    """docs/README.md is where a newcomer starts: its code map lists every package and module of
+    ``src/mcc`` in the layer order of `LAYERS`, its index links every page of docs/."""
+    text = (ROOT / "docs" / "README.md").read_text()
+    map_rows = text.split("## Code map", 1)[1].splitlines()
+    cells = [row.split("|")[2] for row in map_rows if row.startswith("| ") and "`" in row]
+    named = [re.findall(r"`(\w+)`", cell) for cell in cells]
+    order = [_layer(name) for names in named for name in names]
+    assert order == sorted(order), f"the code map's rows are not in the layer order: {named}"
+    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
+    missing = sorted((packages | modules) - {n for names in named for n in names})
+    assert not missing, f"docs/README.md's code map does not name: {missing}"
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    unlinked = sorted(p for p in pages if f"]({p}" not in text)
+    assert not unlinked, f"docs/README.md does not link: {unlinked}"

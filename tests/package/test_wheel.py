@@ -1,7 +1,10 @@
-"""The platform wheel, as a new user gets it: built from this checkout, installed into a fresh
-venv outside it, then run from a folder that has no MCC files: the core install imports the bus,
-finds its shipped data, names the extra a command lacks; with ``[console]`` it runs `mcc demo`
-and its web console, whose /metrics prometheus-client's parser reads."""
+"""The wheels of `make wheels`, as a new user gets them: built from this checkout by
+native/build-wheels.py, installed into a fresh venv outside it with ``CYCLONEDDS_HOME`` unset, then
+run from a folder that has no MCC files: every installed shared object resolves inside the venv
+or the system, a secured bus carries samples between two processes, the core install finds its
+shipped data and names the extra a command lacks, `iox-roudi` runs; with ``[console]`` it runs
+`mcc demo` (the secured SAM TOC mission) and its web console, whose /metrics prometheus-client's
+parser reads. PyPI's cyclonedds in place of the bundled one is named, with the fix."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.request
 import zipfile
 from collections.abc import Sequence
@@ -20,6 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcc.bus import _native
+from mcc.security import Grant, Keystore
 from tests.conftest import REPO, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -83,40 +88,14 @@ def clean_env(home: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """Both wheels, built afresh (about 10 s: a cyclonedds-python compile, auditwheel), into a
+    new venv; ``make wheels`` runs the same script into dist/."""
     base = tmp_path_factory.mktemp("wheel")
     assert REPO not in base.parents, "the venv must be outside the checkout"
-    wheels = base / "wheels"
-    build_env = {**os.environ, "CYCLONEDDS_HOME": str(CYCLONE)}
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--wheel-dir",
-            wheels,
-            REPO,
-        ],
-        env=build_env,
-    )
-    # cyclonedds-python against the same Cyclone, from source as `make` installs it: PyPI's
-    # wheel carries a Cyclone of its own, and a process may hold only one.
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-binary",
-            "cyclonedds",
-            "--wheel-dir",
-            wheels,
-            "cyclonedds==11.0.1",
-        ],
-        env={**build_env, "LDFLAGS": f"-Wl,-rpath,{CYCLONE}/lib"},
-    )
+    wheels = base / "dist"
+    started = time.monotonic()
+    run([sys.executable, REPO / "native" / "build-wheels.py", CYCLONE, wheels], cwd=base)
+    built_s = time.monotonic() - started
     (wheel,) = wheels.glob("mcc-*.whl")
     (cyclonedds_wheel,) = wheels.glob("cyclonedds-*.whl")
     venv = base / "venv"
@@ -124,16 +103,29 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     cwd = base / "elsewhere"
     cwd.mkdir()
     env = clean_env(base / "home")
+    started = time.monotonic()
     run(
         [venv / "bin" / "python", "-m", "pip", "install", "--quiet", cyclonedds_wheel, wheel],
         env=env,
         cwd=cwd,
     )
+    print(f"wheels built in {built_s:.0f} s, installed in {time.monotonic() - started:.0f} s")
     return Installed(wheel, cyclonedds_wheel, venv, cwd, env)
 
 
-def test_the_wheel_carries_the_native_core_the_data_and_the_license(installed: Installed) -> None:
-    assert re.search(r"-cp311-cp311-linux_x86_64\.whl$", installed.wheel.name), installed.wheel
+def site_packages(installed: Installed) -> Path:
+    (site,) = (installed.venv / "lib").glob("python3.*/site-packages")
+    return site
+
+
+def test_the_wheels_carry_the_native_core_the_cyclone_the_data_and_the_license(
+    installed: Installed,
+) -> None:
+    assert re.search(r"^mcc-0\.1\.0-cp311-cp311-manylinux_2_\d+_x86_64\.whl$", installed.wheel.name)
+    assert re.search(
+        r"^cyclonedds-11\.0\.1\+mcc-cp311-cp311-manylinux_2_\d+_x86_64\.whl$",
+        installed.cyclonedds_wheel.name,
+    )
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for shipped in (
         "mcc/data/qos/mcc.xml",
@@ -148,6 +140,19 @@ def test_the_wheel_carries_the_native_core_the_data_and_the_license(installed: I
     metadata = zipfile.ZipFile(installed.wheel).read("mcc-0.1.0.dist-info/METADATA").decode()
     assert "Provides-Extra: console" in metadata and "Requires-Dist: fastapi" in metadata
     assert not re.search(r"^Requires-Dist: fastapi[^;]*$", metadata, re.M)  # only in an extra
+    bundled = set(zipfile.ZipFile(installed.cyclonedds_wheel).namelist())
+    for name in (
+        "libddsc.so.11",
+        "libdds_security_auth.so",
+        "libdds_security_ac.so",
+        "libdds_security_crypto.so",
+        "libpsmx_iox.so",
+    ):
+        assert f"cyclonedds/_cyclone/lib/{name}" in bundled, name
+    for name in ("iox-roudi", "ddsperf", "idlc"):
+        assert f"cyclonedds/_cyclone/bin/{name}" in bundled, name
+    for wheel in (installed.wheel, installed.cyclonedds_wheel):
+        print(f"{wheel.name}: {wheel.stat().st_size / 2**20:.1f} MiB")
 
 
 def test_core_install_outside_the_checkout(
@@ -175,6 +180,129 @@ print(json.dumps({{"import_s": import_s, "mcc": mcc.__file__, "data": str(r.data
     assert found["qos"].endswith("mcc/data/qos/mcc.xml")
     print(f"import mcc.bus in a fresh venv: {found['import_s']:.3f} s")
     assert found["import_s"] < 1.0, found  # the target is 0.3 s: see docs/deploy.md
+
+
+def test_every_installed_shared_object_resolves_inside_the_venv_or_the_system(
+    installed: Installed,
+) -> None:
+    """ldd of every ELF file in the venv (libraries and the bundled programs) names files of the
+    venv or of the system's library folders, nothing of the checkout; MCC's and cyclonedds's
+    resolve every dependency and have only ``$ORIGIN`` RUNPATHs."""
+    site = site_packages(installed)
+    system = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/")
+    checked = 0
+    for path in sorted(site.rglob("*")):
+        if not path.is_file() or path.suffix == ".py":
+            continue
+        with path.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+        ours = path.relative_to(site).parts[0] in ("mcc", "cyclonedds", "cyclonedds.libs")
+        proc = run(["ldd", path], timeout_s=30, check=False)
+        # PyPI's wheels may ship a library that only its siblings' RUNPATH finds (scipy's
+        # libgfortran needs libquadmath): ldd of it alone says "not found"; ours stand alone
+        assert not ours or "not found" not in proc.stdout, f"{path}:\n{proc.stdout}"
+        for target in re.findall(r"=> (/\S+)", proc.stdout):
+            real = str(Path(target).resolve())
+            assert real.startswith(str(installed.venv.resolve())) or real.startswith(system), (
+                f"{path} loads {target}"
+            )
+        checked += 1
+        if ours:
+            dynamic = run(["readelf", "-d", path], timeout_s=30).stdout
+            for runpath in re.findall(r"R(?:UN)?PATH.*\[(.*)\]", dynamic):
+                assert all(e.startswith("$ORIGIN") for e in runpath.split(":")), (path, runpath)
+            assert str(REPO) not in dynamic
+    assert checked > 20, checked
+    for text in [*site.rglob("*.pth"), *site.glob("cyclonedds/__library__.py")]:
+        assert str(REPO) not in text.read_text(), text
+
+
+SECURED_PEER = r"""
+import dataclasses, json, os, sys, time
+import mcc.bus._native as native
+from mcc.bus import Bus, Transport
+from mcc.security import Keystore
+from mcc.types import DetectionBatch
+role, keystore, ident, seconds = sys.argv[1:5]
+t = dataclasses.replace(Transport.from_env(),
+                        extra_xml=Keystore(keystore).existing(ident).security_xml())
+with Bus(int(os.environ["MCC_DOMAIN"]), transport=t, name=ident) as bus:
+    assert bus.secured
+    end = time.monotonic() + float(seconds)
+    if role == "pub":
+        w, n = bus.writer("DetectionBatch"), 0
+        while time.monotonic() < end:
+            w.write(DetectionBatch(sensor_id=ident, scan_id=n))
+            n += 1
+            time.sleep(0.02)
+        out = {"sent": n}
+    else:
+        got = bus.reader("DetectionBatch").take_until(10**6, timeout_s=float(seconds))
+        out = {"got": len(got), "from": sorted({s.sensor_id for s in got})}
+print(json.dumps({**out, "library": native.LIBRARY,
+                  "home": os.environ.get("CYCLONEDDS_HOME")}))
+"""
+
+
+def test_a_secured_bus_round_trip(
+    installed: Installed, domain_id: int, bus_env: dict[str, str], tmp_path: Path
+) -> None:
+    """DDS Security (the bundled plugins, found beside the bundled libddsc): an authenticated,
+    permitted radar reaches a tracker, both in the fresh venv, with no CYCLONEDDS_HOME set."""
+    keystore = Keystore.init(tmp_path / "keystore", mission="wheel")
+    keystore.write_governance((domain_id,))
+    keystore.identity("radar", (Grant(publish=("DetectionBatch",)),), domains=(domain_id,))
+    keystore.identity("tracker", (Grant(subscribe=("DetectionBatch",)),), domains=(domain_id,))
+    bus_only = ("CYCLONEDDS_URI", "MCC_TRANSPORT", "MCC_DISCOVERY_TAG", "MCC_DOMAIN")
+    env = {**installed.env, **{k: bus_env[k] for k in bus_only if k in bus_env}}
+    procs = {
+        role: subprocess.Popen(
+            [installed.python, "-c", SECURED_PEER, role, str(keystore.path), ident, seconds],
+            env=env,
+            cwd=installed.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role, ident, seconds in (("sub", "tracker", "6"), ("pub", "radar", "8"))
+    }
+    results = {}
+    for role, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        assert proc.returncode == 0, f"{role}: {out}\n{err}"
+        results[role] = json.loads(out.strip().splitlines()[-1])
+    assert results["sub"]["got"] > 20 and results["sub"]["from"] == ["radar"], results
+    for result in results.values():
+        assert Path(result["library"]).resolve().is_relative_to(installed.venv.resolve())
+        assert result["home"] is None, "importing mcc set CYCLONEDDS_HOME"
+
+
+def test_iox_roudi_is_a_console_script(installed: Installed) -> None:
+    proc = run([installed.venv / "bin" / "iox-roudi", "--help"], env=installed.env, timeout_s=30)
+    assert "Usage:" in proc.stdout and "_cyclone/bin/iox-roudi" in proc.stdout, proc.stdout
+
+
+def test_pypi_cyclonedds_in_its_place_is_named_with_the_fix(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """MCC's wheel with PyPI's cyclonedds (no Security, a Cyclone of its own): one line says
+    which package to remove and which to install; then pip replaces it with the bundled one."""
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv])
+    pip = [venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps"]
+    run([*pip, "cyclonedds==11.0.1", installed.wheel], env=installed.env, cwd=installed.cwd)
+    proc = run([venv / "bin" / "mcc", "--help"], env=installed.env, cwd=installed.cwd, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "pip uninstall -y cyclonedds" in proc.stderr, proc.stderr
+    assert "cyclonedds-11.0.1+mcc" in proc.stderr, proc.stderr
+    run([*pip, installed.cyclonedds_wheel], env=installed.env, cwd=installed.cwd)
+    run([venv / "bin" / "python", "-c", "import mcc"], env=installed.env, cwd=installed.cwd)
 
 
 def test_a_command_names_the_extra_it_needs(installed: Installed) -> None:
@@ -241,6 +369,7 @@ def test_demo_and_console_from_the_wheel(installed: Installed, domain_id: int) -
             demo.wait(10)
     text = log.read_text()
     assert demo.returncode == 0, text
+    assert "security on" in text, text  # the secured SAM TOC mission
     run_dir = re.search(r"run folder: (\S+)", text.replace("\n", " "))
     assert run_dir, text
     summary = json.loads((Path(run_dir[1]) / "summary.json").read_text())
