@@ -89,7 +89,9 @@ def check_one_cyclone() -> None:
         raise MccError(
             f"two Cyclone DDS libraries in one process: cyclonedds-python loaded {loaded!r}, "
             f"the bus core links {linked!r}; set CYCLONEDDS_HOME={home} or run `make`, "
-            "which builds cyclonedds-python against the bus's Cyclone"
+            "which builds cyclonedds-python against the bus's Cyclone (PyPI's cyclonedds "
+            "carries a Cyclone of its own: `pip uninstall -y cyclonedds`, then install the "
+            "cyclonedds-11.0.1+mcc wheel of `make wheels`)"
         )
 
 
