@@ -28,6 +28,7 @@ from mcc.tracking import (
     TwoPointInitiator,
 )
 from mcc.tracking.base import Gated
+from mcc.tracking.predictors import imm_transition
 from mcc.tracking.replay import SensorSpec
 
 
@@ -60,7 +61,13 @@ def _states(rng: np.random.Generator, n_tracks: int, ndim: int) -> tuple[np.ndar
 def test_predictors_with_one_straight_model_match_kalman_predict(kind: str, ndim: int) -> None:
     """A CV bank and an IMM whose only model is CV predict as `kalman.predict` does."""
     rng = np.random.default_rng(ndim)
-    cfg = TrackerConfig(ndim=ndim, model=kind, sigma_a_mps2=3.0, imm_turn_rates_dps=(0.0,))  # type: ignore[arg-type]
+    cfg = TrackerConfig(
+        ndim=ndim,
+        model=kind,  # type: ignore[arg-type]
+        sigma_a_mps2=3.0 if kind == "cv" else 9.0,  # the IMM's straight model has its own
+        sigma_a_straight_mps2=3.0,
+        imm_turn_rates_dps=(0.0,),
+    )
     bank = CVPredictor(cfg) if kind == "cv" else IMMPredictor(cfg)
     x, P = _states(rng, 30, ndim)
     bank.append(x, P)
@@ -82,6 +89,21 @@ def test_imm_transitions_follow_the_step() -> None:
     np.testing.assert_allclose(np.diagonal(pi, axis1=1, axis2=2)[:, 0], np.exp([-0.1, -1.2]))
     np.testing.assert_allclose(pi[1, 0, 1], (1 - math.exp(-1.2)) / 2)
     np.testing.assert_allclose(pi.sum(axis=2), 1.0)
+
+
+def test_imm_transitions_leave_straight_flight_for_the_turns_and_turns_half_for_straight() -> None:
+    """The straight model is kept exp(-dt/τ_straight) and left evenly for the turns; a turn is
+    kept exp(-dt/τ_turn) and left half for the straight model, half for the other turns; with
+    one sojourn and two models it is `kalman.imm_transition`."""
+    rates = (0.0, 6.0, -6.0, 12.0)
+    pi = imm_transition(np.array([2.0, 12.0]), rates, 100.0, 5.0)
+    np.testing.assert_allclose(pi.sum(axis=2), 1.0)
+    stay_s, stay_t = math.exp(-2.0 / 100.0), math.exp(-2.0 / 5.0)
+    np.testing.assert_allclose(pi[0, 0], [stay_s, *[(1 - stay_s) / 3] * 3])
+    np.testing.assert_allclose(pi[0, 1], [(1 - stay_t) / 2, stay_t, *[(1 - stay_t) / 4] * 2])
+    np.testing.assert_allclose(pi[1, 3, 3], math.exp(-12.0 / 5.0))
+    both = imm_transition(np.array([1.0, 3.0]), (0.0, 9.0), 10.0, 10.0)
+    np.testing.assert_allclose(both, kalman.imm_transition(np.array([1.0, 3.0]), 2, sojourn_s=10.0))
 
 
 def test_the_default_imm_covers_0_to_20_dps_within_3_dps() -> None:
@@ -332,11 +354,15 @@ def test_the_imm_predictor_matches_kalman_imm_predict(same_dt: bool) -> None:
     ref = kalman.IMMState(*(a.copy() for a in bank.state))
     dt = np.full(25, 1.3) if same_dt else rng.uniform(0.1, 2.0, 25)
     bank.predict(dt)
+    rates = cfg.imm_turn_rates_dps
     F, Q = kalman.imm_models(
-        dt, turn_rates_rps=np.radians(cfg.imm_turn_rates_dps), sigma_a=cfg.sigma_a_mps2,
-        ndim=2, noise_model="discrete",
+        dt, turn_rates_rps=np.radians(rates), sigma_a=cfg.sigma_a_mps2, ndim=2,
+        noise_model="discrete",
     )  # fmt: skip
-    pi = kalman.imm_transition(dt, 7, sojourn_s=cfg.imm_sojourn_s)
+    # The straight model's own white acceleration (Q scales with sigma²).
+    Q[:, 0] *= (cfg.sigma_a_straight_mps2 / cfg.sigma_a_mps2) ** 2
+    assert rates[0] == 0.0 and cfg.sigma_a_straight_mps2 < cfg.sigma_a_mps2
+    pi = imm_transition(dt, rates, cfg.imm_sojourn_s, cfg.imm_turn_sojourn_s)
     want = kalman.imm_predict(ref, F=F, Q=Q, trans_prob=pi)
     for got, exp in zip(bank.state, want, strict=True):
         np.testing.assert_allclose(got, exp, rtol=1e-9, atol=1e-8)

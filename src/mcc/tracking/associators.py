@@ -35,12 +35,22 @@ class GNNAssociator:
         self.gate = gate
         self.cost = cost
 
-    def associate(self, gated: Gated, first: npt.NDArray[np.bool_], n_meas: int) -> tuple[I64, I64]:
+    def associate(
+        self,
+        gated: Gated,
+        first: npt.NDArray[np.bool_],
+        n_meas: int,
+        nll: F64 | None = None,
+    ) -> tuple[I64, I64]:
+        """``nll``: −2 ln of each pair's likelihood up to a constant, when the predictor knows
+        better than the Gaussian of ``d2`` and ``logdet`` (an IMM's model mixture); used in
+        place of d² + ln|S| with the ``likelihood`` cost."""
         ti, mj, d2 = gated.ti, gated.mj, gated.d2
         if ti.size == 0:
             return _EMPTY_I64, _EMPTY_I64
         if self.cost == "likelihood":
-            extra = gated.logdet - gated.logdet.min()
+            own = gated.logdet if nll is None else nll - d2
+            extra = own - own.min()
             cost = d2 + extra
             max_cost = max(self.gate, float(d2.max())) + float(extra.max())
         else:

@@ -42,15 +42,23 @@ class TrackerConfig:
     sigma_a_mps2: float = 5.0
     """Process noise: standard deviation of the white acceleration, m/s² (each IMM model's;
     the turns are the models' business, so this stays small)."""
+    sigma_a_straight_mps2: float = 0.5
+    """IMM: process noise of the straight-flight (0 deg/s) model, m/s²: small, as a
+    well-tuned constant-velocity filter's on straight flight (the turn models take the
+    manoeuvres). ``model: cv`` uses ``sigma_a_mps2``."""
     noise_model: Literal["discrete", "continuous"] = "discrete"
     """``discrete``: Q = σ² G Gᵀ, G = [dt²/2, dt] (piecewise-constant acceleration per step);
     ``continuous``: σ² is the power spectral density (`kalman.cv_process_noise`)."""
     imm_turn_rates_dps: tuple[float, ...] = (0.0, 6.0, -6.0, 12.0, -12.0, 18.0, -18.0)
     """IMM: the turn rate of each model, degrees/s (0 = constant velocity, + = left turn).
     The default covers 0-20 deg/s, i.e. 3-6 g at 200-300 m/s, within 3 deg/s of a model."""
-    imm_sojourn_s: float = 15.0
-    """IMM: mean time spent in one model, seconds. The probability of staying in a model over
-    a step of dt seconds is exp(-dt / imm_sojourn_s), so slow radars switch more per scan."""
+    imm_sojourn_s: float = 120.0
+    """IMM: mean time spent flying straight (in the 0 deg/s model), seconds. The probability of
+    staying in a model over a step of dt seconds is exp(-dt / sojourn), so slow radars switch
+    more per scan; a straight model left goes evenly to the turns."""
+    imm_turn_sojourn_s: float = 5.0
+    """IMM: mean time spent in one turn model, seconds; a turn left goes half to the straight
+    model, half evenly to the other turns."""
     measurement_update: Literal["ekf", "converted"] = "ekf"
     """Polar detections (`Scan.from_polar`): ``ekf`` updates in range/azimuth(/elevation)
     (/range-rate) with the Jacobian at the prediction; ``converted`` updates with the debiased
@@ -58,11 +66,13 @@ class TrackerConfig:
     assignment_cost: Literal["likelihood", "distance"] = "likelihood"
     """GNN cost of a pair: ``likelihood`` = d² + ln|S| (−2 log of the Gaussian likelihood, so an
     uncertain track pays for its wide gate); ``distance`` = d² alone."""
-    association: Literal["gnn", "jpda"] = "gnn"
+    association: Literal["gnn", "jpda", "auto"] = "auto"
     """``gnn``: global nearest neighbour (`GNNAssociator`), one detection per track;
     ``jpda``: joint probabilistic data association (`JPDAAssociator`), each track updated
-    with every gated detection weighted by its marginal probability (docs/tracking.md
-    compares both on the bench families)."""
+    with every gated detection weighted by its marginal probability; ``auto``: per cluster,
+    JPDA* (JPDA keeping only the likeliest of the joint events that differ by which track took
+    which detection, so close tracks do not coalesce) where confirmed tracks share a gated
+    detection, GNN elsewhere (docs/tracking.md compares them)."""
     jpda_max_cluster: int = 8
     """JPDA: clusters of more tracks than this use the approximate marginals (Fitzgerald's
     cheap JPDA) instead of enumerating every joint event, tracks."""
@@ -88,7 +98,7 @@ class TrackerConfig:
     with α ≈ 1e-3 false confirmations per track started)."""
     drop_score: float = -2.3
     """Track score: a tentative track is dropped below this log-likelihood ratio (ln 0.1)."""
-    max_tentative_scans: int = 5
+    max_tentative_scans: int = 8
     """Track score: a tentative track not confirmed after this many covered scans is dropped."""
     confirm_m: int = 2
     """M of M-of-N: a tentative track is confirmed after ``confirm_m`` hits in ..."""
@@ -125,7 +135,7 @@ class TrackerConfig:
         _choice("noise_model", self.noise_model, ("discrete", "continuous"))
         _choice("measurement_update", self.measurement_update, ("ekf", "converted"))
         _choice("assignment_cost", self.assignment_cost, ("likelihood", "distance"))
-        _choice("association", self.association, ("gnn", "jpda"))
+        _choice("association", self.association, ("gnn", "jpda", "auto"))
         if not 1 <= self.jpda_max_cluster <= 12:
             _bad("jpda_max_cluster", self.jpda_max_cluster, "allowed 1..12 tracks")
         _positive("identity_closing_mps", self.identity_closing_mps)
@@ -142,7 +152,9 @@ class TrackerConfig:
         if not 1 <= self.max_tentative_scans <= 64:
             _bad("max_tentative_scans", self.max_tentative_scans, "allowed 1..64 scans")
         _positive("sigma_a_mps2", self.sigma_a_mps2, strict=False)
+        _positive("sigma_a_straight_mps2", self.sigma_a_straight_mps2, strict=False)
         _positive("imm_sojourn_s", self.imm_sojourn_s)
+        _positive("imm_turn_sojourn_s", self.imm_turn_sojourn_s)
         _positive("init_velocity_std_mps", self.init_velocity_std_mps)
         _positive("max_speed_mps", self.max_speed_mps)
         _positive("max_position_std_m", self.max_position_std_m)

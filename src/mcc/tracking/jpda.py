@@ -47,14 +47,20 @@ class JPDAAssociator:
         *,
         max_cluster: int = 8,
         max_events: int = 1 << 16,
+        star: bool = False,
     ) -> None:
-        self.pd = pd
         self.gate_probability = gate_probability
-        self.log_w0 = math.log(1.0 - pd * gate_probability)
+        self.set_pd(pd)
+        self.star = star
         self.max_cluster = max_cluster
         self.max_events = max_events
         self.clusters = 0  # clusters of two tracks or more, solved
         self.fallbacks = 0  # of which solved by the cheap approximation
+
+    def set_pd(self, pd: float) -> None:
+        """The p_d of the radar whose scan is associated next."""
+        self.pd = pd
+        self.log_w0 = math.log(1.0 - pd * self.gate_probability)
 
     def log_ratio(self, log_likelihood: F64, density: float) -> F64:
         """``ln g`` of pairs from their log-likelihood and the clutter density λ."""
@@ -77,17 +83,7 @@ class JPDAAssociator:
             self._single(t_loc[single], log_g[single], beta, beta0, single)
         rest = np.flatnonzero(~single)
         if rest.size:
-            order = rest[np.argsort(comp[rest], kind="stable")]
-            starts = np.flatnonzero(np.r_[True, comp[order][1:] != comp[order][:-1]])
-            cheap: list[I64] = []
-            for a, b in zip(starts, np.r_[starts[1:], order.size], strict=True):
-                pairs = order[a:b]
-                self.clusters += 1
-                if not self._exact(pairs, t_loc, m_loc, log_g, beta, beta0):
-                    self.fallbacks += 1
-                    cheap.append(pairs)
-            if cheap:
-                self._cheap(np.concatenate(cheap), t_loc, m_loc, log_g, beta, beta0)
+            self._clusters(rest, comp, t_loc, m_loc, log_g, beta, beta0)
         return beta, tracks, beta0
 
     def _single(
@@ -102,31 +98,87 @@ class JPDAAssociator:
         has = np.unique(t)
         beta0[has] = np.exp(self.log_w0 - top[has]) / total[has]
 
-    def _exact(self, pairs: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64) -> bool:
-        """Enumerate the joint events of one cluster; False when it is too large."""
-        tracks, t = np.unique(t_loc[pairs], return_inverse=True)
-        n_t = np.bincount(t, minlength=tracks.size)
-        if tracks.size > self.max_cluster or float(np.prod(n_t + 1.0)) > self.max_events:
-            return False
-        order = np.argsort(t, kind="stable")
-        start = np.cumsum(n_t) - n_t
-        choice = np.indices(tuple((n_t + 1).tolist())).reshape(tracks.size, -1).T  # (E, T)
-        local = np.where(choice > 0, order[start + choice - 1], -1)  # pair (in ``pairs``) or -1
+    def _clusters(
+        self, rest: I64, comp: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64
+    ) -> None:
+        """The clusters of two tracks or more among pairs ``rest``: those of one shape (the
+        number of gated detections of each of their tracks) enumerated together
+        (`_exact_group`), those past ``max_cluster``/``max_events`` by the cheap JPDA."""
+        order = rest[np.lexsort((t_loc[rest], comp[rest]))]  # by cluster, then track
+        c_of, t_of = comp[order], t_loc[order]
+        new_run = np.r_[True, (t_of[1:] != t_of[:-1]) | (c_of[1:] != c_of[:-1])]
+        runs = np.flatnonzero(new_run)  # first pair (in ``order``) of each track
+        run_len = np.diff(np.r_[runs, order.size]).tolist()
+        run_cluster = c_of[runs]
+        cl_start = np.flatnonzero(np.r_[True, run_cluster[1:] != run_cluster[:-1]])
+        cl_end = np.r_[cl_start[1:], runs.size]
+        shapes: dict[tuple[int, ...], list[int]] = {}
+        for ci, (a, b) in enumerate(zip(cl_start.tolist(), cl_end.tolist(), strict=True)):
+            shapes.setdefault(tuple(run_len[a:b]), []).append(ci)
+        self.clusters += int(cl_start.size)
+        cheap: list[I64] = []
+        first_pair = runs[cl_start]
+        for shape, members in shapes.items():
+            n = np.array(shape)
+            sel = np.array(members)
+            if n.size > self.max_cluster or float(np.prod(n + 1.0)) > self.max_events:
+                self.fallbacks += sel.size
+                cheap += [order[first_pair[c] : first_pair[c] + int(n.sum())] for c in sel]
+                continue
+            pairs = order[first_pair[sel][:, None] + np.arange(int(n.sum()))]  # (C, L)
+            chunk = max(1, (1 << 20) // int(np.prod(n + 1) * n.size))
+            for i in range(0, sel.size, chunk):
+                self._exact_group(n, pairs[i : i + chunk], t_loc, m_loc, log_g, beta, beta0)
+        if cheap:
+            self._cheap(np.concatenate(cheap), t_loc, m_loc, log_g, beta, beta0)
+
+    def _exact_group(
+        self,
+        n: I64,
+        pairs: I64,
+        t_loc: I64,
+        m_loc: I64,
+        log_g: F64,
+        beta: F64,
+        beta0: F64,
+    ) -> None:
+        """Enumerate the joint events of C clusters of one shape at once: ``n (T,)`` gated
+        detections per track, ``pairs (C, L)`` each cluster's pairs ordered by track."""
+        T = n.size
+        start = np.cumsum(n) - n
+        choice = np.indices(tuple((n + 1).tolist())).reshape(T, -1).T  # (E, T)
+        hit = choice > 0
+        pidx = pairs[:, np.where(hit, start + choice - 1, 0)]  # (C, E, T) pair of each choice
         # A miss gets a detection number of its own (negative) so that only real detections
         # can collide.
-        det = np.where(local >= 0, m_loc[pairs][local], -1 - np.arange(tracks.size))
-        det.sort(axis=1)
-        ok = (det[:, 1:] != det[:, :-1]).all(axis=1)
-        local = local[ok]
-        logw = np.where(local >= 0, log_g[pairs][local], self.log_w0).sum(axis=1)
-        p = np.exp(logw - logw.max())
-        p /= p.sum()
-        p_events = np.broadcast_to(p[:, None], local.shape)
-        hit = local >= 0
-        beta[pairs] = np.bincount(local[hit], weights=p_events[hit], minlength=pairs.size)
-        miss = np.broadcast_to(np.arange(tracks.size), local.shape)[~hit]
-        beta0[tracks] = np.bincount(miss, weights=p_events[~hit], minlength=tracks.size)
-        return True
+        det = np.where(hit, m_loc[pidx], -1 - np.arange(T))
+        det.sort(axis=2)
+        ok = (det[..., 1:] != det[..., :-1]).all(axis=2)  # (C, E)
+        logw = np.where(ok, np.where(hit, log_g[pidx], self.log_w0).sum(axis=2), -np.inf)
+        if self.star:
+            # JPDA*: of the events that differ only by which track took which detection
+            # (the same detections used, the same tracks missed: the same sorted ``det``
+            # row), only the likeliest stays, so that close tracks do not coalesce.
+            # The key of a row: the sum of a random 64-bit code per detection number (so the
+            # same set in any order, collisions ~2^-64), plus the cluster's own code; sorting
+            # one int64 key is ~10x faster than np.unique over rows (measured at 1000 tracks).
+            C, E = logw.shape
+            codes = _codes(int(det.max()) + T + 1)
+            with np.errstate(over="ignore"):
+                key = codes[det + T].sum(axis=2, dtype=np.uint64)
+                key += codes[:C, None] * np.uint64(0x9E3779B97F4A7C15)
+            flat, key = logw.reshape(-1), key.reshape(-1)
+            by = np.lexsort((-flat, key))
+            first = np.r_[True, key[by][1:] != key[by][:-1]]
+            keep = np.zeros(C * E, bool)
+            keep[by[first]] = True
+            logw = np.where(keep.reshape(C, E), logw, -np.inf)
+        p = np.exp(logw - logw.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        hits = np.broadcast_to(hit, pidx.shape)
+        weights = np.broadcast_to(p[:, :, None], pidx.shape)
+        beta += np.bincount(pidx[hits], weights=weights[hits], minlength=beta.size)
+        beta0[t_loc[pairs[:, start]]] = np.einsum("ce,et->ct", p, (~hit).astype(np.float64))
 
     def _cheap(self, pairs: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64) -> None:
         """Fitzgerald's cheap JPDA on ``pairs`` (g scaled so that w0 = 1; it is exact for a
@@ -143,6 +195,18 @@ class JPDAAssociator:
         scale[has] = 1.0 / total
         beta[pairs] = b * scale[t]
         beta0[has] = b0 / total
+
+
+_CODES = np.random.default_rng(0x5EED).integers(0, 2**63, 1 << 12, dtype=np.uint64)
+
+
+def _codes(size: int) -> npt.NDArray[np.uint64]:
+    """Fixed random 64-bit codes, at least ``size`` of them (JPDA*'s event keys)."""
+    global _CODES
+    if size > _CODES.size:
+        more = np.random.default_rng(size).integers(0, 2**63, size, dtype=np.uint64)
+        _CODES = np.concatenate([_CODES, more])
+    return _CODES
 
 
 def pda_mix(

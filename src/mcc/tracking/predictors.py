@@ -14,10 +14,11 @@ from mcc.tracking.base import Measurements, Updater
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.jpda import pda_mix
 
-__all__ = ["CVPredictor", "IMMPredictor", "make_predictor"]
+__all__ = ["CVPredictor", "IMMPredictor", "imm_transition", "make_predictor"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+_LOG_2PI = float(np.log(2.0 * np.pi))
 # JPDA: the association marginals of gated pairs from their log-likelihoods, ``(K,) ->
 # (β (K,), tracks (T,) sorted, β_t0 (T,))`` (`mcc.tracking.jpda.JPDAAssociator.marginals`).
 Weigh = Callable[[F64], tuple[F64, I64, F64]]
@@ -81,11 +82,16 @@ class IMMPredictor:
     def __init__(self, config: TrackerConfig) -> None:
         self.d = config.ndim
         self.n = 2 * config.ndim
-        self.sigma_a = config.sigma_a_mps2
         self.noise_model = config.noise_model
-        self.sojourn_s = config.imm_sojourn_s
+        self.sojourn_s = (config.imm_sojourn_s, config.imm_turn_sojourn_s)
         self.turn_rates = np.radians(np.asarray(config.imm_turn_rates_dps, dtype=np.float64))
         m = self.turn_rates.size
+        # Each model's white acceleration: the straight (0 deg/s) model's is small, the way a
+        # well-tuned constant-velocity filter's is; the turns carry sigma_a_mps2.
+        self.sigma_a = tuple(
+            config.sigma_a_straight_mps2 if r == 0.0 else config.sigma_a_mps2
+            for r in config.imm_turn_rates_dps
+        )
         # A new track is most likely flying straight; the turns share the rest.
         cv = self.turn_rates == 0.0
         self.mu0 = np.where(cv, 0.6 / max(int(cv.sum()), 1), 0.4 / max(int((~cv).sum()), 1))
@@ -94,6 +100,7 @@ class IMMPredictor:
             np.zeros((0, m, self.n)), np.zeros((0, m, self.n, self.n)), np.zeros((0, m))
         )
         self._combined: tuple[F64, F64] | None = None
+        self._uniform: tuple[F64, F64] | None = None
 
     def __len__(self) -> int:
         return int(self.state.x.shape[0])
@@ -104,7 +111,7 @@ class IMMPredictor:
         lo, hi = float(dt_s.min()), float(dt_s.max())
         if lo != hi:
             F, Q = _imm_models(dt_s, self.turn_rates, self.sigma_a, self.d, self.noise_model)
-            pi = kalman.imm_transition(dt_s, self.turn_rates.size, sojourn_s=self.sojourn_s)
+            pi = imm_transition(dt_s, tuple(self.turn_rates.tolist()), *self.sojourn_s)
             self.state = kalman.imm_predict(self.state, F=F, Q=Q, trans_prob=pi, xp=np)
         else:
             # Every track one step of the same dt (the usual case): one transition matrix,
@@ -134,6 +141,7 @@ class IMMPredictor:
                 P += Q
             self.state = kalman.IMMState(x, P, mixed.mu)
         self._combined = None
+        self._uniform = None
 
     def estimate(self) -> tuple[F64, F64]:
         if self._combined is None:
@@ -141,6 +149,7 @@ class IMMPredictor:
         return self._combined
 
     def update(self, rows: I64, updater: Updater, meas: Measurements, cols: I64) -> None:
+        self._uniform = None
         x, P, ll = updater.update(self.state.x[rows], self.state.P[rows], meas, cols)
         with np.errstate(divide="ignore"):
             log_w = ll + np.log(self.state.mu[rows])
@@ -149,6 +158,39 @@ class IMMPredictor:
         mu = w / w.sum(axis=1, keepdims=True)
         self.state.x[rows], self.state.P[rows], self.state.mu[rows] = x, P, mu
         self._recombine(rows, kalman.IMMState(x, P, mu))
+
+    def gate_estimate(self) -> tuple[F64, F64]:
+        """Every model's estimate combined with equal weights: a Gaussian that covers each
+        model's prediction, to find the pairs one model may take (`model_gate`)."""
+        if self._uniform is None:
+            st = self.state
+            flat = np.full(st.mu.shape, 1.0 / st.mu.shape[1])
+            self._uniform = kalman.imm_combine(kalman.IMMState(st.x, st.P, flat), xp=np)
+        return self._uniform
+
+    def model_gate(
+        self, ti: I64, updater: Updater, meas: Measurements, mj: I64
+    ) -> tuple[F64, F64, F64]:
+        """Per pair ``(ti, mj)``: the smallest squared distance over the models, the ln|S| of
+        that model, and ln Σ_m μ_m N(y_m; 0, S_m), the detection's likelihood under the model
+        mixture (each model's own innovation). A track flying straight is judged by its tight
+        straight model, and a track starting a turn still finds its detection in the turn
+        models' gates."""
+        from mcc.tracking.updaters import mahalanobis
+
+        st = self.state
+        y, S = updater.innovation(st.x[ti], st.P[ti], meas, mj)
+        d2, logdet = mahalanobis(y, S)
+        with np.errstate(divide="ignore"):
+            a = -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI) + np.log(st.mu[ti])
+        top = a.max(axis=1)
+        ll = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+        best = d2.argmin(axis=1)[:, None]
+        return (
+            np.take_along_axis(d2, best, 1)[:, 0],
+            np.take_along_axis(logdet, best, 1)[:, 0],
+            np.asarray(ll),
+        )
 
     def _recombine(self, rows: I64, new: kalman.IMMState) -> None:
         """Refresh the cached combined estimate of ``rows`` only, from their new state (new
@@ -164,6 +206,7 @@ class IMMPredictor:
     ) -> tuple[F64, I64, F64]:
         """JPDA: every gated pair updates each model of its track (`jpda.pda_mix`); the
         marginals come from the pairs' model-mixture likelihoods."""
+        self._uniform = None
         st = self.state
         x, P, ll = updater.update(st.x[ti], st.P[ti], meas, mj)
         with np.errstate(divide="ignore"):
@@ -180,6 +223,7 @@ class IMMPredictor:
         # `kalman.imm_initiate` without its checks (mu0 is ours; births come from the
         # initiators): every model starts at (x, P). Runs every scan, for every left-over
         # detection.
+        self._uniform = None
         m = self.mu0.size
         st = self.state
         self.state = kalman.IMMState(
@@ -192,49 +236,83 @@ class IMMPredictor:
             self._combined = (np.concatenate([xc, x]), np.concatenate([Pc, P]))
 
     def keep(self, mask: npt.NDArray[np.bool_]) -> None:
+        self._uniform = None
         self.state = kalman.IMMState(*(a[mask] for a in self.state))
         if self._combined is not None:
             self._combined = (self._combined[0][mask], self._combined[1][mask])
 
 
-def _imm_models(dt_s: F64, rates: F64, sigma_a: float, d: int, noise_model: str) -> tuple[F64, F64]:
-    """`kalman.imm_models` for the step of each track; one (M, n, n) pair when all share it."""
+def _imm_models(
+    dt_s: F64, rates: F64, sigma_a: tuple[float, ...], d: int, noise_model: str
+) -> tuple[F64, F64]:
+    """`kalman.imm_models` for the step of each track, model m's Q scaled to its own
+    ``sigma_a[m]`` (Q is proportional to σ² in both noise models); one (M, n, n) pair when
+    all share the step."""
     model: Any = noise_model
     lo, hi = float(dt_s.min()), float(dt_s.max())
     if lo == hi:
         return _imm_models_one(lo, tuple(rates.tolist()), sigma_a, d, noise_model)
-    return kalman.imm_models(
-        dt_s, turn_rates_rps=rates, sigma_a=sigma_a, ndim=d, noise_model=model, xp=np
+    F, Q = kalman.imm_models(
+        dt_s, turn_rates_rps=rates, sigma_a=1.0, ndim=d, noise_model=model, xp=np
     )
+    return F, Q * np.square(np.asarray(sigma_a))[:, None, None]
 
 
 @functools.lru_cache(maxsize=64)
 def _imm_step(
     dt_s: float,
     rates: tuple[float, ...],
-    sigma_a: float,
+    sigma_a: tuple[float, ...],
     d: int,
     noise_model: str,
-    sojourn_s: float,
+    sojourn_s: tuple[float, float],
 ) -> tuple[F64, F64, F64, F64]:
     """Per model ``Fᵀ`` and ``(F ⊗ F)ᵀ``, the process noise ``Q`` (M, n, n) and the
     transition matrix of one step (radars repeat their few periods)."""
     F, Q = _imm_models_one(dt_s, rates, sigma_a, d, noise_model)
     FT = np.ascontiguousarray(F.swapaxes(-1, -2))
     FFT = np.ascontiguousarray(np.stack([np.kron(f, f).T for f in F]))
-    pi = kalman.imm_transition(dt_s, len(rates), sojourn_s=sojourn_s, xp=np)
+    pi = imm_transition(np.float64(dt_s), rates, *sojourn_s)
     return FT, FFT, Q, pi
+
+
+def imm_transition(
+    dt_s: F64 | np.float64, rates: tuple[float, ...], straight_s: float, turn_s: float
+) -> F64:
+    """Markov transitions ``(..., M, M)`` over steps of ``dt_s``: the straight (0 rate) model
+    is kept with probability ``exp(-dt / straight_s)`` and left evenly for the turns; a turn is
+    kept with ``exp(-dt / turn_s)`` and left half for the straight model, half evenly for the
+    other turns (all evenly when there is no straight model or no other turn). Rows sum to 1;
+    the same as `kalman.imm_transition` when ``straight_s == turn_s`` and M <= 2."""
+    dt = np.asarray(dt_s, dtype=np.float64)
+    m = len(rates)
+    if m == 1:
+        return np.ones((*dt.shape, 1, 1))
+    straight = np.array([r == 0.0 for r in rates])
+    tau = np.where(straight, straight_s, turn_s)
+    stay = np.exp(-dt[..., None] / tau)  # (..., M)
+    to = np.zeros((m, m))  # where a model goes when it leaves
+    for i in range(m):
+        others = np.arange(m) != i
+        if straight[i] or not straight.any() or int(others.sum()) == 1:
+            to[i, others] = 1.0 / int(others.sum())
+            continue
+        turns = others & ~straight
+        to[i, straight] = 0.5 / int(straight.sum()) if turns.any() else 1.0 / int(straight.sum())
+        if turns.any():
+            to[i, turns] = 0.5 / int(turns.sum())
+    return stay[..., :, None] * np.eye(m) + (1.0 - stay)[..., :, None] * to
 
 
 @functools.lru_cache(maxsize=64)
 def _imm_models_one(
-    dt_s: float, rates: tuple[float, ...], sigma_a: float, d: int, noise_model: str
+    dt_s: float, rates: tuple[float, ...], sigma_a: tuple[float, ...], d: int, noise_model: str
 ) -> tuple[F64, F64]:
     model: Any = noise_model
     F, Q = kalman.imm_models(
-        dt_s, turn_rates_rps=np.array(rates), sigma_a=sigma_a, ndim=d, noise_model=model, xp=np
+        dt_s, turn_rates_rps=np.array(rates), sigma_a=1.0, ndim=d, noise_model=model, xp=np
     )
-    return F, Q
+    return F, Q * np.square(np.asarray(sigma_a))[:, None, None]
 
 
 def _cv_predict(

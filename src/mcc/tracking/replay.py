@@ -102,8 +102,8 @@ class SensorSpec:
     sigma_azimuth_rad: float
     sigma_elevation_rad: float = 0.0
     sigma_range_rate_mps: float = 1.0
-    pd: float = 0.9
-    clutter_per_scan: float = 0.0
+    pd: float | None = None  # None: not said; the tracker measures it
+    clutter_per_scan: float | None = None  # None: not said; the tracker measures it
     sac: int | None = None  # the ASTERIX data source of its plots in a recording
     sic: int | None = None
 
@@ -535,6 +535,8 @@ def scans_of(detections: Detections, sensors: dict[str, SensorSpec]) -> list[Sca
                 sensor_position_m=spec.position_m,
                 sensor_id=s,
                 iff=None if iff is None else iff[idx],
+                pd=spec.pd,
+                clutter_per_scan=spec.clutter_per_scan,
             )
         )
     return out

@@ -74,6 +74,9 @@ class Scan:
     ``polar``, set by `from_polar`, keeps the raw measurements for the EKF update. ``iff``
     ``(M,)`` uint8 is each detection's IFF answer (`mcc.types.IffAnswer` values; None: none
     was interrogated), folded into the identity of the track it updates (`mcc.tracking.identity`).
+    ``pd`` and ``clutter_per_scan`` are what the sensor's owner says of it (SENSORS.yaml):
+    its probability of detecting a target it covers, and its mean number of false alarms per
+    scan; None (unknown) lets the tracker measure them online.
     """
 
     time_s: float
@@ -83,6 +86,8 @@ class Scan:
     coverage: Coverage | None = None
     polar: PolarDetections | None = None
     iff: npt.ArrayLike | None = None
+    pd: float | None = None
+    clutter_per_scan: float | None = None
 
     @property
     def count(self) -> int:
@@ -105,6 +110,8 @@ class Scan:
         sensor_id: str = "",
         coverage: Coverage | None = None,
         iff: npt.ArrayLike | None = None,
+        pd: float | None = None,
+        clutter_per_scan: float | None = None,
     ) -> Scan:
         """A scan of range/azimuth (from north, clockwise)[/elevation][/range-rate] detections:
         3-D with elevation, 2-D (horizontal range) without. Positions are the debiased
@@ -139,7 +146,15 @@ class Scan:
             sensor,
         )
         return cls(
-            float(time_s), pos, cov, sensor_id=sensor_id, coverage=coverage, polar=polar, iff=iff
+            float(time_s),
+            pos,
+            cov,
+            sensor_id=sensor_id,
+            coverage=coverage,
+            polar=polar,
+            iff=iff,
+            pd=pd,
+            clutter_per_scan=clutter_per_scan,
         )
 
 

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from mcc.tracking.base import Measurements
 
-__all__ = ["ClutterDensity", "LLRScore"]
+__all__ = ["ClutterDensity", "DetectionProbability", "LLRScore"]
 
 F64 = npt.NDArray[np.float64]
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -35,10 +35,18 @@ class ClutterDensity:
         self.smoothing = smoothing
         self._by_sensor: dict[str, _Extent] = {}
 
-    def observe(self, meas: Measurements, polar: bool, left_over: int | None) -> float:
+    def observe(
+        self,
+        meas: Measurements,
+        polar: bool,
+        left_over: int | None,
+        given_per_scan: float | None = None,
+    ) -> float:
         """Record one scan with ``left_over`` detections not taken by confirmed tracks; the
         radar's density λ (> 0). ``left_over=None``: the density before this scan's count
-        (JPDA needs λ before it associates), the scan's extent recorded."""
+        (JPDA needs λ before it associates), the scan's extent recorded.
+        ``given_per_scan``: the radar's false alarms per scan as its owner says
+        (SENSORS.yaml ``clutter_per_scan``), used instead of the measured mean."""
         if polar and meas.polar is not None:
             p = meas.polar
             cols = [p.range_m] + ([p.elevation_rad] if p.elevation_rad is not None else [])
@@ -71,7 +79,36 @@ class ClutterDensity:
             volume = float(np.prod(span)) * 2.0 * math.pi
         else:
             volume = float(np.prod(span))
-        return max(ext.false_per_scan, 0.5) / volume
+        per_scan = ext.false_per_scan if given_per_scan is None else given_per_scan
+        return max(per_scan, 0.5) / volume
+
+
+class DetectionProbability:
+    """p_d per radar: the one its owner gives (SENSORS.yaml ``pd``), else measured online,
+    the share of the confirmed tracks it covered that it detected, with forgetting (``memory``
+    scans) and the config's ``pd`` as a prior worth ``prior_weight`` track-scans. Kept in
+    [0.3, 0.99]: the score needs ln(1 − p_d)."""
+
+    def __init__(self, prior: float, *, memory: float = 50.0, prior_weight: float = 20.0) -> None:
+        self.prior = prior
+        self.keep = 1.0 - 1.0 / memory
+        self.prior_weight = prior_weight
+        self._seen: dict[str, list[float]] = {}  # sensor -> [hits, covered] (decayed sums)
+
+    def of(self, sensor_id: str, given: float | None) -> float:
+        if given is not None:
+            return float(min(max(given, 0.3), 0.99))
+        hits, covered = self._seen.get(sensor_id, (0.0, 0.0))
+        w = self.prior_weight
+        return float(min(max((w * self.prior + hits) / (w + covered), 0.3), 0.99))
+
+    def observe(self, sensor_id: str, covered: int, hits: int) -> None:
+        """One scan: ``covered`` confirmed tracks in the radar's coverage, ``hits`` detected."""
+        if sensor_id not in self._seen and len(self._seen) >= _MAX_SENSORS:
+            del self._seen[next(iter(self._seen))]
+        acc = self._seen.setdefault(sensor_id, [0.0, 0.0])
+        acc[0] = self.keep * acc[0] + hits
+        acc[1] = self.keep * acc[1] + covered
 
 
 class LLRScore:
@@ -79,8 +116,14 @@ class LLRScore:
     miss ``ln(1 − p_d)``."""
 
     def __init__(self, pd: float) -> None:
+        self.set_pd(pd)
+
+    def set_pd(self, pd: float) -> None:
+        """The p_d of the radar whose scan is scored next."""
         self.log_pd = math.log(pd)
         self.log_miss = math.log(1.0 - pd)
 
-    def hit(self, d2: F64, logdet: F64, dim: int, density: float) -> F64:
-        return self.log_pd - 0.5 * (d2 + logdet + dim * _LOG_2PI) - math.log(density)
+    def hit(self, nll: F64, dim: int, density: float) -> F64:
+        """Gains of hits whose −2 ln likelihood is ``nll + dim ln 2π`` (``nll`` = d² + ln|S|
+        for one Gaussian)."""
+        return self.log_pd - 0.5 * (nll + dim * _LOG_2PI) - math.log(density)

@@ -46,7 +46,7 @@ import numpy.typing as npt
 
 from mcc.compute.associate import MofNInitiator, count_misses
 from mcc.errors import ComputeError
-from mcc.tracking.associators import GNNAssociator
+from mcc.tracking.associators import GNNAssociator, _bipartite_components
 from mcc.tracking.base import Gated, Measurements, TrackLife
 from mcc.tracking.classify import classify
 from mcc.tracking.config import TrackerConfig
@@ -57,7 +57,7 @@ from mcc.tracking.initiators import make_initiator
 from mcc.tracking.jpda import JPDAAssociator
 from mcc.tracking.predictors import IMMPredictor, make_predictor
 from mcc.tracking.scan import Scan, StepReport, TrackTable
-from mcc.tracking.score import ClutterDensity, LLRScore
+from mcc.tracking.score import ClutterDensity, DetectionProbability, LLRScore
 from mcc.tracking.updaters import PolarEKFUpdater, PositionUpdater
 from mcc.types import TrackStatus
 
@@ -76,7 +76,22 @@ _MAX_SENSORS = 256  # sensors whose scan period is remembered
 # JPDA: a detection whose probabilities of belonging to the confirmed tracks sum to this or
 # more is theirs; below it, tentative tracks and initiation may use it.
 _JPDA_TAKEN = 0.5
+_LOG_2PI = math.log(2.0 * math.pi)
 _IFF_FIELDS = ("_iff", "_iff_friend", "_iff_silent", "_iff_invalid")
+
+
+def _shared_clusters(ti: I64, mj: I64, sel: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Which pairs ``sel`` belong to a cluster of two tracks or more (tracks linked by
+    gated detections they share, among the pairs ``sel``)."""
+    out = np.zeros(ti.size, bool)
+    if not sel.any():
+        return out
+    tracks, t = np.unique(ti[sel], return_inverse=True)
+    meas, m = np.unique(mj[sel], return_inverse=True)
+    label = _bipartite_components(t, m, tracks.size, meas.size)
+    size = np.bincount(label, minlength=tracks.size)
+    out[np.flatnonzero(sel)] = size[label[t]] >= 2
+    return out
 
 
 class MultiTargetTracker:
@@ -92,10 +107,17 @@ class MultiTargetTracker:
         self.mofn = MofNInitiator(m=config.confirm_m, n=config.confirm_n)
         self.predictor = make_predictor(config)
         self.gater = Chi2Gater(config.gate_probability, config.ndim)
+        # IMM candidates: a gate 100x less likely to miss, on the models' equal-weight mix.
+        self.wide_gater = Chi2Gater(1.0 - (1.0 - config.gate_probability) / 100, config.ndim)
         self.associator = GNNAssociator(self.gate, cost=config.assignment_cost)
         self.jpda = (
-            JPDAAssociator(config.pd, config.gate_probability, max_cluster=config.jpda_max_cluster)
-            if config.association == "jpda"
+            JPDAAssociator(
+                config.pd,
+                config.gate_probability,
+                max_cluster=config.jpda_max_cluster,
+                star=config.association == "auto",
+            )
+            if config.association in ("jpda", "auto")
             else None
         )
         self.linear = PositionUpdater(config.ndim)
@@ -104,6 +126,7 @@ class MultiTargetTracker:
         self.deleter = ScanPeriodDeleter(config)
         self.clutter = ClutterDensity()
         self.score = LLRScore(config.pd)
+        self.pd = DetectionProbability(config.pd)
         self.time_s: float | None = None
         self.next_id = 1
         self.scans = 0
@@ -187,6 +210,13 @@ class MultiTargetTracker:
             )
         meas = self._measurements(scan)
         period = self._scan_period(scan.sensor_id, t)
+        # This radar's p_d (its owner's, or measured) and false alarms per scan (its owner's,
+        # else measured by `ClutterDensity`): for the track score and JPDA.
+        pd = self.pd.of(scan.sensor_id, scan.pd)
+        self.score.set_pd(pd)
+        if self.jpda is not None:
+            self.jpda.set_pd(pd)
+        given_clutter = scan.clutter_per_scan
         updater = (
             self.ekf
             if meas.polar is not None and self.config.measurement_update == "ekf"
@@ -202,14 +232,20 @@ class MultiTargetTracker:
             self._time[:] = t
             x, P = self.predictor.estimate()
             if meas.count:
-                gated = self.gater.gate(x, P, meas, updater)
+                gated, nll = self._gate(x, P, meas, updater)
                 first = self._status[gated.ti] != _TENTATIVE
                 if self.jpda is None:
-                    ti, mj = self.associator.associate(gated, first, meas.count)
+                    ti, mj = self.associator.associate(gated, first, meas.count, nll)
                     if ti.size:
                         self.predictor.update(ti, updater, meas, mj)
                 else:
-                    ti, mj = self._jpda_step(gated, first, meas, updater, free)
+                    # auto: JPDA* where confirmed tracks share a detection, GNN elsewhere.
+                    joint = first
+                    if self.config.association == "auto":
+                        joint = first & _shared_clusters(gated.ti, gated.mj, first)
+                    ti, mj = self._jpda_step(
+                        gated, joint, first, meas, updater, free, given_clutter, nll
+                    )
                 if ti.size:
                     if meas.iff is not None:
                         self._evidence().record(ti, meas.iff[mj])
@@ -219,18 +255,19 @@ class MultiTargetTracker:
                     order = np.argsort(keys)
                     at = order[np.searchsorted(keys[order], ti * meas.count + mj)]
                     taken = int(np.count_nonzero(self._status[ti] != _TENTATIVE))
-                    density = self.clutter.observe(meas, updater is self.ekf, meas.count - taken)
-                    gain = self.score.hit(
-                        gated.d2[at], gated.logdet[at], updater.dim(meas), density
+                    density = self.clutter.observe(
+                        meas, updater is self.ekf, meas.count - taken, given_clutter
                     )
+                    cost = gated.d2[at] + gated.logdet[at] if nll is None else nll[at]
+                    gain = self.score.hit(cost, updater.dim(meas), density)
             covered = (
                 np.ones(n, bool)
                 if scan.coverage is None
                 else np.asarray(scan.coverage(x[:, : self.d]), dtype=bool).reshape(n)
             )
-            confirmed, deleted, changed = self._track_life(ti, gain, covered, t)
+            confirmed, deleted, changed = self._track_life(ti, gain, covered, t, scan.sensor_id)
         if gain.size == 0:
-            self.clutter.observe(meas, updater is self.ekf, meas.count)
+            self.clutter.observe(meas, updater is self.ekf, meas.count, given_clutter)
         free[mj] = False
         initiated, refused = self._initiate(meas.subset(np.flatnonzero(free)), period)
         self.time_s = t
@@ -362,25 +399,47 @@ class MultiTargetTracker:
             self.iff_rejected += int(np.count_nonzero(~ok))
         return np.where(ok, raw, 0).astype(np.uint8)
 
+    def _gate(
+        self, x: F64, P: F64, meas: Measurements, updater: PolarEKFUpdater | PositionUpdater
+    ) -> tuple[Gated, F64 | None]:
+        """The gated pairs and, for an IMM, each pair's −2 ln likelihood (less m ln 2π) under
+        the model mixture. An IMM's pair is gated when *one* of its models has it within the
+        chi-square gate (a track starting a turn finds its detection in the turn models' gate
+        even while its straight model is the likeliest): candidates from the models'
+        equal-weight combination under a wider gate, then each model's own distance."""
+        if not isinstance(self.predictor, IMMPredictor):
+            return self.gater.gate(x, P, meas, updater), None
+        xg, Pg = self.predictor.gate_estimate()
+        cand = self.wide_gater.gate(xg, Pg, meas, updater)
+        d2, logdet, ll = self.predictor.model_gate(cand.ti, updater, meas, cand.mj)
+        dim = updater.dim(meas)
+        ok = d2 <= self.gater.threshold(dim)
+        gated = Gated(cand.ti[ok], cand.mj[ok], d2[ok], logdet[ok])
+        return gated, -2.0 * ll[ok] - dim * _LOG_2PI
+
     def _jpda_step(
         self,
         gated: Gated,
+        joint: npt.NDArray[np.bool_],
         first: npt.NDArray[np.bool_],
         meas: Measurements,
         updater: PolarEKFUpdater | PositionUpdater,
         free: npt.NDArray[np.bool_],
+        scan_clutter: float | None = None,
+        nll: F64 | None = None,
     ) -> tuple[I64, I64]:
-        """JPDA for the confirmed tracks (updated in place by `Predictor.pda_update`), GNN for
-        the tentative ones on the detections the confirmed ones leave. Returns each track's
-        detection for its life counters and IFF: a confirmed track's most probable one when
-        likelier than no detection. Clears ``free`` where a detection is taken."""
+        """JPDA for the pairs ``joint`` (confirmed tracks, updated in place by
+        `Predictor.pda_update`), GNN for the other pairs on the detections JPDA leaves,
+        ``first`` (confirmed) tracks choosing first. Returns each track's detection for its life
+        counters and IFF: a JPDA track's most probable one when likelier than no detection.
+        Clears ``free`` where a detection is taken."""
         assert self.jpda is not None
         jpda = self.jpda
-        ti, mj = gated.ti[first], gated.mj[first]
+        ti, mj = gated.ti[joint], gated.mj[joint]
         claimed = np.zeros(meas.count)
         t1 = m1 = _EMPTY_I64
         if ti.size:
-            density = self.clutter.observe(meas, updater is self.ekf, None)
+            density = self.clutter.observe(meas, updater is self.ekf, None, scan_clutter)
 
             def weigh(ll: F64) -> tuple[F64, I64, F64]:
                 return jpda.marginals(ti, mj, jpda.log_ratio(ll, density))
@@ -392,9 +451,11 @@ class MultiTargetTracker:
             t1, m1 = ti[best][hit], mj[best][hit]
             claimed = np.bincount(mj, weights=beta, minlength=meas.count).astype(np.float64)
         free &= claimed < _JPDA_TAKEN
-        second = ~first & free[gated.mj]
+        second = ~joint & free[gated.mj]
         rest = Gated(gated.ti[second], gated.mj[second], gated.d2[second], gated.logdet[second])
-        t2, m2 = self.associator.associate(rest, np.ones(rest.ti.size, bool), meas.count)
+        t2, m2 = self.associator.associate(
+            rest, first[second], meas.count, None if nll is None else nll[second]
+        )
         if t2.size:
             self.predictor.update(t2, updater, meas, m2)
         return np.concatenate([t1, t2]), np.concatenate([m1, m2])
@@ -412,12 +473,14 @@ class MultiTargetTracker:
         return self._sensor_period.get(sensor_id, 0.0)
 
     def _track_life(
-        self, ti: I64, gain: F64, covered: npt.NDArray[np.bool_], t: float
+        self, ti: I64, gain: F64, covered: npt.NDArray[np.bool_], t: float, sensor_id: str
     ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
         cfg = self.config
         n = len(self)
         hit = np.zeros(n, bool)
         hit[ti] = True
+        held = covered & (self._status != _TENTATIVE)
+        self.pd.observe(sensor_id, int(held.sum()), int((held & hit).sum()))
         seen = np.flatnonzero(covered | hit)
         self._history[seen] = self.mofn.update(self._history[seen], hit[seen])
         self._age[seen] += 1
