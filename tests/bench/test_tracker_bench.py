@@ -124,3 +124,111 @@ def test_families_scale_to_a_target_count() -> None:
     assert alone["targets"] == 300 and "not run" in alone["note"]
     with pytest.raises(MccError, match="NAME@TARGETS"):
         run_families(["slow12@x"])
+
+
+# -- seeded random scenarios (mcc.bench.tracker_scenarios) ------------------------------------
+
+
+def test_scenario_draws_are_seeded_and_vary_every_parameter() -> None:
+    """The same seed draws the same scenario; other seeds draw other target counts, radars
+    (p_d, clutter, noise, period); training and report seeds are disjoint."""
+    from mcc.bench import tracker_scenarios as ts
+
+    assert not set(ts.TRAIN_SEEDS) & set(ts.REPORT_SEEDS) and len(ts.REPORT_SEEDS) >= 5
+    assert set(ts.SEARCH_SEEDS) <= set(ts.TRAIN_SEEDS)
+    a, b = ts.draw("multiradar", 11), ts.draw("multiradar", 11)
+    assert a.params == b.params and len(a.scans) == len(b.scans)
+    np.testing.assert_array_equal(a.scans[5][2], b.scans[5][2])
+    assert 2 <= len(a.radars) <= 3 and len({r.period_s for r in a.radars.values()}) >= 2
+    radars = [ts.draw("straight", s).params["radars"]["radar"] for s in ts.REPORT_SEEDS]
+    for key in ("pd", "clutter_per_scan", "sigma_azimuth_deg", "period_s", "sigma_range_m"):
+        assert len({r[key] for r in radars}) == len(radars), key
+    slow = ts.draw("slow", 1001)
+    assert 5.0 <= slow.radars["radar"].period_s <= 12.0
+    bearing = ts.draw("bearing", 1001).radars["radar"]
+    assert 1.0 <= np.degrees(bearing.sigma_azimuth_rad) <= 2.0
+    form = ts.draw("formation", 1001)
+    assert form.targets % 3 == 0 and 100 <= form.params["spacing_m"] <= 300
+    # Each scan of the MCC feed carries what the sensors file says of its radar.
+    scan = a.mcc_scans()[0]
+    assert scan.pd == a.radars[scan.sensor_id].pd
+    assert scan.clutter_per_scan == a.radars[scan.sensor_id].clutter_per_scan
+    with pytest.raises(MccError, match="report seeds"):
+        ts.search_stonesoup("formation", seeds=(ts.REPORT_SEEDS[0],))
+    with pytest.raises(MccError, match="unknown scenario family"):
+        ts.draw("nope", 1)
+
+
+def test_the_stonesoup_search_keeps_a_better_component_and_logs_each_try() -> None:
+    from mcc.bench import tracker_scenarios as ts
+
+    doc = ts.search_stonesoup(
+        "formation", seeds=(11,), space={"init_points": (2, 3), "deleter": ("steps4", "steps2")}
+    )
+    tried = [e["config"] for e in doc["log"]]
+    assert tried[0] == ts.SSConfig().name and len(tried) == len(set(tried)) == 3
+    best = min(doc["log"], key=lambda e: e["median_gospa_m"])
+    assert doc["chosen"] == best["config"] and doc["median_gospa_m"] == best["median_gospa_m"]
+    assert ts.SSConfig(**doc["config"]).name == doc["chosen"]
+
+
+def test_scenarios_cli_reports_rows_and_targets(tmp_path: Path) -> None:
+    """MCC's defaults, the plain CV filter and Stone Soup (a search file) on one small family
+    and seed; the targets are judged on the figures, met or missed."""
+    from mcc.bench import tracker_scenarios as ts
+
+    search = tmp_path / "search.json"
+    search.write_text(json.dumps({"searches": [
+        {"family": "formation", "config": ts.SSConfig(init_points=3).__dict__}
+    ]}))  # fmt: skip
+    out = tmp_path / "scen.json"
+    args = _parse("--scenarios", "formation", "--seeds", "1001", "--search-json", str(search),
+                  "--scale-targets", "100", "--json", str(out))  # fmt: skip
+    assert args.func(args) == 0
+    doc = json.loads(out.read_text())
+    assert doc["bench"] == "tracker-scenarios" and doc["report_seeds"] == [1001]
+    mcc, cv, ss = doc["rows"]
+    assert (mcc["variant"], cv["variant"], ss["impl"]) == ("defaults", "plain-cv", "stonesoup")
+    assert ss["config"] == ts.SSConfig(init_points=3).name
+    assert mcc["gospa_ratio"] == pytest.approx(mcc["gospa_m"] / ss["gospa_m"], abs=1e-3)
+    assert mcc["speedup_vs_stonesoup"] > 10 and mcc["unconfirmed_total"] == 0
+    assert mcc["gospa_m"] < cv["gospa_m"]
+    names = {(v["target"], v["family"]) for v in doc["targets"]}
+    assert ("GOSPA <= Stone Soup's searched best", "formation") in names
+    assert any(v["target"].startswith("100 targets <=") for v in doc["targets"])
+    [scale] = doc["scale"]
+    assert scale["targets"] == 100 and scale["cpu_ms_per_scan"] > 0
+
+
+def test_targets_can_be_missed() -> None:
+    """A worse GOSPA, more id switches, an unconfirmed target, a slow scale run: each is
+    reported missed (the bench can fail)."""
+    from mcc.bench.tracker_scenarios import check_targets
+
+    base = {"family": "straight", "seeds": 5, "targets": 30, "id_switches": 1.0,
+            "ms_per_scan": 1.0, "unconfirmed_total": 0}  # fmt: skip
+    summary = [
+        {**base, "impl": "mcc", "variant": "defaults", "gospa_m": 900.0, "id_switches": 3.0,
+         "speedup_vs_stonesoup": 50.0, "unconfirmed_total": 1},
+        {**base, "impl": "mcc", "variant": "plain-cv", "gospa_m": 800.0},
+        {**base, "impl": "stonesoup", "variant": "searched", "gospa_m": 850.0,
+         "ms_per_scan": 50.0},
+    ]  # fmt: skip
+    scale = [{"family": "straight@1000", "seed": 1001, "targets": 1000, "cpu_ms_per_scan": 12.0,
+              "ms_per_scan": 13.0, "sigma_azimuth_deg": 1.0}]  # fmt: skip
+    verdicts = check_targets(summary, scale)
+    assert len(verdicts) == 6 and not any(v["met"] for v in verdicts)
+    summary[0].update(gospa_m=700.0, id_switches=1.0, speedup_vs_stonesoup=120.0,
+                      unconfirmed_total=0)  # fmt: skip
+    scale[0]["cpu_ms_per_scan"] = 8.0
+    assert all(v["met"] for v in check_targets(summary, scale))
+
+
+def test_scenarios_cli_refuses_bad_names_and_seeds() -> None:
+    for argv, message in (
+        (("--scenarios", "straight,nope"), "unknown family 'nope'"),
+        (("--scenarios", "straight", "--seeds", "1,x"), "--seeds"),
+    ):
+        args = _parse(*argv)
+        with pytest.raises(MccError, match=message):
+            args.func(args)

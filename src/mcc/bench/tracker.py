@@ -492,6 +492,32 @@ def add_parser(bench_subparsers: Any) -> None:
         default="kdtree",
         help="GNNWith2DAssignment with Stone Soup's kd-tree pre-selection, or plain",
     )
+    parser.add_argument(
+        "--scenarios",
+        metavar="NAMES",
+        help="seeded random scenario families beside Stone Soup searched per family (all, or "
+        "some of straight,slow,bearing,crossing,formation,manoeuvre,multiradar; method: "
+        "mcc.bench.tracker_scenarios)",
+    )
+    parser.add_argument(
+        "--seeds", default="report", help="--scenarios: report, train or a list (%(default)s)"
+    )
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help="--scenarios: search Stone Soup's components per family on the training seeds",
+    )
+    parser.add_argument(
+        "--search-json",
+        metavar="FILE",
+        help="--scenarios: the search's JSON (benchmarks/results/tracker-stonesoup-search.json)",
+    )
+    parser.add_argument(
+        "--scale-targets",
+        type=int,
+        default=1000,
+        help="--scenarios: MCC's time per scan at this many targets, 0 = none (%(default)s)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--record", action="store_true", help="append to benchmarks/README.md")
     parser.set_defaults(func=cmd_tracker)
@@ -499,6 +525,11 @@ def add_parser(bench_subparsers: Any) -> None:
 
 def cmd_tracker(args: argparse.Namespace) -> int:
     scans = args.scans or (QUICK_SCANS if args.quick else DEFAULT_SCANS)
+    if args.scenarios:
+        from mcc.bench.tracker_scenarios import cmd_scenarios
+
+        command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+        return cmd_scenarios(args, command or "mcc bench tracker")
     if args.families:
         return _cmd_families(args)
     if args.scenario:
