@@ -156,7 +156,7 @@ class Settings(BaseSettings):
     phase: str = Field(default="", description="The mission's phase at the instance's start.")
     config: str | None = Field(
         default=None,
-        description="The instance's `config:` block as JSON (an app with a CONFIG model: "
+        description="The instance's `config:` block as JSON (an app with a config model: "
         "`ctx.config`, docs/manifest.md).",
     )
     partitions: CommaList = Field(

@@ -518,6 +518,7 @@ def test_a_mission_may_have_its_writers_write_xcdr2(
     monkeypatch: pytest.MonkeyPatch, library: QosLibrary
 ) -> None:
     from mcc.bus.qos import REPRESENTATION_ENV
+    from mcc.settings import SettingsError
 
     monkeypatch.setenv(REPRESENTATION_ENV, "xcdr2")
     xcdr2 = default_library()
@@ -526,7 +527,7 @@ def test_a_mission_may_have_its_writers_write_xcdr2(
         assert xcdr2.writer_qos(profile)[Policy.DataRepresentation] == XCDR2, profile
         assert xcdr2.reader_qos(profile) == library.reader_qos(profile)
     monkeypatch.setenv(REPRESENTATION_ENV, "CDR")
-    with pytest.raises(QosError, match="MCC_DATA_REPRESENTATION='CDR': write XCDR1"):
+    with pytest.raises(SettingsError, match="MCC_DATA_REPRESENTATION: Input should be 'XCDR1'"):
         default_library()
 
 

@@ -12,6 +12,7 @@ from mcc.compute import KERNELS, kernel_spec, open_compute
 from mcc.compute.dispatch import ENV_DEVICE
 from mcc.compute.registry import REQUIRED, ArgSpec, KernelSpec, canonical_dtype
 from mcc.errors import ComputeError
+from mcc.settings import SettingsError
 
 RNG = np.random.default_rng(5)
 
@@ -165,9 +166,11 @@ def test_device_comes_from_argument_then_mcc_device(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv(ENV_DEVICE, raising=False)
     with open_compute() as kernels:
         assert kernels.device == "cpu" and "nw" in dir(kernels) and repr(kernels)
-    monkeypatch.setenv(ENV_DEVICE, "tpu:0")
-    with pytest.raises(ComputeError, match=r"device='tpu:0' \(argument or MCC_DEVICE\)"):
+    monkeypatch.setenv(ENV_DEVICE, "tpu:0")  # refused where every MCC_* variable is checked
+    with pytest.raises(SettingsError, match=r"^MCC_DEVICE: String should match pattern"):
         open_compute()
+    with pytest.raises(ComputeError, match=r"device='tpu:0' \(argument or MCC_DEVICE\)"):
+        open_compute("tpu:0")
     with open_compute("cpu") as kernels:
         assert kernels.device == "cpu"
     with pytest.raises(ComputeError, match="compute service name 'a b'"):

@@ -133,7 +133,7 @@ def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> N
     """Each app of a module gets its own model; a bad block is each field's own line."""
     from mcc.hpc.farm import MasterConfig
     from mcc.hpc.jobs import primes_mission
-    from mcc.orchestrate.appconfig import config_problems
+    from mcc.orchestrate.appspec import app_problems
 
     path = tmp_path / "m.yaml"
     path.write_text(
@@ -143,7 +143,7 @@ def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> N
         '  source: {app: "mcc.hpc.stream:source", config: {chunk: 1024}}\n'
         '  echo: {app: "mcc.hpc.stream:echo", args: [--job, j]}\n'
     )
-    problems = config_problems(path)
+    problems = app_problems(path)
     assert problems[:2] == [
         f"{path}:4: systems.master.config.n: Input should be greater than or equal to 1 (got 0)",
         f"{path}:4: systems.master.config.mode: Input should be 'strided' or 'dynamic' "

@@ -1,4 +1,4 @@
-"""An app with a ``CONFIG`` model (for the config tests): it writes what ``ctx.config`` is."""
+"""An app with a ``config`` model (for the config tests): it writes what ``ctx.config`` is."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from mcc.orchestrate.appconfig import AppConfig, loaded_by
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 
 
@@ -22,9 +23,7 @@ class ProbeConfig(AppConfig):
     notes: Annotated[Path, loaded_by(_read_text)] | None = None
 
 
-CONFIG = ProbeConfig
-
-
+@app(config=ProbeConfig)
 def main(ctx: AppContext) -> int:
     config: ProbeConfig = ctx.config
     seen = {"type": type(config).__name__, **config.model_dump(mode="json")}

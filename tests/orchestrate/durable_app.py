@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import Checkpoint
 
-DURABLE_TOPICS = ("Checkpoint",)
-BUS_TOPICS = {"main": Topics(publish=("Checkpoint",))}
 
-
+@app(topics=Topics(publish=("Checkpoint",)), durable=("Checkpoint",))
 def main(ctx: AppContext) -> int:
     writer = ctx.bus.writer("Checkpoint")
     checkpoint = Checkpoint(

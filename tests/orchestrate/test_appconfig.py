@@ -1,4 +1,4 @@
-"""App ``config:`` blocks: checked against the app's CONFIG model at `mcc validate` and `mcc up`
+"""App ``config:`` blocks: checked against the app's config model at `mcc validate` and `mcc up`
 (``file:line: systems.NAME.config.FIELD: …``, exit 2), handed to each instance as the typed
 ``ctx.config``."""
 
@@ -14,7 +14,8 @@ import pytest
 
 from mcc.errors import ManifestError, MccError
 from mcc.orchestrate import Supervisor, parse_manifest
-from mcc.orchestrate.appconfig import config_problems, parse_config
+from mcc.orchestrate.appconfig import parse_config
+from mcc.orchestrate.appspec import app_problems
 from mcc.orchestrate.runtime import _config_of
 from mcc.settings import Settings
 from tests.conftest import REPO, wait_for
@@ -44,7 +45,7 @@ def test_validate_names_each_bad_field_with_its_line(tmp_path: Path) -> None:
         "      rate_hz: -1\n      names: [a, b]\n      speed: 3\n"
         f"      notes: {tmp_path / 'missing.txt'}\n",
     )
-    problems = config_problems(path)
+    problems = app_problems(path)
     assert (
         problems[0]
         == f"{path}:7: systems.probe.config.rate_hz: Input should be greater than 0 (got -1)"
@@ -70,8 +71,8 @@ def test_validate_names_each_bad_field_with_its_line(tmp_path: Path) -> None:
 
 def test_a_block_for_an_app_without_config_or_for_a_command_is_refused(tmp_path: Path) -> None:
     path = _manifest(tmp_path, "      x: 1\n", app="mcc.orchestrate.probe:idle")
-    assert config_problems(path) == [
-        f"{path}:6: systems.probe.config: mcc.orchestrate.probe declares no CONFIG model: "
+    assert app_problems(path) == [
+        f"{path}:6: systems.probe.config: mcc.orchestrate.probe:idle declares no config model: "
         "give its options in 'args:' (got {'x': 1})"
     ]
     with pytest.raises(ManifestError, match="'config' is for an app"):
@@ -79,7 +80,7 @@ def test_a_block_for_an_app_without_config_or_for_a_command_is_refused(tmp_path:
 
 
 def test_the_shipped_missions_assessor_block_is_valid() -> None:
-    assert config_problems(REPO / "missions" / "sam-toc.yaml") == []
+    assert app_problems(REPO / "missions" / "sam-toc.yaml") == []
 
 
 def test_the_instance_side_parses_the_block_into_the_model() -> None:
@@ -91,7 +92,7 @@ def test_the_instance_side_parses_the_block_into_the_model() -> None:
     assert _config_of(APP, Settings.from_env({"MCC_SYSTEM": "probe"})) == ProbeConfig()
     with pytest.raises(MccError, match=r"^systems\.probe\.config\.rate_hz: Input should be"):
         parse_config(ProbeConfig, '{"rate_hz": 0}', where="systems.probe.config")
-    with pytest.raises(MccError, match="declares no CONFIG model"):
+    with pytest.raises(MccError, match="declares no config model"):
         _config_of("mcc.orchestrate.probe:idle", settings)
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mcc.errors import ManifestError
-from mcc.orchestrate.manifest import Cluster, load_manifest, parse_manifest, runnable_problems
+from mcc.orchestrate.appspec import app_problems
+from mcc.orchestrate.manifest import Cluster, load_manifest, parse_manifest
 from tests.conftest import REPO, run_cli
 
 GOOD = """\
@@ -106,7 +107,7 @@ def test_validate_imports_apps_and_finds_commands(tmp_path: Path, bus_env: dict[
     assert f"{path}:10: systems.f.config.weapons: {bad}: weapons: " in proc.stderr
     assert f"(got '{bad}')" in proc.stderr
     assert "systems.f.config.scenario" not in proc.stderr  # that one is fine
-    # An app with a CONFIG model takes no args: the fix is named, with the fields.
+    # An app with a config model takes no args: the fix is named, with the fields.
     assert (
         f"{path}:11: systems.g.args: mcc.apps.launcher:launcher takes a config: block, not args "
         "(fields: weapons, weapon, seed, status_period_s, max_order_age_s, track_wait_s, state) "
@@ -121,7 +122,7 @@ def test_shipped_missions_validate() -> None:
     assert files, "missions/*.yaml should ship"
     for file in files:
         load_manifest(file)
-        assert runnable_problems(file) == []
+        assert app_problems(file) == []
 
 
 def _edit(old: str, new: str) -> str:
@@ -271,7 +272,7 @@ def test_manifest_text_is_dedented_yaml() -> None:
     assert mission.phases == ["default"] and mission.systems["a"].command == ["sleep", "1"]
 
 
-#: Every MCC app with a CONFIG model, as docs/manifest.md lists them.
+#: Every MCC app with a config model, as docs/manifest.md lists them.
 CONFIG_APPS = [
     "mcc.apps.radar:truth",
     "mcc.apps.radar:radar",
@@ -293,7 +294,7 @@ CONFIG_APPS = [
 def test_docs_list_every_apps_config_fields_as_the_models_say() -> None:
     """docs/manifest.md's field lists are generated from the models: a field added, renamed,
     re-defaulted or re-bounded without regenerating them fails here, with the text to paste."""
-    from mcc.orchestrate.appconfig import config_markdown
+    from mcc.orchestrate.appspec import config_markdown
 
     text = (REPO / "docs" / "manifest.md").read_text()
     begin, end = "<!-- config fields: begin -->\n", "<!-- config fields: end -->"

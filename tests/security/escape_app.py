@@ -12,10 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcc.orchestrate.agent import AgentPaths
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
-
-BUS_TOPICS = {"main": Topics()}  # its heartbeat only
 
 
 def _try(action: Callable[[], object]) -> str:
@@ -26,6 +25,7 @@ def _try(action: Callable[[], object]) -> str:
     return "ok"
 
 
+@app(topics=Topics())
 def main(ctx: AppContext) -> int:
     home = Path(os.environ["MCC_HOME"])
     keystore = home / "keystores" / ctx.identity.mission

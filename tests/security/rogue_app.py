@@ -4,12 +4,12 @@ records what the bus said."""
 from __future__ import annotations
 
 from mcc.errors import MccError
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 
-BUS_TOPICS = {"main": Topics()}  # its heartbeat only
 
-
+@app(topics=Topics())
 def main(ctx: AppContext) -> int:
     try:
         ctx.bus.writer("EngagementOrder")

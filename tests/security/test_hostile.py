@@ -231,10 +231,12 @@ def test_a_down_left_on_the_bus_is_not_replayed_into_a_new_supervisor(
 
 def test_launcher_answers_on_their_own_topic() -> None:
     """TEWA alone writes ``EngagementOrder``: the launchers' declared topics say so."""
-    from mcc.apps.launcher import BUS_TOPICS as LAUNCHER
-    from mcc.apps.tewa import BUS_TOPICS as TEWA
+    from mcc.orchestrate.appspec import load_app
 
-    assert "EngagementOrder" not in LAUNCHER["launcher"].publish
-    assert "EngagementOutcome" in LAUNCHER["launcher"].publish
-    assert "EngagementOrder" in TEWA["tewa"].publish
-    assert "EngagementOutcome" in TEWA["tewa"].subscribe
+    launcher = load_app("mcc.apps.launcher:launcher").spec.topics
+    tewa = load_app("mcc.apps.tewa:tewa").spec.topics
+    assert launcher is not None and tewa is not None
+    assert "EngagementOrder" not in launcher.publish
+    assert "EngagementOutcome" in launcher.publish
+    assert "EngagementOrder" in tewa.publish
+    assert "EngagementOutcome" in tewa.subscribe

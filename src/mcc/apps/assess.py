@@ -51,23 +51,11 @@ from mcc.apps.metrics import gospa, truth_track_ids
 from mcc.apps.scenario import TruthState, load_scenario
 from mcc.files import write_atomic
 from mcc.orchestrate.appconfig import AppConfig
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import AirPicture, EngagementOrder, OrderStatus, TrackStatus, Truth
 from mcc.types.arrays import packed_field
-
-BUS_TOPICS = {
-    "assessor": Topics(
-        subscribe=(
-            "AirPicture",
-            "EngagementOrder",
-            "EngagementOutcome",
-            "Threat",
-            "Truth",
-            "WeaponStatus",
-        )  # fmt: skip
-    )
-}
 
 LIVE_TRACKS = (TrackStatus.TRACK_CONFIRMED.value, TrackStatus.TRACK_COASTING.value)
 #: Statuses of an order that went out to a weapon (a proposed or rejected one did not).
@@ -103,9 +91,6 @@ class AssessorConfig(AppConfig):
         description="the mission's scenario: its IFF Mode 5 friends, to count orders against "
         "them (fratricide); omitted: friends_engaged is not known (null)",
     )
-
-
-CONFIG = AssessorConfig
 
 
 def _recent() -> deque[Any]:
@@ -336,6 +321,19 @@ def _percentiles(values: deque[float]) -> dict[str, float | int | None]:
     }
 
 
+@app(
+    topics=Topics(
+        subscribe=(
+            "AirPicture",
+            "EngagementOrder",
+            "EngagementOutcome",
+            "Threat",
+            "Truth",
+            "WeaponStatus",
+        )  # fmt: skip
+    ),
+    config=AssessorConfig,
+)
 def assessor(ctx: AppContext) -> int:
     opts: AssessorConfig = ctx.config or AssessorConfig()
     out = opts.out or ctx.run_dir / "summary.json"

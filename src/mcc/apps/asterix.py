@@ -29,13 +29,9 @@ from mcc.asterix.udp import check_address, check_ipv4, is_multicast, open_sender
 from mcc.errors import MccError
 from mcc.files import write_atomic
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
-
-BUS_TOPICS = {
-    "gateway": Topics(publish=("DetectionBatch",)),
-    "track_output": Topics(subscribe=("AirPicture",)),
-}
 
 __all__ = ["GatewayConfig", "TrackOutputConfig", "gateway", "track_output"]
 
@@ -170,9 +166,6 @@ class TrackOutputConfig(AppConfig):
         return self
 
 
-CONFIG = {"gateway": GatewayConfig, "track_output": TrackOutputConfig}
-
-
 def _radar_of(scenario: Scenario, radar_id: str | None, index: int) -> RadarModel:
     if not scenario.radars:
         raise MccError(f"scenario {scenario.id!r} has no radars; add one under 'radars:'")
@@ -186,6 +179,7 @@ def _status_writer(ctx: AppContext, path: Path | None) -> Path:
     return path or ctx.run_dir / f"asterix-{ident.system}-{ident.index}.json"
 
 
+@app(topics=Topics(publish=("DetectionBatch",)), config=GatewayConfig)
 def gateway(ctx: AppContext) -> int:
     """Receive one radar's ASTERIX stream and publish its scans as ``DetectionBatch``es.
 
@@ -253,6 +247,7 @@ def gateway(ctx: AppContext) -> int:
     return 0
 
 
+@app(topics=Topics(subscribe=("AirPicture",)), config=TrackOutputConfig)
 def track_output(ctx: AppContext) -> int:
     """Send the air picture to ``to`` as CAT062 system tracks, with CAT065 status.
 

@@ -38,14 +38,10 @@ from pydantic import Field
 from mcc.bus import Reader
 from mcc.errors import MccError
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import GuidanceCommand, NavSample
-
-BUS_TOPICS = {
-    "plant": Topics(publish=("NavSample",), subscribe=("GuidanceCommand",)),
-    "elaborator": Topics(publish=("GuidanceCommand",), subscribe=("NavSample",)),
-}
 
 __all__ = [
     "AircraftLimits",
@@ -382,9 +378,6 @@ class ElaboratorConfig(AppConfig):
     report_s: Positive = Field(default=10.0, description="log period of the track error, s")
 
 
-CONFIG = {"plant": PlantConfig, "elaborator": ElaboratorConfig}
-
-
 _RECENT = 1000  # answers this many seqs old are no longer checked for duplicates
 
 
@@ -572,6 +565,7 @@ class _Plant:
         }
 
 
+@app(topics=Topics(publish=("NavSample",), subscribe=("GuidanceCommand",)), config=PlantConfig)
 def plant(ctx: AppContext) -> int:
     """The vehicle: aircraft model, sensor thread at ``rate_hz``, actuator listener
     (settings: `PlantConfig`).
@@ -622,6 +616,7 @@ def _fmt_us(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+@app(topics=Topics(publish=("GuidanceCommand",), subscribe=("NavSample",)), config=ElaboratorConfig)
 def elaborator(ctx: AppContext) -> int:
     """The TOC side: answer every ``NavSample`` with a ``GuidanceCommand`` (same seq, origin);
     settings: `ElaboratorConfig`."""

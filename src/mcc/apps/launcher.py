@@ -78,6 +78,7 @@ from mcc.apps.launcher_weapons import (
 from mcc.apps.statefile import open_state
 from mcc.errors import MccError
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import (
@@ -89,12 +90,6 @@ from mcc.types import (
     WeaponState,
     WeaponStatus,
 )
-
-BUS_TOPICS = {
-    "launcher": Topics(
-        publish=("EngagementOutcome", "WeaponStatus"), subscribe=("EngagementOrder", "Track")
-    )
-}
 
 __all__ = [
     "DEFAULT_CLASS_FACTORS",
@@ -435,9 +430,12 @@ class LauncherConfig(AppConfig):
     )
 
 
-CONFIG = LauncherConfig
-
-
+@app(
+    topics=Topics(
+        publish=("EngagementOutcome", "WeaponStatus"), subscribe=("EngagementOrder", "Track")
+    ),
+    config=LauncherConfig,
+)
 def launcher(ctx: AppContext) -> int:
     """Run one launcher until stopped.
 

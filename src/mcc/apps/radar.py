@@ -44,14 +44,10 @@ from mcc.asterix.udp import check_address, check_ipv4
 from mcc.errors import MccError
 from mcc.files import write_atomic
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import EngagementOrder, OrderStatus, Track, TrackStatus, Truth
-
-BUS_TOPICS = {
-    "truth": Topics(publish=("Truth",), subscribe=("EngagementOutcome", "Track")),
-    "radar": Topics(publish=("DetectionBatch",), subscribe=("Truth",)),
-}
 
 __all__ = ["RadarConfig", "TruthConfig", "default_epoch_ns", "radar", "truth"]
 
@@ -119,7 +115,6 @@ class RadarConfig(_SimConfig):
         return value if value is None else check_ipv4(value)
 
 
-CONFIG = {"truth": TruthConfig, "radar": RadarConfig}
 #: What the truth app keeps: tracks heard of, kill orders waiting or done; how far it moves a
 #: track along its velocity to find the target an order names.
 MAX_TRACKS = 10_000
@@ -140,6 +135,9 @@ def default_epoch_ns(now_ns: int | None = None, *, epoch_ns: int | None = None) 
 # -- truth ---------------------------------------------------------------------------------
 
 
+@app(
+    topics=Topics(publish=("Truth",), subscribe=("EngagementOutcome", "Track")), config=TruthConfig
+)
 def truth(ctx: AppContext) -> int:
     """Publish the scenario's ``Truth`` at ``rate_hz`` until stopped; apply kills from the bus.
 
@@ -312,6 +310,7 @@ def _write_summary(
 # -- radar ---------------------------------------------------------------------------------
 
 
+@app(topics=Topics(publish=("DetectionBatch",), subscribe=("Truth",)), config=RadarConfig)
 def radar(ctx: AppContext) -> int:
     """Publish one ``DetectionBatch`` per scan of one scenario radar until stopped.
 

@@ -119,18 +119,11 @@ from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.errors import MccError
 from mcc.observe.audit import AUDIT_FILE, AuditLog
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import AirPicture, Command, CommandReply, DetectionBatch, OrderStatus, Threat
 from mcc.types.arrays import packed_field
-
-#: Files its arguments name, with their loaders: `mcc validate` checks they exist and parse.
-BUS_TOPICS = {
-    "tewa": Topics(
-        publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals
-        subscribe=("AirPicture", "WeaponStatus", "EngagementOutcome", "Command", "DetectionBatch"),
-    )
-}
 
 __all__ = [
     "APPROVAL_PARTITION",
@@ -217,9 +210,13 @@ class TewaConfig(AppConfig):
     )
 
 
-CONFIG = TewaConfig
-
-
+@app(
+    topics=Topics(
+        publish=("EngagementOrder", "Threat", "CommandReply"),  # replies: order approvals
+        subscribe=("AirPicture", "WeaponStatus", "EngagementOutcome", "Command", "DetectionBatch"),
+    ),
+    config=TewaConfig,
+)
 def tewa(ctx: AppContext) -> int:
     """Run TEWA until stopped: ``AirPicture`` and ``WeaponStatus`` in, ``Threat`` and
     ``EngagementOrder`` out; outcomes (``EngagementOrder`` answers) in.

@@ -26,6 +26,7 @@ from mcc.apps.sources import SourceGuard, Speaker, speaker_of
 from mcc.apps.statefile import StateFile, open_state
 from mcc.errors import ComputeError, MccError
 from mcc.orchestrate.appconfig import AppConfig, NonNegative, Positive, app_config, loaded_by
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.tracking import (
@@ -48,8 +49,6 @@ from mcc.types import (
     TrackStatus,
 )
 from mcc.types.arrays import optional_field, pack, packed_field
-
-BUS_TOPICS = {"tracker": Topics(publish=("AirPicture", "Track"), subscribe=("DetectionBatch",))}
 
 __all__ = [
     "MultiTargetTracker",
@@ -169,9 +168,10 @@ class TrackerAppConfig(AppConfig):
     )
 
 
-CONFIG = TrackerAppConfig
-
-
+@app(
+    topics=Topics(publish=("AirPicture", "Track"), subscribe=("DetectionBatch",)),
+    config=TrackerAppConfig,
+)
 def tracker(ctx: AppContext) -> int:
     """Track every radar's ``DetectionBatch``; publish ``AirPicture`` and ``Track`` samples.
 

@@ -314,9 +314,10 @@ def _record(m: _Mission) -> Any:
 
 
 def _topics_of(system: Any) -> set[str]:
-    from mcc.security.mission import app_topics
+    from mcc.orchestrate.appspec import spec_of
 
-    topics = app_topics(system.app) if system.app else None
+    spec = spec_of(system.app) if system.app else None
+    topics = spec.topics if spec is not None else None
     declared = set(getattr(system, "publish", None) or ()) | set(
         getattr(system, "subscribe", None) or ()
     )

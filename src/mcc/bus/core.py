@@ -45,7 +45,6 @@ from mcc.bus.dispatch import Dispatcher
 from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll  # noqa: F401
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import is_sourced, source_partition, topic_spec
-from mcc.bus.transport import ENV_VAR as TRANSPORT_ENV
 from mcc.bus.transport import Transport, port_clash_hint
 from mcc.errors import MccError, TopicError
 from mcc.lifecycle import Closeable
@@ -53,7 +52,7 @@ from mcc.lifecycle import Closeable
 T = TypeVar("T")
 #: Set by the supervisor for an instance of a secured mission: ``file:line: systems.NAME``,
 #: where the permissions of the instance's system come from (named when one is refused).
-GRANTS_ENV = "MCC_GRANTS_AT"
+GRANTS_ENV = settings.env_name("grants_at")
 log = logging.getLogger("mcc.bus")
 
 PROFILE_TAG = b"mcc.profile="
@@ -183,7 +182,7 @@ class Bus(Closeable):
     ) -> None:
         if not 0 <= domain_id <= 232:
             raise MccError(f"domain_id = {domain_id}: DDS domain ids run from 0 to 232")
-        if transport is None and os.environ.get(TRANSPORT_ENV):
+        if transport is None and settings.current().transport:
             transport = Transport.from_env()
         if discovery_tag is None and (transport is None or transport.discovery_tag is None):
             discovery_tag = settings.current().discovery_tag or None
@@ -356,10 +355,10 @@ class Bus(Closeable):
             if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
                 raise
             self.stats.security_denials += 1
-            declared = os.environ.get(GRANTS_ENV)  # an instance: where its system is declared
+            declared = settings.current().grants_at  # an instance: where its system is declared
             fix = (
                 f"declare it in the manifest ({declared}: publish/subscribe) or in its app's "
-                "BUS_TOPICS"
+                "topics (@app(topics=...))"
                 if declared
                 else "grant it in the mission's keystore (mcc security identity ... "
                 "--publish/--subscribe)"

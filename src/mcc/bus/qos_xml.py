@@ -26,6 +26,7 @@ from cyclonedds.qos import (
 )
 from cyclonedds.qos_provider import QosProvider
 
+from mcc import settings
 from mcc.errors import QosError
 from mcc.resources import qos_file
 
@@ -36,11 +37,11 @@ LIBRARY_NAME = "mcc"
 """Name of the ``<qos_library>`` that holds MCC's profiles."""
 
 
-QOS_FILE_ENV = "MCC_QOS_FILE"
+QOS_FILE_ENV = settings.env_name("qos_file")
 """Environment variable naming another profile library file."""
 
 
-REPRESENTATION_ENV = "MCC_DATA_REPRESENTATION"
+REPRESENTATION_ENV = settings.env_name("data_representation")
 """Environment variable, ``XCDR1`` (the default) or ``XCDR2``: what the writers of profiles that
 write XCDR1 write instead, mission-wide (a mission's ``env:``). XCDR2 is for missions whose
 peers read nothing else, e.g. a Cyclone DDS C 0.10 peer (docs/interop.md)."""
@@ -90,8 +91,7 @@ class _Profile:
 
 def _resolve_path(path: Path | None) -> Path:
     if path is None:
-        env = os.environ.get(QOS_FILE_ENV, "")
-        path = Path(env) if env else DEFAULT_QOS_FILE
+        path = settings.current().qos_file or DEFAULT_QOS_FILE
     return Path(path).expanduser().resolve()
 
 
@@ -108,13 +108,8 @@ def _local(tag: str) -> str:
 
 
 def _representation_override() -> str:
-    value = os.environ.get(REPRESENTATION_ENV, "XCDR1").strip().upper() or "XCDR1"
-    if value not in ("XCDR1", "XCDR2"):
-        raise QosError(
-            f"{REPRESENTATION_ENV}={os.environ[REPRESENTATION_ENV]!r}: write XCDR1 (the default) "
-            "or XCDR2"
-        )
-    return value
+    """``MCC_DATA_REPRESENTATION``: XCDR1 (the default) or XCDR2, checked by `mcc.settings`."""
+    return settings.current().data_representation
 
 
 def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Profile]:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from mcc import settings
 from mcc.errors import TransportError
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ __all__ = ["ENV_VAR", "Transport", "TransportKind", "tcp_supported"]
 TransportKind = Literal["udp", "tcp", "shm"]
 
 #: Environment variable carrying the Transport (JSON) to child processes, next to CYCLONEDDS_URI.
-ENV_VAR = "MCC_TRANSPORT"
+ENV_VAR = settings.env_name("transport")
 
 _KINDS = ("udp", "tcp", "shm")
 # DDSI port mapping (7400 + 250 * domain + 10 + 2 * index): index 120 would reach the next
@@ -245,7 +246,7 @@ class Transport:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Transport:
         """The Transport that :meth:`apply_to_env` set; ``Transport()`` without MCC_TRANSPORT."""
-        text = (os.environ if env is None else env).get(ENV_VAR)
+        text = settings.current().transport if env is None else env.get(ENV_VAR)
         if not text:
             return cls()
         try:

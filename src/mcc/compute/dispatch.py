@@ -16,7 +16,6 @@ of the reply. ``kernels.last_timing`` tells where the time of the last call went
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -33,11 +32,12 @@ if TYPE_CHECKING:  # the bus is imported only for a remote device
     from mcc.bus.transport import Transport
 from mcc.errors import ComputeError
 from mcc.lifecycle import Closeable
+from mcc.settings import current, env_name
 
 __all__ = ["ENV_DEVICE", "CallTiming", "Executor", "Kernels", "open_compute", "run_kernel"]
 
 #: Environment variable naming the device of `open_compute()` (set by the orchestrator).
-ENV_DEVICE = "MCC_DEVICE"
+ENV_DEVICE = env_name("device")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +221,7 @@ def open_compute(
     while it runs (every kernel is idempotent). These options are accepted, and unused, for
     local devices, so the call site never changes.
     """
-    device = device or os.environ.get(ENV_DEVICE) or "cpu"
+    device = device or current().device or "cpu"
     if device.startswith("remote:"):
         from mcc.compute.remote import ComputeClient
 

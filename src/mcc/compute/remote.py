@@ -31,9 +31,8 @@ from mcc.compute.client import ComputeClient
 from mcc.compute.kernels import KERNELS
 from mcc.compute.limits import ServiceLimits
 from mcc.compute.service import ComputeService, FairQueue, ServiceStatistics
+from mcc.orchestrate.appspec import app
 from mcc.security.mission import Topics
-
-BUS_TOPICS = {"serve": Topics(publish=("ComputeReply",), subscribe=("ComputeRequest",))}
 
 if TYPE_CHECKING:
     from mcc.orchestrate.runtime import AppContext
@@ -100,6 +99,7 @@ def _local_device(device: str | None) -> str:
     return env if env and not env.startswith("remote:") else "cpu"
 
 
+@app(topics=Topics(publish=("ComputeReply",), subscribe=("ComputeRequest",)))
 def serve(ctx: AppContext) -> int:
     """App entry ``mcc.compute.remote:serve``: run the service until the instance is stopped.
 

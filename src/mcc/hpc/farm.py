@@ -62,16 +62,9 @@ from mcc.hpc.farm_worker import FarmWorker
 from mcc.hpc.journal import MasterJournal
 from mcc.hpc.primes import DEFAULT_SEGMENT_NUMBERS
 from mcc.orchestrate.appconfig import AppConfig, NonNegative, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
-
-BUS_TOPICS = {
-    # Checkpoint: the master's journal (its lease and the results it counted, mcc.hpc.journal)
-    "master": Topics(
-        publish=("WorkItem", "Checkpoint"), subscribe=("WorkResult", "Heartbeat", "Checkpoint")
-    ),
-    "worker": Topics(publish=("WorkResult", "Checkpoint"), subscribe=("WorkItem", "Checkpoint")),
-}
 
 __all__ = [
     "MAX_ITEMS",
@@ -87,9 +80,6 @@ __all__ = [
     "result_path",
     "worker",
 ]
-
-
-DURABLE_TOPICS = ("Checkpoint",)  # the supervisor starts the persistence service for these
 
 
 class MasterConfig(AppConfig):
@@ -139,9 +129,15 @@ class WorkerConfig(AppConfig):
     )
 
 
-CONFIG = {"master": MasterConfig, "worker": WorkerConfig}
-
-
+# Checkpoint: the master's journal (its lease and the results it counted, mcc.hpc.journal),
+# durable: the supervisor starts the persistence service for it
+@app(
+    topics=Topics(
+        publish=("WorkItem", "Checkpoint"), subscribe=("WorkResult", "Heartbeat", "Checkpoint")
+    ),
+    config=MasterConfig,
+    durable=("Checkpoint",),
+)
 def master(ctx: AppContext) -> int:
     """App ``mcc.hpc.farm:master``: run one primes job, write ``hpc-<job>.json`` to the run
     folder, tell the workers to exit, and exit 0.
@@ -221,6 +217,11 @@ def master(ctx: AppContext) -> int:
     return 0
 
 
+@app(
+    topics=Topics(publish=("WorkResult", "Checkpoint"), subscribe=("WorkItem", "Checkpoint")),
+    config=WorkerConfig,
+    durable=("Checkpoint",),
+)
 def worker(ctx: AppContext) -> int:
     """App ``mcc.hpc.farm:worker``: restore this identity's checkpoint, serve the master."""
     from mcc.hpc.checkpoint import restore_checkpoint

@@ -47,14 +47,10 @@ from mcc.hpc.base import (
 )
 from mcc.hpc.farm_protocol import result_path
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.types import WorkItem, WorkResult
-
-BUS_TOPICS = {
-    "source": Topics(publish=("WorkItem",), subscribe=("WorkResult",)),
-    "echo": Topics(publish=("WorkResult",), subscribe=("WorkItem",)),
-}
 
 log = logging.getLogger("mcc.hpc.stream")
 
@@ -320,6 +316,7 @@ def _send(
     return first_ns
 
 
+@app(topics=Topics(publish=("WorkItem",), subscribe=("WorkResult",)), config=SourceConfig)
 def source(ctx: AppContext) -> int:
     """App ``mcc.hpc.stream:source``: stream, check, write ``hpc-<job>.json``; 1 if corrupted."""
     try:
@@ -360,9 +357,6 @@ class EchoConfig(AppConfig):
     max_bytes: int = Field(
         default=MAX_STREAM_BYTES, ge=1, le=MAX_STREAM_BYTES, description="largest buffer accepted"
     )
-
-
-CONFIG = {"source": SourceConfig, "echo": EchoConfig}
 
 
 def run_echo(
@@ -437,6 +431,7 @@ def _echo_until_over(
     return echoed
 
 
+@app(topics=Topics(publish=("WorkResult",), subscribe=("WorkItem",)), config=EchoConfig)
 def echo(ctx: AppContext) -> int:
     """App ``mcc.hpc.stream:echo``: send every buffer it receives back to its source."""
     try:

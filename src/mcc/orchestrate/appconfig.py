@@ -1,46 +1,41 @@
 """App ``config:`` blocks: a system's settings as a typed, checked object instead of ``args:``.
 
-An app module declares its model (``CONFIG = AssessorConfig``, an `AppConfig`: frozen, unknown
-fields refused); a manifest system of that app gives ``config:`` (a mapping). ``mcc validate``
-(and ``mcc up``, for the systems that have one) checks the block against the model, each
-problem as ``file:line: systems.NAME.config.FIELD: what is wrong (got …)``, exit status 2. The
-supervisor hands the block to each instance (``MCC_CONFIG``, JSON) and the runtime validates it
-once more into ``ctx.config``, the typed object:
+An app declares its model with `mcc.orchestrate.appspec.app` (``config=AssessorConfig``, an
+`AppConfig`: frozen, unknown fields refused); a manifest system of that app gives ``config:``
+(a mapping). ``mcc validate`` (and ``mcc up``, for the systems that have one) checks the block
+against the model, each problem as ``file:line: systems.NAME.config.FIELD: what is wrong (got
+…)``, exit status 2. The supervisor hands the block to each instance (``MCC_CONFIG``, JSON) and
+the runtime validates it once more into ``ctx.config``, the typed object:
 
 >>> class AssessorConfig(AppConfig):
 ...     cutoff_m: float = Field(1000.0, gt=0, description="GOSPA c, m")
->>> CONFIG = AssessorConfig
->>> def assessor(ctx: AppContext) -> int:
+>>> @app(config=AssessorConfig)
+... def assessor(ctx: AppContext) -> int:
 ...     cutoff_m = ctx.config.cutoff_m
 
 A field that names a file is checked by loading it (`loaded_by`), so a bad scenario fails
-``mcc validate`` with the scenario's own ``file:line``. A module with several apps (the truth
-and the radar of `mcc.apps.radar`) maps each function to its model: ``CONFIG = {"truth":
-TruthConfig, "radar": RadarConfig}``; the app reads its own with `app_config`. An app with a
-model takes no ``args:``. docs/manifest.md has the whole story.
+``mcc validate`` with the scenario's own ``file:line``. An app with a model takes no
+``args:``. docs/manifest.md has the whole story.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType, UnionType
+from types import UnionType
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from mcc.errors import ManifestError, MccError
+from mcc.errors import MccError
 
 __all__ = [
     "AppConfig",
     "NonNegative",
     "Positive",
     "app_config",
-    "config_model",
-    "config_problems",
-    "config_markdown",
+    "config_problems_of",
     "describe_fields",
     "loaded_by",
     "parse_config",
@@ -55,7 +50,7 @@ NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class AppConfig(BaseModel):
-    """The base of an app's ``CONFIG`` model: frozen, unknown fields refused."""
+    """The base of an app's ``config`` model: frozen, unknown fields refused."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,31 +69,6 @@ def loaded_by(loader: Callable[[Any], Any]) -> AfterValidator:
         return value
 
     return AfterValidator(check)
-
-
-class _OneOfSeveral(BaseModel):
-    """What `config_model` answers for a module of several apps when the function is not
-    named: the block is kept as given, and the app checks it against its own model
-    (`app_config`)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
-def config_model(module: ModuleType, function: str | None = None) -> type[BaseModel] | None:
-    """The ``CONFIG`` model of ``module``'s app ``function``, None when it declares none;
-    `MccError` when ``CONFIG`` is neither a pydantic model nor a mapping of function names to
-    pydantic models. A mapping without ``function``: a model that keeps the block for
-    `app_config` to check."""
-    model = getattr(module, "CONFIG", None)
-    if isinstance(model, Mapping):
-        if function is None:
-            return _OneOfSeveral
-        model = model.get(function)
-    if model is None:
-        return None
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise MccError(f"{module.__name__}.CONFIG: expected a pydantic model (got {model!r})")
-    return model
 
 
 def app_config(ctx: Any, model: type[M]) -> M:
@@ -149,24 +119,6 @@ def _type_text(annotation: Any, metadata: list[Any]) -> str:
     return " ".join([text, ", ".join(bounds)]) if bounds else text
 
 
-def config_markdown(specs: list[str]) -> str:
-    """The fields of each app ``module:function`` of ``specs`` as Markdown (a heading and a
-    table per app), what docs/manifest.md lists between its ``config fields`` markers."""
-    out = []
-    for spec in specs:
-        module_name, _, function = spec.partition(":")
-        model = config_model(importlib.import_module(module_name), function)
-        if model is None:
-            raise MccError(f"{spec}: declares no CONFIG model")
-        out += [f"`{spec}` (`{model.__name__}`):", "", "| field | type | default | what |"]
-        out.append("|---|---|---|---|")
-        for name, kind, default, text in describe_fields(model):
-            cell = kind.replace("|", "\\|")
-            out.append(f"| `{name}` | {cell} | `{default}` | {text.replace('|', '/')} |")
-        out.append("")
-    return "\n".join(out)
-
-
 def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
 
@@ -184,50 +136,42 @@ def parse_config(model: type[M], text: str | None, *, where: str) -> M:
     return model.model_validate(data)
 
 
-def config_problems(path: str | Path, *, only_given: bool = False) -> list[str]:
-    """The problems of every app system's ``config:`` in the manifest at ``path``, as
-    ``file:line: systems.NAME.config.FIELD: what is wrong (got …)``. ``only_given``: only the
-    systems that have a block (what ``mcc up`` checks: it imports no other app module)."""
-    from mcc.orchestrate.manifest import load_manifest
-    from mcc.resources import shipped
-    from mcc.yamlsource import nearest_line, parse_mapping
+def config_problems_of(
+    model: type[BaseModel] | None,
+    system: Any,
+    *,
+    kind: str,
+    name: str,
+    path: Path,
+    lines: dict[tuple[Any, ...], int],
+) -> list[str]:
+    """The problems of ``system``'s ``config:`` block (system ``name`` of ``kind``, in the
+    manifest at ``path`` whose YAML positions are ``lines``) against its app's ``model``, as
+    ``file:line: systems.NAME.config.FIELD: what is wrong (got …)``."""
+    from mcc.yamlsource import nearest_line
 
-    path = shipped(path)
-    mission = load_manifest(path)
-    _, lines = parse_mapping(path.read_text(), source=str(path), error=ManifestError, expected="")
+    base = (kind, name, "config")
+    where = f"{kind}.{name}.config"
+
+    def at(loc: tuple[Any, ...]) -> str:
+        line = nearest_line(lines, (*base, *loc)) or nearest_line(lines, base[:2])
+        return f"{path}:{line}"
+
+    if model is None:
+        if system.config is not None:
+            return [
+                f"{at(())}: {where}: {system.app} declares no config model: give its options "
+                f"in 'args:' (got {dict(system.config)!r})"
+            ]
+        return []
     problems = []
-    for kind, name, system in mission._each():
-        given = system.config is not None or bool(system.args)
-        if system.app is None or (only_given and not given):
-            continue
-        module_name, _, function = system.app.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-            model = config_model(module, function)
-        except Exception:  # an app that does not import: `runnable_problems` says why
-            continue
-        base = (kind, name, "config")
-        where = f"{kind}.{name}.config"
-
-        def at(loc: tuple[Any, ...], base: tuple[Any, ...] = base) -> str:
-            line = nearest_line(lines, (*base, *loc)) or nearest_line(lines, base[:2])
-            return f"{path}:{line}"
-
-        if model is None:
-            if system.config is not None:
-                problems.append(
-                    f"{at(())}: {where}: {module.__name__} declares no CONFIG model: give its "
-                    f"options in 'args:' (got {dict(system.config)!r})"
-                )
-            continue
-        if system.args:
-            line = nearest_line(lines, (kind, name, "args")) or nearest_line(lines, (kind, name))
-            problems.append(
-                f"{path}:{line}: {kind}.{name}.args: {system.app} takes a config: block, not "
-                f"args (fields: {', '.join(model.model_fields)}) (got {list(system.args)!r})"
-            )
-        problems += _problems(model, system.config or {}, field=where, at=at)
-    return problems
+    if system.args:
+        line = nearest_line(lines, (kind, name, "args")) or nearest_line(lines, (kind, name))
+        problems.append(
+            f"{path}:{line}: {kind}.{name}.args: {system.app} takes a config: block, not "
+            f"args (fields: {', '.join(model.model_fields)}) (got {list(system.args)!r})"
+        )
+    return problems + _problems(model, system.config or {}, field=where, at=at)
 
 
 def _problems(

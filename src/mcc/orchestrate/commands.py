@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from mcc.errors import ManifestError
-from mcc.orchestrate.appconfig import config_problems
+from mcc.orchestrate.appspec import app_problems
 from mcc.orchestrate.backends.base import Backend
-from mcc.orchestrate.manifest import Mission, load_manifest, runnable_problems
+from mcc.orchestrate.manifest import Mission, load_manifest
 from mcc.settings import current
 
 
@@ -117,7 +117,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for file in args.files:
         try:
             mission = load_manifest(file)
-            problems = runnable_problems(file)
+            problems = app_problems(file)
         except ManifestError as exc:
             failed = True
             for problem in exc.problems:
@@ -160,7 +160,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from mcc.orchestrate.supervisor import Supervisor
 
     mission = load_manifest(args.file)
-    problems = config_problems(args.file, only_given=True)
+    problems = app_problems(args.file, only_given=True)
     if problems:
         raise ManifestError("\n".join(problems), problems=problems)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(mission)

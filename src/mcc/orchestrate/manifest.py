@@ -12,7 +12,6 @@ docs/manifest.md.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -75,7 +74,7 @@ class System(_Model):
     app: str | None = None
     command: list[str] | None = None
     args: list[str] = []
-    #: An app's settings, checked against the model its module declares (``CONFIG``):
+    #: An app's settings, checked against the config model its app declares (`mcc.orchestrate.appspec.app`):
     #: `mcc.orchestrate.appconfig`, docs/manifest.md.
     config: dict[str, Any] | None = None
     replicas: Annotated[int, Field(ge=0, le=4096)] = 1
@@ -90,7 +89,7 @@ class System(_Model):
     health: Health = Health()
     description: str = ""
     #: Topics (names or fnmatch patterns) the system may publish and subscribe in a secured
-    #: mission; None: what its app declares (``BUS_TOPICS``). Given, they replace the app's.
+    #: mission; None: what its app declares (its ``topics``). Given, they replace the app's.
     publish: list[str] | None = None
     subscribe: list[str] | None = None
 
@@ -125,7 +124,7 @@ class System(_Model):
         if self.command is not None and not self.command:
             raise ValueError("'command' is empty: give the executable and its arguments")
         if self.command is not None and self.config is not None:
-            raise ValueError("'config' is for an app (its CONFIG model); a command takes 'args'")
+            raise ValueError("'config' is for an app (its config model); a command takes 'args'")
         return self
 
     @property
@@ -197,7 +196,7 @@ class _Service(_Model):
 class PersistService(_Service):
     """The persistence service (``mcc.persist``) the supervisor runs for durable topics."""
 
-    enabled: Switch = "auto"  # auto: when an app declares DURABLE_TOPICS
+    enabled: Switch = "auto"  # auto: when an app declares durable topics
     replicas: Annotated[int, Field(ge=1, le=3)] = 1
 
 
@@ -454,53 +453,6 @@ def load_manifest(path: str | Path) -> Mission:
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror})") from None
     return parse_manifest(text, source=str(path))
-
-
-def runnable_problems(path: str | Path) -> list[str]:
-    """What would fail at launch in the valid manifest at ``path``: an ``app`` whose module
-    does not import or has no such function, a ``command`` whose executable is not found.
-    Each as ``file:line: field: what is wrong (got …)``; ``mcc validate`` reports them."""
-    import importlib
-    import shutil
-
-    from mcc.resources import shipped
-
-    path = shipped(path)
-    text = path.read_text()
-    mission = parse_manifest(text, source=str(path))
-    _, lines = parse_mapping(text, source=str(path), error=ManifestError, expected="")
-    problems = []
-    for kind, name, system in mission._each():
-        where = f"{path}:{nearest_line(lines, (kind, name, 'app' if system.app else 'command'))}"
-        if system.app is not None:
-            module_name, _, function = system.app.partition(":")
-            try:
-                module = importlib.import_module(module_name)
-            except Exception as exc:  # whatever the import raises is the user's answer
-                problems.append(
-                    f"{where}: {kind}.{name}.app: module {module_name!r} does not import: "
-                    f"{type(exc).__name__}: {exc} (got {system.app!r})"
-                )
-                continue
-            if not callable(getattr(module, function, None)):
-                problems.append(
-                    f"{where}: {kind}.{name}.app: {module_name} has no function {function!r} "
-                    f"(got {system.app!r})"
-                )
-                continue
-        elif system.command:
-            exe = system.command[0]
-            found = (
-                shutil.which(exe) if "/" not in exe else (exe if os.access(exe, os.X_OK) else None)
-            )
-            if found is None:
-                problems.append(
-                    f"{where}: {kind}.{name}.command: executable {exe!r} not found (on PATH, "
-                    f"or as a path from {Path.cwd()}) (got {system.command!r})"
-                )
-    from mcc.orchestrate.appconfig import config_problems
-
-    return problems + config_problems(path)
 
 
 def parse_manifest(text: str, *, source: str = "<manifest>") -> Mission:

@@ -16,13 +16,13 @@ import signal
 import time
 
 from mcc.files import write_atomic
+from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
 from mcc.settings import PREFIX
 
-BUS_TOPICS = {"idle": Topics()}  # its heartbeat only
 
-
+@app(topics=Topics())
 def idle(ctx: AppContext) -> int:
     parser = argparse.ArgumentParser(prog="probe")
     parser.add_argument("--report", action="store_true", help="write report-<system>-<index>.json")

@@ -15,7 +15,6 @@ SIGTERM/SIGINT into ``ctx.stop``, and calls ``function(ctx)``; the app only does
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
@@ -31,7 +30,8 @@ from typing import Any
 
 from mcc.bus import Bus, HeartbeatPublisher
 from mcc.errors import MccError
-from mcc.orchestrate.appconfig import config_model, parse_config
+from mcc.orchestrate.appconfig import parse_config
+from mcc.orchestrate.appspec import load_app
 from mcc.security.mission import instance_principal
 from mcc.settings import Settings, current, env_name
 from mcc.types import SystemState
@@ -95,7 +95,7 @@ class AppContext:
     stop: threading.Event = field(default_factory=threading.Event)
     #: The instance's ``MCC_*`` settings (epoch, partitions, cluster, …).
     settings: Settings = field(default_factory=current)
-    #: The system's ``config:`` block as the app's ``CONFIG`` model (None: the app has none).
+    #: The system's ``config:`` block as the app's config model (None: the app has none).
     config: Any = None
 
     @property
@@ -114,27 +114,12 @@ class AppContext:
 AppFunction = Callable[[AppContext], "int | None"]
 
 
-def load_entry_point(spec: str) -> AppFunction:
-    """Import ``module:function``; the error says which half is wrong."""
-    module_name, sep, func_name = spec.partition(":")
-    if not sep or not module_name or not func_name:
-        raise MccError(f"app {spec!r}: expected 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise MccError(f"app {spec!r}: cannot import module {module_name!r} ({exc})") from None
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise MccError(f"app {spec!r}: module {module_name!r} has no function {func_name!r}")
-    return func
-
-
 def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int:
     """Run one instance of app ``spec`` until it returns or is stopped; the exit code.
     ``env``: the instance's environment (default: this process's)."""
     settings = current() if env is None else Settings.from_env(env)
     identity = Identity.from_settings(settings)
-    func = load_entry_point(spec)
+    func = load_app(spec).function
     config = _config_of(spec, settings)
     stop = threading.Event()
 
@@ -181,18 +166,16 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
         return int(code or 0)
 
 
-def _config_of(spec: str, settings: Settings) -> Any:
-    """The instance's ``config:`` block as its app's ``CONFIG`` model; `MccError` naming
-    ``systems.NAME.config.FIELD`` when it does not fit (``mcc validate`` says it earlier)."""
-    module = importlib.import_module(spec.partition(":")[0])
+def _config_of(ref: str, settings: Settings) -> Any:
+    """The instance's ``config:`` block as the config model of its app ``ref``; `MccError`
+    naming ``systems.NAME.config.FIELD`` when it does not fit (``mcc validate`` says it
+    earlier)."""
+    model = load_app(ref).spec.config
     kind = "clusters" if settings.cluster else "systems"
     where = f"{kind}.{settings.system}.config"
-    model = config_model(module, spec.partition(":")[2])
     if model is None:
         if settings.config:
-            raise MccError(
-                f"{where}: {module.__name__} declares no CONFIG model (got {settings.config!r})"
-            )
+            raise MccError(f"{where}: {ref} declares no config model (got {settings.config!r})")
         return None
     return parse_config(model, settings.config, where=where)
 

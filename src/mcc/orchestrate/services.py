@@ -7,18 +7,18 @@ those systems added (``persist``, ``compute``) and the users ordered after them,
 manifest's ``services:`` section asks (``auto`` by default, ``on``, ``off``). A system the user
 names ``persist`` or ``compute`` replaces the built-in one.
 
-An app declares the durable topics it uses with a module attribute, e.g. in ``mcc.hpc.farm``:
-``DURABLE_TOPICS = ("Checkpoint",)``.
+An app declares the durable topics it uses (``durable=`` of `mcc.orchestrate.appspec.app`), e.g.
+the farm master and workers of ``mcc.hpc.farm``: ``durable=("Checkpoint",)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from pathlib import Path
 
 from mcc.bus.transport import Transport
+from mcc.orchestrate.appspec import spec_of
 from mcc.orchestrate.manifest import (
     Cluster,
     Health,
@@ -28,7 +28,7 @@ from mcc.orchestrate.manifest import (
     System,
     load_manifest,
 )
-from mcc.security.mission import HISTORY_TOPICS, RUNTIME_TOPICS, Topics, app_topics
+from mcc.security.mission import HISTORY_TOPICS, RUNTIME_TOPICS, Topics
 
 PERSIST = "persist"
 COMPUTE = "compute"
@@ -41,14 +41,10 @@ _ALWAYS = Restart(policy="always", backoff_s=0.1, backoff_max_s=2.0, max_restart
 
 
 def durable_topics(app: str) -> tuple[str, ...]:
-    """The ``DURABLE_TOPICS`` that the module of ``app`` (``module:function``) declares."""
-    module_name = app.partition(":")[0]
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the launch will report it; here it only means "unknown"
-        log.debug("cannot import %s to look for DURABLE_TOPICS: %s", module_name, exc)
-        return ()
-    return tuple(getattr(module, "DURABLE_TOPICS", ()))
+    """The durable topics that ``app`` (``module:function``) declares; () when it declares
+    none or does not load (the launch says why)."""
+    spec = spec_of(app)
+    return spec.durable if spec is not None else ()
 
 
 def with_services(mission: Mission, *, gpus_available: bool) -> Mission:
@@ -119,7 +115,8 @@ def mission_transports(mission: Mission, base: Transport) -> tuple[Transport, Tr
 
 def system_topics(mission: Mission) -> dict[str, Topics]:
     """What each system of ``mission`` may publish and subscribe in a secured mission: what its
-    app declares (``BUS_TOPICS``), its heartbeat, and the history and compute topics it needs."""
+    app declares (`mcc.orchestrate.appspec.app`), its heartbeat, and the history and compute
+    topics it needs."""
     out = {}
     for name, system in mission.all_systems().items():
         topics = RUNTIME_TOPICS
@@ -128,10 +125,11 @@ def system_topics(mission: Mission) -> dict[str, Topics]:
             if system.app is not None and durable_topics(system.app):
                 topics |= HISTORY_TOPICS
         elif system.app is not None:
-            declared = app_topics(system.app)
+            spec = spec_of(system.app)
+            declared = spec.topics if spec is not None else None
             if declared is None:
                 log.warning(
-                    "mission %s: %s (%s) declares no BUS_TOPICS: secured, it may publish its "
+                    "mission %s: %s (%s) declares no topics: secured, it may publish its "
                     "heartbeat and nothing else",
                     mission.mission,
                     name,

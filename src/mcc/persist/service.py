@@ -50,6 +50,7 @@ from mcc.bus import Bus
 from mcc.bus.history import ACK_TOPIC, REPLY_TOPIC, REQUEST_TOPIC, dds_type_name, is_durable
 from mcc.bus.topics import TOPICS
 from mcc.errors import TopicError
+from mcc.orchestrate.appspec import app
 from mcc.persist.alignment import Alignment
 from mcc.persist.limits import PersistLimits
 from mcc.persist.policy import Action, Authorize, DefaultPolicy, Principal
@@ -67,12 +68,6 @@ from mcc.persist.state import (  # noqa: F401
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
 from mcc.security.mission import Topics
 from mcc.types import PersistAck
-
-# Stores whatever durable topic it discovers: it subscribes to every topic.
-BUS_TOPICS = {
-    # PersistRequest: a replica asks the others for what it missed (alignment)
-    "main": Topics(publish=("PersistReply", "PersistAck", "PersistRequest"), subscribe=("*",)),
-}
 
 if TYPE_CHECKING:
     from mcc.orchestrate.runtime import AppContext
@@ -686,6 +681,7 @@ def store_path_for(run_dir: Path, index: int) -> Path:
     return run_dir / ("persist.sqlite" if index == 0 else f"persist-{index}.sqlite")
 
 
+@app(topics=Topics(publish=("PersistReply", "PersistAck", "PersistRequest"), subscribe=("*",)))
 def main(ctx: AppContext) -> int:
     """The orchestrator's app (``mcc.persist.service:main``); args: ``[--store FILE]``."""
     import argparse

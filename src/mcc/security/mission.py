@@ -1,16 +1,15 @@
 """A mission's identities: one per system, the supervisor and the operators, with permissions
 from what each declares it publishes and subscribes.
 
-An app module declares its topics per entry point (``BUS_TOPICS = {"tracker": Topics(...)}``);
-the supervisor asks `app_topics` and adds what it runs for every instance (``Heartbeat``) and
-what durable topics and the compute service need. Nothing here knows of manifests: the caller
+An app declares its topics (`Topics`, in its `mcc.orchestrate.appspec.app` declaration); the
+supervisor adds what it runs for every instance (``Heartbeat``) and what durable topics and
+the compute service need. Nothing here knows of manifests: the caller
 passes the grants per system.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import time
 from collections.abc import Mapping
@@ -88,21 +87,6 @@ CONSOLE_TOPICS = OPERATOR_TOPICS | Topics(
 )  # fmt: skip
 #: A user of durable topics asks the persistence service for history and waits for its acks.
 HISTORY_TOPICS = Topics(publish=("PersistRequest",), subscribe=("PersistReply", "PersistAck"))
-
-
-def app_topics(app: str) -> Topics | None:
-    """The topics ``module:function`` declares in its module's ``BUS_TOPICS``; None when the
-    module declares nothing for it (or does not import)."""
-    module_name, _, function = app.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the launch reports it; here it only means "unknown"
-        log.debug("cannot import %s to read BUS_TOPICS: %s", module_name, exc)
-        return None
-    declared = getattr(module, "BUS_TOPICS", None)
-    if isinstance(declared, Mapping):
-        declared = declared.get(function)
-    return declared if isinstance(declared, Topics) else None
 
 
 def mission_identities(
