@@ -276,7 +276,7 @@ def _finish(run_dir: Path, status: dict[str, Any]) -> dict[str, Any]:
     truth = _read(run_dir / "truth-summary.json")
     if truth:
         summary["leakers"] = truth.get("leakers", len(truth.get("impacts", [])))
-        summary["targets_killed"] = len(truth.get("kills", []))
+        summary["targets_killed"] = truth.get("kills_total", len(truth.get("kills", [])))
         summary["targets_total"] = truth.get("targets")
         if "friends_killed" in truth:
             summary["friends_killed"] = len(truth["friends_killed"])

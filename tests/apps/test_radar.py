@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -169,7 +170,8 @@ def _context(bus: Bus, run_dir: Path, **config: Any) -> AppContext:
 
 
 BAD_FILE = (
-    "systems.radar.config.scenario: {bad}:2: duration_s: must be > 0.0 (got -5) (got '{bad}')"
+    "systems.radar.config.scenario: {bad}:2: duration_s: must be a number of seconds > 0, "
+    "or endless (got -5) (got '{bad}')"
 )
 
 
@@ -295,14 +297,49 @@ def test_the_truth_app_keeps_bounded_tracks_and_bounds_a_track_s_own_clock(
 def test_the_truth_summary_counts_threats_and_names_friends_killed(tmp_path: Path) -> None:
     """Friends (IFF Mode 5) are not threats: ``targets`` counts the raid, ``friends`` the
     others, and a kill of a friend (fratricide) is listed in ``friends_killed``."""
-    from types import SimpleNamespace
-
-    from mcc.apps.radar import _write_summary
+    from mcc.apps.radar import _KillDesk, _write_summary
 
     scenario = load_scenario(REPO / "scenarios/sam-toc.yaml")
-    kills = [{"target_id": 901}, {"target_id": 3}]
+    desk = _KillDesk(_no_bus_context(), scenario, gate_m=500.0)
+    live = scenario.truth_at(10.0).live()
+    for order_id, target_id in enumerate((901, 3), start=1):
+        x, y, z = (float(v) for v in live.positions_m[list(live.ids).index(target_id)])
+        desk._kill(
+            EngagementOrder(order_id=order_id, track_id=order_id),
+            Track(x_m=x, y_m=y, z_m=z),
+            10.0,
+            0,
+        )
     path = tmp_path / "truth-summary.json"
-    _write_summary(path, scenario, 0, 10.0, SimpleNamespace(records=kills))  # type: ignore[arg-type]
+    _write_summary(path, scenario, 0, 10.0, desk)
     summary = json.loads(path.read_text())
     assert (summary["targets"], summary["friends"]) == (52, 2)
     assert summary["friends_killed"] == [901]
+    assert summary["kills_total"] == 2 and [k["target_id"] for k in summary["kills"]] == [901, 3]
+
+
+def test_the_truth_summary_of_a_continuous_scenario_stays_bounded(tmp_path: Path) -> None:
+    """Hours of raids: the summary lists the latest kills and impacts and counts them all;
+    ``targets`` counts the threats born so far."""
+    from mcc.apps.radar import MAX_LISTED, _KillDesk, _write_summary
+
+    scenario = load_scenario(REPO / "scenarios/sam-toc-continuous.yaml")
+    desk = _KillDesk(_no_bus_context(), scenario, gate_m=500.0)
+    for t_s in range(0, 7200, 2):
+        hits = scenario.impacts(float(t_s), since_s=desk.impacts_until_s)
+        desk.impacts.extend(hits)
+        desk.leakers += len(hits)
+        desk.impacts_until_s = float(t_s)
+    path = tmp_path / "truth-summary.json"
+    _write_summary(path, scenario, 0, 7198.0, desk)
+    summary = json.loads(path.read_text())
+    assert summary["leakers"] > MAX_LISTED == len(summary["impacts"])
+    assert summary["targets"] > 2000 and summary["friends"] > 100
+
+
+def _no_bus_context() -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        bus=SimpleNamespace(reader=lambda topic: None), log=logging.getLogger("test")
+    )

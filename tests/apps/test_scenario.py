@@ -118,7 +118,11 @@ BAD = [
         "3: duraton: unknown field; allowed here: id, description, seed, duration_s, assets,"
         " radars, targets, raids; did you mean 'duration_s'? (got 3)",
     ),
-    ("duration_s: 60", "duration_s: .inf", "2: duration_s: must be a finite number (got Infinity)"),
+    (
+        "duration_s: 60",
+        "duration_s: .inf",
+        "2: duration_s: must be a number of seconds > 0, or endless (got Infinity)",
+    ),
     (
         "    coverage: {max_range_m: 20000}\n",
         "    coverage: {max_range_m: 20000}\n    iff: {p_reply: 1.5}\n",
@@ -643,3 +647,86 @@ def test_friends_from_the_file_and_a_friendly_raid_lands_without_impact() -> Non
     sam = load_scenario(REPO / "scenarios/sam-toc.yaml")
     assert sorted(sam.ids[sam.mode5].tolist()) == [901, 902]
     assert all(r.iff_p_reply for r in sam.radars)
+
+
+# -- continuous scenarios: repeating raids, no end ---------------------------------------------
+
+CONTINUOUS = """\
+seed: 3
+duration_s: endless
+assets:
+  - {id: base, position_m: [0, 0, 0]}
+targets:
+  - {id: 7, class: uav, position_m: [0, 5000, 500],
+     motion: {model: coordinated_turn, velocity_mps: [30, 0, 0], turn_rate_dps: 3}}
+raids:
+  - {count: 4, class: cruise_missile, towards: base, from_bearing_deg: 90, range_m: [5000, 6000],
+     speed_mps: 250, birth_s: [0, 20], repeat_s: 20}
+  - {count: 2, class: aircraft, towards: base, from_bearing_deg: 0, range_m: 8000,
+     speed_mps: 200, birth_s: [0, 5], repeat_s: 60, iff: {mode5: true}}
+"""
+
+
+def test_a_continuous_scenario_keeps_coming_and_holds_only_recent_waves() -> None:
+    """Raids with ``repeat_s`` in an endless scenario: targets are born at a steady rate for
+    ever, while the targets held (the arrays truth_at works on) stay bounded."""
+    s = parse_scenario(CONTINUOUS, source="c.yaml")
+    assert s.continuous and s.duration_s == math.inf
+    held, alive = [], []
+    for t_s in np.arange(0.0, 20_000.0, 7.0):
+        truth = s.truth_at(float(t_s))
+        held.append(s.n_targets)
+        alive.append(int(truth.alive.sum()))
+    assert max(held) <= 1 + 4 * 4 + 2 * 2  # a few waves of each raid, never the hours behind
+    assert min(alive[10:]) >= 2  # something always flies after the first waves
+    threats, friends = s.spawned(20_000.0)
+    assert threats == 1 + 4 * 1000 and friends == 2 * 334  # every wave born counted
+    assert len(np.unique(s.ids)) == s.n_targets
+
+
+def test_a_continuous_scenario_is_the_same_whenever_a_process_starts() -> None:
+    """A process that starts late (a restarted truth app, a radar propagating the file) sees
+    the same targets, with the same ids, as one that ran from the start."""
+    early = parse_scenario(CONTINUOUS, source="c.yaml")
+    for t_s in np.arange(0.0, 5000.0, 3.0):
+        early.truth_at(float(t_s))
+    late = parse_scenario(CONTINUOUS, source="c.yaml")
+    a, b = early.truth_at(5000.0).live(), late.truth_at(5000.0).live()
+    assert a.count > 0
+    order_a, order_b = np.argsort(a.ids), np.argsort(b.ids)
+    assert np.array_equal(a.ids[order_a], b.ids[order_b])
+    np.testing.assert_allclose(a.positions_m[order_a], b.positions_m[order_b])
+
+
+def test_a_continuous_scenario_knows_its_friends_kills_and_impacts_by_wave() -> None:
+    s = parse_scenario(CONTINUOUS, source="c.yaml")
+    live = s.truth_at(3010.0).live()
+    friends = live.ids[s.is_friend(live.ids)]
+    assert friends.size and np.array_equal(s.with_iff(live).mode5, s.is_friend(live.ids))
+    assert set(friends.tolist()) <= set(s.ids[s.mode5].tolist())
+    assert not s.is_friend([7])[0]
+    victim = int(live.ids[~s.is_friend(live.ids)][0])
+    assert s.kill(victim, 3010.0)
+    s.truth_at(3025.0)  # new waves come: the kill stays recorded
+    assert s.kills()[victim] == 3010.0 and victim not in s.truth_at(3025.0).live().ids
+    # impacts since a time: each leaker reported once when asked in steps
+    seen = []
+    for t_s in np.arange(3025.0, 3400.0, 0.5):
+        seen += [i.target_id for i in s.impacts(float(t_s), since_s=float(t_s) - 0.5)]
+    assert len(seen) == len(set(seen)) > 50 and victim not in seen
+
+
+def test_repeat_s_and_endless_are_checked_with_their_line() -> None:
+    bad = CONTINUOUS.replace("repeat_s: 20", "repeat_s: 0")
+    with pytest.raises(ScenarioError, match=r"c.yaml:\d+: raids\[0\].repeat_s: must be > 0"):
+        parse_scenario(bad, source="c.yaml")
+    with pytest.raises(ScenarioError, match="or endless"):
+        parse_scenario(CONTINUOUS.replace("endless", "forever"), source="c.yaml")
+
+
+def test_the_shipped_continuous_scenario_keeps_a_steady_density() -> None:
+    s = load_scenario(REPO / "scenarios/sam-toc-continuous.yaml")
+    alive = [int(s.truth_at(float(t)).alive.sum()) for t in range(600, 7200, 60)]
+    assert min(alive) >= 5 and max(alive) <= 30
+    threats_1h = load_scenario(REPO / "scenarios/sam-toc-continuous.yaml").spawned(3600.0)[0]
+    assert 800 <= threats_1h <= 1400  # about 18 a minute

@@ -295,8 +295,11 @@ class Assessment:
             "friends_killed": None,
         }
         if truth_summary is not None:
-            out["leakers"] = len(truth_summary.get("impacts", []))
-            out["targets_killed"] = len(truth_summary.get("kills", []))
+            # counts (a continuous scenario lists only the latest kills and impacts)
+            out["leakers"] = truth_summary.get("leakers", len(truth_summary.get("impacts", [])))
+            out["targets_killed"] = truth_summary.get(
+                "kills_total", len(truth_summary.get("kills", []))
+            )
             out["targets_total"] = truth_summary.get("targets")
             if "friends_killed" in truth_summary:  # a truth app that knows IFF
                 out["friends_killed"] = len(truth_summary["friends_killed"])

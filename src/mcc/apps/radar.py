@@ -26,9 +26,10 @@ Their settings are the system's ``config:`` block (`TruthConfig`, `RadarConfig`)
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from mcc.apps.args import DEFAULT_SCENARIO, ScenarioFile
-from mcc.apps.scenario import RadarModel, Scenario, TruthState, load_scenario
+from mcc.apps.scenario import Impact, RadarModel, Scenario, TruthState, load_scenario
 from mcc.asterix.emit import PlotEmitter
 from mcc.asterix.udp import check_address, check_ipv4
 from mcc.errors import MccError
@@ -120,6 +121,8 @@ class RadarConfig(_SimConfig):
 MAX_TRACKS = 10_000
 MAX_ORDERS = 10_000
 MAX_TRACK_AGE_S = 10.0
+#: Kills and impacts listed in truth-summary.json (the latest; every one is counted).
+MAX_LISTED = 1000
 
 
 def default_epoch_ns(now_ns: int | None = None, *, epoch_ns: int | None = None) -> int:
@@ -161,7 +164,6 @@ def truth(ctx: AppContext) -> int:
         epoch_ns,
         opts.rate_hz,
     )
-    reported = 0
     t_s = 0.0
     last_summary_ns = 0
     for tick_ns in _ticks(ctx, 1.0 / opts.rate_hz, start_ns=epoch_ns):
@@ -169,12 +171,13 @@ def truth(ctx: AppContext) -> int:
         desk.poll(t_s, tick_ns)
         writer.write(scenario.truth_at(t_s).to_msg(scenario_id=scenario.id, time_ns=tick_ns))
         ctx.heartbeat.count_out()
-        impacts = scenario.impacts(t_s)
-        for hit in impacts[reported:]:
+        for hit in scenario.impacts(t_s, since_s=desk.impacts_until_s):
             ctx.log.warning(
                 "impact: target %d reached %s at t=%.1f s", hit.target_id, hit.asset_id, hit.time_s
             )
-        reported = len(impacts)
+            desk.impacts.append(hit)
+            desk.leakers += 1
+        desk.impacts_until_s = t_s
         if tick_ns - last_summary_ns >= 1_000_000_000:  # live figures for consoles
             last_summary_ns = tick_ns
             _write_summary(summary_path, scenario, epoch_ns, t_s, desk)
@@ -195,7 +198,13 @@ class _KillDesk:
     tracks: dict[int, Track] = field(default_factory=dict)
     pending: dict[int, tuple[EngagementOrder, float]] = field(default_factory=dict)
     done: dict[int, None] = field(default_factory=dict)  # in order: the oldest go first
-    records: list[dict[str, object]] = field(default_factory=list)
+    #: The latest kills and impacts (all of them are counted): a continuous scenario has no end.
+    records: deque[dict[str, object]] = field(default_factory=lambda: deque(maxlen=MAX_LISTED))
+    impacts: deque[Impact] = field(default_factory=lambda: deque(maxlen=MAX_LISTED))
+    friends_killed: deque[int] = field(default_factory=lambda: deque(maxlen=MAX_LISTED))
+    kills_total: int = 0
+    leakers: int = 0
+    impacts_until_s: float = -math.inf  # impacts up to then are logged and counted
     dropped: Counter[str] = field(default_factory=Counter)
     max_tracks: int = MAX_TRACKS
     max_orders: int = MAX_ORDERS
@@ -263,6 +272,9 @@ class _KillDesk:
             return
         target_id = int(live.ids[best])
         self.scenario.kill(target_id, t_s)
+        self.kills_total += 1
+        if self.scenario.is_friend([target_id])[0]:
+            self.friends_killed.append(target_id)
         self.records.append(
             {
                 "target_id": target_id,
@@ -286,19 +298,23 @@ class _KillDesk:
 def _write_summary(
     path: Path, scenario: Scenario, epoch_ns: int, end_s: float, desk: _KillDesk
 ) -> None:
-    impacts = scenario.impacts(end_s)
-    friends = set(scenario.ids[scenario.mode5].tolist())
+    if scenario.continuous:
+        threats, friends = scenario.spawned(end_s)  # born so far: the raids keep coming
+    else:
+        threats = int(np.count_nonzero(~scenario.mode5))
+        friends = int(np.count_nonzero(scenario.mode5))
     summary = {
         "scenario": scenario.id,
         "epoch_ns": epoch_ns,
         "end_s": round(end_s, 6),
-        "targets": int(np.count_nonzero(~scenario.mode5)),  # the threats: friends apart
-        "friends": int(np.count_nonzero(scenario.mode5)),
+        "targets": threats,  # the threats: friends apart
+        "friends": friends,
         # Friends (IFF Mode 5) killed: fratricide; TEWA must keep this empty.
-        "friends_killed": [k["target_id"] for k in desk.records if k["target_id"] in friends],
-        "kills": desk.records,
-        "impacts": [{**vars(hit), "time_s": round(hit.time_s, 6)} for hit in impacts],
-        "leakers": len(impacts),
+        "friends_killed": list(desk.friends_killed),
+        "kills_total": desk.kills_total,
+        "kills": list(desk.records),  # the latest MAX_LISTED
+        "impacts": [{**vars(hit), "time_s": round(hit.time_s, 6)} for hit in desk.impacts],
+        "leakers": desk.leakers,
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -73,6 +73,10 @@ F64 = npt.NDArray[np.float64]
 # Motion model codes in the target arrays.
 _CV, _TURN, _PATH = 0, 1, 2
 
+#: A wave of a repeating raid is let go this long after its last target may have ended (a
+#: kill order may still name it a few seconds later).
+HOLD_S = 30.0
+
 
 # -- loading and error messages ------------------------------------------------------------
 
@@ -237,6 +241,7 @@ class Scenario:
     def _build_targets(self) -> None:
         spec = self.spec
         asset_index = {a.id: i for i, a in enumerate(spec.assets)}
+        self._asset_index = asset_index
         rows: list[dict[str, Any]] = []
         for t in spec.targets:
             row: dict[str, Any] = {
@@ -265,8 +270,9 @@ class Scenario:
             rows.append(row)
         rng = np.random.default_rng(spec.seed)
         for raid in spec.raids:
-            index = asset_index[raid.towards]
-            rows.extend(self._expand(raid, index, spec.assets[index].position_m, rng))
+            if raid.repeat_s is None:
+                index = asset_index[raid.towards]
+                rows.extend(self._expand(raid, index, spec.assets[index].position_m, rng))
 
         used = {r["id"] for r in rows if r["id"] is not None}
         next_id = 1
@@ -276,8 +282,83 @@ class Scenario:
                     next_id += 1
                 r["id"] = next_id
                 used.add(next_id)
+        self._static_rows = rows
+        self._static_ids = np.array([r["id"] for r in rows], dtype=np.uint32)
+        self._static_friends = np.array([r["id"] for r in rows if r["mode5"]], dtype=np.uint32)
+        # Repeating raids (a continuous scenario): wave k of raid r is drawn from
+        # SeedSequence([seed, r, k]) and held only while it may fly (`_advance`). Target ids:
+        # base + 1 + k * per_cycle + offset of the raid + i, past every other target's id.
+        self._repeating = [(i, r) for i, r in enumerate(spec.raids) if r.repeat_s is not None]
+        counts = [r.count for _, r in self._repeating]
+        self._offsets = np.cumsum([0, *counts])
+        self._per_cycle = int(self._offsets[-1])
+        self._id_base = int(max(used, default=0))
+        self._waves: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        self._next_wave = [0] * len(self._repeating)
+        self._killed: dict[int, float] = {}
+        #: Targets of waves let go (flown out, no longer held): (threats, friends).
+        self.retired_targets = [0, 0]
+        self._horizon_s = -math.inf
+        self._set_rows()
 
+    def _wave_life_s(self, raid: RaidSpec) -> float:
+        """An upper bound of how long a target of ``raid`` flies: its longest path (range plus
+        altitude) at its lowest speed, after its latest birth."""
+        return (raid.range_m[1] + raid.altitude_m[1]) / raid.speed_mps[0] + raid.birth_s[1]
+
+    def _advance(self, t_s: float) -> None:
+        """Hold the waves of the repeating raids that may fly at ``t_s``, let go of older ones
+        (``HOLD_S`` after the last of their targets may have ended)."""
+        if not self._repeating or t_s <= self._horizon_s:
+            return
+        self._horizon_s = t_s
+        changed = False
+        for n, (index, raid) in enumerate(self._repeating):
+            period = float(raid.repeat_s or math.inf)
+            life = self._wave_life_s(raid)
+            # the first wave still worth holding (a process started late skips the others)
+            first = max(0, math.floor((t_s - life - HOLD_S) / period))
+            if self._next_wave[n] < first:
+                skipped = first - self._next_wave[n]
+                self.retired_targets[1 if _is_friend(raid) else 0] += skipped * raid.count
+                self._next_wave[n] = first
+            last = math.floor((t_s - raid.birth_s[0]) / period)
+            while self._next_wave[n] <= last:
+                k = self._next_wave[n]
+                if k * period >= self.duration_s:
+                    break
+                self._waves[(n, k)] = self._wave(n, index, raid, k)
+                self._next_wave[n] += 1
+                changed = True
+            for key in [key for key in self._waves if key[0] == n]:
+                if key[1] * period + life + HOLD_S < t_s:
+                    gone = self._waves.pop(key)
+                    for row in gone:
+                        self._killed.pop(row["id"], None)
+                    self.retired_targets[1 if _is_friend(raid) else 0] += len(gone)
+                    changed = True
+        if changed:
+            self._set_rows()
+
+    def _wave(self, n: int, index: int, raid: RaidSpec, k: int) -> list[dict[str, Any]]:
+        asset = self._asset_index[raid.towards]
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, index, k]))
+        rows = self._expand(raid, asset, self.spec.assets[asset].position_m, rng)
+        first = self._id_base + 1 + k * self._per_cycle + int(self._offsets[n])
+        if first + raid.count - 1 > 2**32 - 1:
+            raise ScenarioError(
+                f"scenario {self.id!r}: raids[{index}] wave {k} runs out of target ids (u32)"
+            )
+        shift = k * float(raid.repeat_s or 0.0)
+        for i, row in enumerate(rows):
+            row["id"] = first + i
+            row["birth"] += shift
+        return rows
+
+    def _set_rows(self) -> None:
+        rows = [*self._static_rows, *(r for wave in self._waves.values() for r in wave)]
         n = len(rows)
+        spec = self.spec
         self.ids = np.array([r["id"] for r in rows], dtype=np.uint32)
         self.classes = np.array([int(r["class"].value) for r in rows], dtype=np.uint8)
         #: Per target: a friend answering IFF Mode 5 (it lands at an asset it flies to).
@@ -315,9 +396,13 @@ class Scenario:
         is_path = self._model == _PATH
         #: Absolute impact time per target (seconds), inf for targets that attack nothing.
         self.impact_s = np.where(is_path, self.birth_s + (leg1 + leg2) / speed, math.inf)
+        self._row = {int(t): i for i, t in enumerate(self.ids)}
         #: Absolute kill time per target (seconds), inf while not killed.
         self.kill_s = np.full(n, math.inf)
-        self._row = {int(t): i for i, t in enumerate(self.ids)}
+        for target_id, t_s in self._killed.items():
+            row = self._row.get(target_id)
+            if row is not None:
+                self.kill_s[row] = t_s
 
     @staticmethod
     def _expand(
@@ -352,7 +437,34 @@ class Scenario:
     # -- queries -------------------------------------------------------------------------
     @property
     def n_targets(self) -> int:
+        """Targets held: all of them, or for repeating raids those of the waves held now."""
         return int(self.ids.shape[0])
+
+    @property
+    def continuous(self) -> bool:
+        """True when raids repeat (targets keep coming): only recent waves are held."""
+        return bool(self._repeating)
+
+    def spawned(self, t_s: float) -> tuple[int, int]:
+        """Targets born by ``t_s``, (threats, friends), counting waves already let go."""
+        self._advance(t_s)
+        born = self.birth_s <= t_s
+        return (
+            self.retired_targets[0] + int(np.count_nonzero(born & ~self.mode5)),
+            self.retired_targets[1] + int(np.count_nonzero(born & self.mode5)),
+        )
+
+    def is_friend(self, target_ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """Which of ``target_ids`` are IFF Mode 5 friends (any wave, held or not)."""
+        ids = np.asarray(target_ids, dtype=np.int64)
+        out = np.isin(ids, self._static_friends)
+        if self._repeating:
+            j = ids - self._id_base - 1
+            wave = j >= 0
+            raid = np.searchsorted(self._offsets, np.where(wave, j, 0) % self._per_cycle, "right")
+            friends = np.array([False, *(_is_friend(r) for _, r in self._repeating)])
+            out |= wave & friends[np.clip(raid, 0, len(friends) - 1)]
+        return out
 
     def radar(self, radar_id: str) -> RadarModel:
         """The radar named ``radar_id``; ``ScenarioError`` naming the known ones otherwise."""
@@ -372,8 +484,10 @@ class Scenario:
     def truth_at(self, t_s: float) -> TruthState:
         """Every target at scenario time ``t_s`` (seconds); ``alive`` marks those flying.
 
-        Targets not yet born sit at their birth state, ended ones where they ended.
+        Targets not yet born sit at their birth state, ended ones where they ended. With
+        repeating raids, the waves held are those that may fly at the latest time asked.
         """
+        self._advance(t_s)
         tau = np.clip(np.minimum(t_s, self.end_s()) - self.birth_s, 0.0, None)
         pos = self._p0 + self._v0 * tau[:, None]
         vel = self._v0.copy()
@@ -405,8 +519,7 @@ class Scenario:
     def with_iff(self, state: TruthState) -> TruthState:
         """``state`` (e.g. from a ``Truth`` sample, which does not carry IFF) with this
         scenario's Mode 5 friends marked by target id."""
-        friends = self.ids[self.mode5]
-        return dataclasses.replace(state, mode5=np.isin(state.ids, friends))
+        return dataclasses.replace(state, mode5=self.is_friend(state.ids))
 
     def kill(self, target_id: int, t_s: float) -> bool:
         """Kill ``target_id`` at ``t_s``; False if it is unknown or not alive then."""
@@ -416,6 +529,7 @@ class Scenario:
         if not (self.birth_s[row] <= t_s < self.end_s()[row]):
             return False
         self.kill_s[row] = t_s
+        self._killed[int(target_id)] = t_s
         return True
 
     def kills(self) -> dict[int, float]:
@@ -423,10 +537,14 @@ class Scenario:
         done = np.flatnonzero(np.isfinite(self.kill_s))
         return {int(self.ids[i]): float(self.kill_s[i]) for i in done}
 
-    def impacts(self, until_s: float = math.inf) -> list[Impact]:
-        """Targets that reached their asset by ``until_s`` (not killed first): the leakers."""
+    def impacts(self, until_s: float = math.inf, *, since_s: float = -math.inf) -> list[Impact]:
+        """Targets that reached their asset after ``since_s``, by ``until_s`` (not killed
+        first): the leakers (of the waves held, for repeating raids)."""
+        if math.isfinite(until_s):
+            self._advance(until_s)
         hit = (
             (self.impact_s <= until_s)
+            & (self.impact_s > since_s)
             & (self.impact_s < self.kill_s)
             & (self.impact_s <= self.duration_s)
             & ~self.mode5  # a friend lands there
@@ -437,6 +555,10 @@ class Scenario:
             Impact(int(self.ids[i]), self.assets[self.asset_index[i]].id, float(self.impact_s[i]))
             for i in rows
         ]
+
+
+def _is_friend(raid: RaidSpec) -> bool:
+    return raid.iff is not None and raid.iff.mode5
 
 
 def _turn(p0: F64, v0: F64, omega: F64, on: F64, off: F64, tau: F64) -> tuple[F64, F64]:

@@ -74,6 +74,14 @@ def _sector(value: Any) -> tuple[float, float]:
     return start, end
 
 
+def _duration(value: Any) -> float:
+    if value == "endless":
+        return math.inf
+    if _is_number(value) and value > 0:
+        return float(value)
+    raise ValueError("must be a number of seconds > 0, or endless")
+
+
 def _class_name(value: Any) -> Any:
     if isinstance(value, str) and value in TARGET_CLASSES:
         return value
@@ -85,6 +93,7 @@ PositiveSpan = Annotated[tuple[float, float], BeforeValidator(_positive_span)]
 NonNegativeSpan = Annotated[tuple[float, float], BeforeValidator(_nonnegative_span)]
 Sector = Annotated[tuple[float, float], BeforeValidator(_sector)]
 ClassName = Annotated[str, BeforeValidator(_class_name)]
+Duration = Annotated[float, BeforeValidator(_duration)]
 Id = Annotated[str, Field(min_length=1, max_length=64)]
 
 
@@ -237,6 +246,12 @@ class RaidSpec(_Spec):
         description="IFF transponder of every target of the raid (mode5: friends that "
         "fly to the asset and land there: no impact)",
     )
+    repeat_s: float | None = Field(
+        None,
+        gt=0,
+        description="the raid comes again every repeat_s seconds, each wave drawn afresh "
+        "from the seed, until the scenario ends; omitted: once",
+    )
 
 
 class ScenarioSpec(_Spec):
@@ -245,7 +260,11 @@ class ScenarioSpec(_Spec):
     id: Id | None = Field(None, description="scenario name; omitted: the file's stem")
     description: str = Field("", description="free text")
     seed: int = Field(ge=0, le=2**63 - 1, description="seed of every random draw")
-    duration_s: float = Field(gt=0, description="length, seconds; every target ends then")
+    duration_s: Duration = Field(
+        allow_inf_nan=True,
+        description="length, seconds, every target ends then; or endless (a continuous "
+        "scenario: repeating raids, no end)",
+    )
     assets: list[AssetSpec] = Field(default_factory=list, description="defended assets")
     radars: list[RadarSpec] = Field(default_factory=list, description="radars")
     targets: list[TargetSpec] = Field(default_factory=list, description="individual targets")
