@@ -234,7 +234,7 @@ class ContainerLab:
         if delay_ms <= 0 and loss_pct <= 0:
             self.exec(host, ["tc", "qdisc", "del", *device], user="root", check=False)
             return
-        self.exec(
+        proc = self.exec(
             host,
             [
                 "tc",
@@ -248,4 +248,12 @@ class ContainerLab:
                 f"{loss_pct:g}%",
             ],
             user="root",
+            check=False,
         )
+        if "qdisc kind is unknown" in proc.stderr:
+            raise PodmanError(
+                "this kernel has no netem queueing discipline: `modprobe sch_netem` on the "
+                "host (a kernel built with CONFIG_NET_SCH_NETEM)"
+            )
+        if proc.returncode != 0:
+            raise PodmanError(f"tc netem on {host} failed: {proc.stderr.strip()}")

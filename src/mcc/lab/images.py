@@ -61,15 +61,27 @@ def _wheels(dist: Path) -> list[Path]:
     return found
 
 
+#: An ELF note of the GNU build id: namesz 4, descsz 20, type 3, "GNU", then the 20 bytes, which
+#: differ between two builds of the same sources in different folders (cyclonedds-python's sdist
+#: is compiled in a temporary one)
+_BUILD_ID = b"\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00"
+
+
 def wheels_digest(dist: Path) -> str:
-    """A digest of what the wheels hold (names and bytes of their members, not zip dates)."""
+    """A digest of what the wheels hold: names and bytes of their members, less the zip dates,
+    RECORD and the ELF build ids."""
     digest = hashlib.sha256()
     for wheel in _wheels(dist):
         with zipfile.ZipFile(wheel) as zf:
             for name in sorted(zf.namelist()):
                 if name.endswith("/RECORD"):
                     continue
-                digest.update(name.encode() + b"\0" + zf.read(name))
+                data = bytearray(zf.read(name))
+                at = data.find(_BUILD_ID) if data[:4] == b"\x7fELF" else -1
+                if at >= 0:
+                    start = at + len(_BUILD_ID)
+                    data[start : start + 20] = bytes(20)
+                digest.update(name.encode() + b"\0" + bytes(data))
     return digest.hexdigest()[:16]
 
 
