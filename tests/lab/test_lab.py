@@ -194,8 +194,10 @@ def test_a_secured_mission_across_three_container_hosts(lab: ContainerLab, tmp_p
 
 
 def test_bad_arguments_and_a_missing_image_leave_nothing_behind(
-    built: list[images.Built],
+    built: list[images.Built], tmp_path: Path
 ) -> None:
+    with pytest.raises(PodmanError, match="no wheels of `make wheels`.*run `make wheels` first"):
+        images.build_images(tmp_path, REPO)
     for bad in (0, 33, "3"):
         with pytest.raises(PodmanError, match="hosts: .* is invalid"):
             ContainerLab(bad)  # type: ignore[arg-type]

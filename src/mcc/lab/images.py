@@ -12,7 +12,7 @@
    host names one (``PIP_CERT``, ``SSL_CERT_FILE``: a TLS-inspecting proxy).
 
 Each image is labelled with the digest of the wheels' contents (``mcc.wheels``), so that
-:func:`ensure_images` rebuilds only what changed.
+:func:`build_images` rebuilds only what changed.
 """
 
 from __future__ import annotations
@@ -146,46 +146,45 @@ def build_images(dist: Path, root: Path, *, force: bool = False) -> list[Built]:
     """The base image, then the images of deploy/ from the wheels of ``dist``."""
     digest = wheels_digest(dist)
     built = [build_base()]
-    with tempfile.TemporaryDirectory(prefix="mcc-context-") as tmp:
-        context = Path(tmp)
-        (context / "dist").mkdir()
-        for wheel in _wheels(dist):
-            shutil.copyfile(wheel, context / "dist" / wheel.name)
-        for image, containerfile in IMAGES.items():
-            if not force and image_label(image, "mcc.wheels") == digest:
-                built.append(Built(image, 0.0, image_size(image)))
-                continue
-            args = [
-                "build",
-                "--format",
-                "docker",
-                "--network",
-                "host",
-                "--label",
-                f"mcc.wheels={digest}",
-                "-f",
-                str(root / "deploy" / containerfile),
-                "-t",
-                image,
-            ]
-            bundle = _ca_bundle()
-            if bundle is not None:
-                args += [
-                    "-v",
-                    f"{bundle}:/run/host-ca.crt:ro",
-                    "--build-arg",
-                    "PIP_CERT=/run/host-ca.crt",
+    building = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="mcc-context-") as tmp:
+            context = Path(tmp)
+            (context / "dist").mkdir()
+            for wheel in _wheels(dist):
+                shutil.copyfile(wheel, context / "dist" / wheel.name)
+            for image, containerfile in IMAGES.items():
+                if not force and image_label(image, "mcc.wheels") == digest:
+                    built.append(Built(image, 0.0, image_size(image)))
+                    continue
+                args = [
+                    "build",
+                    "--format",
+                    "docker",
+                    "--network",
+                    "host",
+                    "--label",
+                    f"mcc.wheels={digest}",
+                    "-f",
+                    str(root / "deploy" / containerfile),
+                    "-t",
+                    image,
                 ]
-            started = time.monotonic()
-            podman([*args, str(context)], timeout_s=BUILD_TIMEOUT_S)
-            built.append(Built(image, time.monotonic() - started, image_size(image)))
-    podman(["image", "prune", "--force"], check=False)  # the build stages' dangling layers
+                bundle = _ca_bundle()
+                if bundle is not None:
+                    args += [
+                        "-v",
+                        f"{bundle}:/run/host-ca.crt:ro",
+                        "--build-arg",
+                        "PIP_CERT=/run/host-ca.crt",
+                    ]
+                started, building = time.monotonic(), True
+                podman([*args, str(context)], timeout_s=BUILD_TIMEOUT_S)
+                built.append(Built(image, time.monotonic() - started, image_size(image)))
+    finally:
+        if building:  # the build stages' dangling layers, also of a failed build
+            podman(["image", "prune", "--force"], check=False, timeout_s=300)
     return built
-
-
-def ensure_images(dist: Path, root: Path) -> list[Built]:
-    """The images, rebuilt only when the wheels of ``dist`` changed."""
-    return build_images(dist, root)
 
 
 def main(argv: Sequence[str]) -> int:
