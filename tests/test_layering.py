@@ -161,8 +161,8 @@ PUBLIC = {
     "mcc.bus": "Bus BusStatistics DurableWriter HeartbeatPublisher HistoryReader HistoryStatus "
     "QosEvent QosLibrary Reader ReaderLoop Replier Requester StoreError TOPICS TopicSpec "
     "Transport Writer default_library open_bus topic_spec validate_sample",
-    "mcc.orchestrate": "AppContext Cluster Identity LocalBackend Mission Node Placement Planner "
-    "Supervisor System load_manifest parse_manifest",
+    "mcc.orchestrate": "AppContext AppSpec Cluster Identity LocalBackend Mission Node Placement "
+    "Planner Supervisor System app load_app load_manifest open_mission parse_manifest",
     "mcc.persist": "Action Authorize DefaultPolicy PersistLimits PersistService Principal "
     "ServiceStatistics Store StoreError StoreReport TopicPolicy inspect_store open_service",
     "mcc.security": "Grant Identity Keystore MAX_SECURE_DOMAIN SecurityError governance_xml "

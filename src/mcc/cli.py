@@ -238,6 +238,7 @@ def _add_bench_parsers(bsub: Any) -> None:
     from mcc.bench.hpc import add_parser as add_hpc_bench_parser
     from mcc.bench.netfault import add_parser as add_netfault_parser
     from mcc.bench.persist import add_parser as add_persist_bench_parser
+    from mcc.bench.soak import add_parser as add_soak_parser
     from mcc.bench.suite import add_parsers as add_perftest_parsers
     from mcc.bench.tracker import add_parser as add_tracker_parser
 
@@ -251,6 +252,7 @@ def _add_bench_parsers(bsub: Any) -> None:
     add_persist_bench_parser(bsub)
     add_compute_bench_parser(bsub)
     add_asterix_bench_parser(bsub)
+    add_soak_parser(bsub)
 
 
 def _command_of(argv: Sequence[str]) -> str:
@@ -407,7 +409,8 @@ def _write_output(text: str, output: str | None) -> int:
 
 
 def _cmd_qos_export(args: argparse.Namespace) -> int:
-    from mcc.bus.qos import default_library, export_profiles
+    from mcc.bus.qos import default_library
+    from mcc.bus.qos_export import export_profiles
 
     return _write_output(export_profiles(default_library(), args.vendor), args.output)
 

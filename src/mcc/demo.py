@@ -27,10 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from mcc.bus import Transport
-from mcc.orchestrate.backends.local import LocalBackend
-from mcc.orchestrate.commands import default_run_dir
 from mcc.orchestrate.manifest import load_manifest
-from mcc.orchestrate.supervisor import Supervisor
+from mcc.orchestrate.supervisor import Supervisor, open_mission
 from mcc.resources import mission_file
 from mcc.settings import current
 
@@ -63,13 +61,8 @@ def run_demo(
     # hears nor disturbs other missions on this host.
     # Passed down, not put in os.environ: the supervisor hands it to every instance and client.
     tag = current().discovery_tag or f"mcc-demo-{os.getpid()}"
-    run_dir = default_run_dir(mission)
-    supervisor = Supervisor(
-        mission,
-        backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
-        run_dir=run_dir,
-        transport=Transport.loopback(tag),
-    )
+    supervisor = open_mission(mission, transport=Transport.loopback(tag))
+    run_dir = supervisor.run_dir
     if mission.security == "on":
         supervisor.secure()  # the console's identity exists before the console starts
     out.print(

@@ -473,7 +473,7 @@ def test_a_changed_file_is_reloaded(tmp_path: Path) -> None:
 def test_rti_export_loads_back_to_the_same_profiles(library: QosLibrary, tmp_path: Path) -> None:
     """The RTI export is OMG DDS-XML with every setting in the entity sections: loaded by MCC's
     own loader it gives every reader and writer the QoS of qos/mcc.xml."""
-    from mcc.bus.qos import export_profiles
+    from mcc.bus.qos_export import export_profiles
 
     path = tmp_path / "rti.xml"
     path.write_text(export_profiles(library, "rti"))
@@ -487,7 +487,7 @@ def test_rti_export_loads_back_to_the_same_profiles(library: QosLibrary, tmp_pat
 def test_fastdds_export_has_a_writer_and_a_reader_per_profile(library: QosLibrary) -> None:
     import xml.etree.ElementTree as ET
 
-    from mcc.bus.qos import export_profiles
+    from mcc.bus.qos_export import export_profiles
 
     root = ET.fromstring(export_profiles(library, "fastdds"))
     ns = {"f": "http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles"}
@@ -508,7 +508,7 @@ def test_fastdds_export_has_a_writer_and_a_reader_per_profile(library: QosLibrar
 
 
 def test_export_refuses_an_unknown_vendor(library: QosLibrary) -> None:
-    from mcc.bus.qos import export_profiles
+    from mcc.bus.qos_export import export_profiles
 
     with pytest.raises(QosError, match=r"unknown vendor 'opendds'.*fastdds"):
         export_profiles(library, "opendds")
@@ -536,7 +536,7 @@ def test_cli_exports_the_profiles(vendor: str, tmp_path: Path, library: QosLibra
     import subprocess
     import sys
 
-    from mcc.bus.qos import export_profiles
+    from mcc.bus.qos_export import export_profiles
 
     out = tmp_path / f"{vendor}.xml"
     cmd = [sys.executable, "-m", "mcc.cli", "qos", "export", "--vendor", vendor, "-o", str(out)]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mcc.bus.qos import default_library, export_profiles
+from mcc.bus.qos import default_library
+from mcc.bus.qos_export import export_profiles
 from mcc.bus.transport import Transport
 from tests.conftest import IN_CI, REPO, require_tool
 

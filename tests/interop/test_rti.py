@@ -23,7 +23,8 @@ import pytest
 
 from mcc.bus import Bus
 from mcc.bus.codec import flat_codec
-from mcc.bus.qos import default_library, export_profiles
+from mcc.bus.qos import default_library
+from mcc.bus.qos_export import export_profiles
 from mcc.bus.topics import TOPICS
 from mcc.bus.transport import Transport
 from mcc.types import foreign

@@ -49,7 +49,8 @@ def peer_pingpong(r: RowSpec, peer: str, count: int) -> PingPong:
     profiles (the Fast DDS echo loads `mcc qos export --vendor fastdds`)."""
     import tempfile
 
-    from mcc.bus.qos import default_library, export_profiles
+    from mcc.bus.qos import default_library
+    from mcc.bus.qos_export import export_profiles
 
     if any(node.netns is not None for node in r.nodes):
         raise MccError(f"--peer {peer}: host network only (the peer knows no namespaces)")

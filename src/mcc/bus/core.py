@@ -42,7 +42,7 @@ from cyclonedds.topic import Topic
 from mcc import settings
 from mcc.bus import _native
 from mcc.bus.dispatch import Dispatcher
-from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll  # noqa: F401
+from mcc.bus.endpoints import Reader, Writer
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import is_sourced, source_partition, topic_spec
 from mcc.bus.transport import Transport, port_clash_hint

@@ -29,7 +29,6 @@ from mcc.bus.qos_describe import (  # noqa: F401
     describe_qos,
     policy_name,
 )
-from mcc.bus.qos_export import VENDORS, export_profiles  # noqa: F401
 from mcc.bus.qos_xml import (  # noqa: F401
     DEFAULT_QOS_FILE,
     LIBRARY_NAME,

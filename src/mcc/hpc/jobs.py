@@ -33,9 +33,8 @@ from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, read_result
 from mcc.hpc.farm_protocol import MAX_N, MAX_WORKERS, result_path
 from mcc.hpc.mpi import TCP_ENV, find_mpiexec
 from mcc.hpc.stream import bulk_transport, check_stream_sizes
-from mcc.orchestrate.backends.local import LocalBackend
 from mcc.orchestrate.manifest import Cluster, Mission, System, load_manifest
-from mcc.orchestrate.supervisor import Supervisor
+from mcc.orchestrate.supervisor import open_mission
 from mcc.resources import data_root
 from mcc.security.mission import Topics
 from mcc.settings import current
@@ -255,9 +254,8 @@ def _run_mission(
     path = result_path(run_dir, job_id)
     kill_info: dict[str, Any] = {}
     start_ns = time.time_ns()
-    supervisor = Supervisor(
+    supervisor = open_mission(
         mission,
-        backend=LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain),
         run_dir=run_dir,
         watch=Topics(subscribe=("WorkResult", "Checkpoint")) if kill is not None else None,
         transport=transport,

@@ -1,9 +1,12 @@
 """The orchestrator: mission manifests, planning, supervision, backends (local, ray).
 
->>> from mcc.orchestrate import load_manifest, Supervisor, LocalBackend
+>>> from mcc.orchestrate import load_manifest, open_mission
 >>> mission = load_manifest("missions/sam-toc.yaml")
->>> with Supervisor(mission, backend=LocalBackend(mission.nodes), run_dir=run_dir) as sup:
-...     sup.scale("mc", 8)
+>>> with open_mission(mission) as sup:  # its supervisor, on node agents of this host
+...     sup.scale("tracker", 2)
+
+An app declares itself with `app` (``mcc.orchestrate.appspec``): its topics, its ``config:``
+model, its durable topics.
 
 Names are imported on first use, so ``python -m mcc.orchestrate.runtime`` (every app
 instance) loads only what it needs.
@@ -15,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mcc.orchestrate.appspec import AppSpec, app, load_app
     from mcc.orchestrate.backends.local import LocalBackend
     from mcc.orchestrate.manifest import (
         Cluster,
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     )
     from mcc.orchestrate.planner import Placement, Planner
     from mcc.orchestrate.runtime import AppContext, Identity
-    from mcc.orchestrate.supervisor import Supervisor
+    from mcc.orchestrate.supervisor import Supervisor, open_mission
 
 _WHERE = {
     "AppContext": "runtime",
@@ -41,9 +45,14 @@ _WHERE = {
     "Placement": "planner",
     "Planner": "planner",
     "Supervisor": "supervisor",
+    "open_mission": "supervisor",
+    "AppSpec": "appspec",
+    "app": "appspec",
+    "load_app": "appspec",
 }
 __all__ = [
     "AppContext",
+    "AppSpec",
     "Cluster",
     "Identity",
     "LocalBackend",
@@ -53,7 +62,10 @@ __all__ = [
     "Planner",
     "Supervisor",
     "System",
+    "app",
+    "load_app",
     "load_manifest",
+    "open_mission",
     "parse_manifest",
 ]
 

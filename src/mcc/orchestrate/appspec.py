@@ -31,7 +31,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -40,9 +40,6 @@ from mcc.orchestrate.appconfig import config_problems_of, describe_fields
 from mcc.orchestrate.manifest import parse_manifest
 from mcc.security.mission import Topics
 from mcc.yamlsource import nearest_line, parse_mapping
-
-if TYPE_CHECKING:
-    from mcc.orchestrate.runtime import AppContext
 
 __all__ = [
     "AppLoadError",
@@ -97,7 +94,7 @@ class LoadedApp:
     """An app ready to run: its reference, its function, what it declares."""
 
     ref: str
-    function: Callable[[AppContext], int | None]
+    function: Callable[..., int | None]  # takes the instance's AppContext
     spec: AppSpec
 
 

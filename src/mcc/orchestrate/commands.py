@@ -10,14 +10,12 @@ import signal
 import sys
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from mcc.errors import ManifestError
 from mcc.orchestrate.appspec import app_problems
-from mcc.orchestrate.backends.base import Backend
-from mcc.orchestrate.manifest import Mission, load_manifest
+from mcc.orchestrate.manifest import load_manifest
 from mcc.settings import current
 
 
@@ -139,33 +137,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
-def make_backend(mission: Mission, name: str, *, address: str | None = None) -> Backend:
-    if name == "local":
-        from mcc.orchestrate.backends.local import LocalBackend
-
-        return LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain)
-    from mcc.orchestrate.backends.ray import RayBackend
-
-    return RayBackend(address=address, namespace=f"mcc-{mission.mission}")
-
-
-def default_run_dir(mission: Mission) -> Path:
-    from mcc.orchestrate.registry import home
-
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return home() / "runs" / f"{mission.mission}-{stamp}"
-
-
 def cmd_up(args: argparse.Namespace) -> int:
-    from mcc.orchestrate.supervisor import Supervisor
+    from mcc.orchestrate.supervisor import open_mission
 
     mission = load_manifest(args.file)
     problems = app_problems(args.file, only_given=True)
     if problems:
         raise ManifestError("\n".join(problems), problems=problems)
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(mission)
-    backend = make_backend(mission, args.backend, address=args.address)
-    supervisor = Supervisor(mission, backend=backend, run_dir=run_dir, phase=args.phase)
+    supervisor = open_mission(
+        mission,
+        backend=args.backend,
+        address=args.address,
+        run_dir=Path(args.run_dir) if args.run_dir else None,
+        phase=args.phase,
+    )
+    run_dir = supervisor.run_dir
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -74,8 +74,8 @@ class System(_Model):
     app: str | None = None
     command: list[str] | None = None
     args: list[str] = []
-    #: An app's settings, checked against the config model its app declares (`mcc.orchestrate.appspec.app`):
-    #: `mcc.orchestrate.appconfig`, docs/manifest.md.
+    #: An app's settings, checked against the config model its app declares
+    #: (`mcc.orchestrate.appspec.app`, `mcc.orchestrate.appconfig`, docs/manifest.md).
     config: dict[str, Any] | None = None
     replicas: Annotated[int, Field(ge=0, le=4096)] = 1
     resources: Resources = Resources()

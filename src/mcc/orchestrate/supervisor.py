@@ -621,3 +621,46 @@ def _describe_exit(returncode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exited {returncode}"
+
+
+def make_backend(mission: Mission, name: str = "local", *, address: str | None = None) -> Backend:
+    """The backend ``name`` for ``mission``: ``local`` (node agents on this host) or ``ray``
+    (a Ray cluster at ``address``, default: start or join the local one)."""
+    if name == "local":
+        from mcc.orchestrate.backends.local import LocalBackend
+
+        return LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain)
+    if name == "ray":
+        from mcc.orchestrate.backends.ray import RayBackend
+
+        return RayBackend(address=address, namespace=f"mcc-{mission.mission}")
+    raise OrchestratorError(f"backend {name!r}: expected 'local' or 'ray'")
+
+
+def default_run_dir(mission: Mission) -> Path:
+    """``$MCC_HOME/runs/MISSION-YYYYmmdd-HHMMSS``."""
+    from datetime import datetime
+
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return registry.home() / "runs" / f"{mission.mission}-{stamp}"
+
+
+def open_mission(
+    mission: Mission,
+    *,
+    backend: str = "local",
+    address: str | None = None,
+    run_dir: Path | None = None,
+    **options: Any,
+) -> Supervisor:
+    """The one way to set a mission up to run: its supervisor on backend ``backend`` (see
+    `make_backend`), its run folder (default `default_run_dir`); ``options`` go to
+    `Supervisor` (``phase``, ``watch``, ``transport``, …). `mcc up`, `mcc demo` and the HPC
+    jobs all start here; ``with open_mission(m) as sup:`` runs it until the block ends."""
+    folder = run_dir if run_dir is not None else default_run_dir(mission)
+    return Supervisor(
+        mission,
+        backend=make_backend(mission, backend, address=address),
+        run_dir=folder,
+        **options,
+    )
