@@ -106,6 +106,30 @@ def test_imm_transitions_leave_straight_flight_for_the_turns_and_turns_half_for_
     np.testing.assert_allclose(both, kalman.imm_transition(np.array([1.0, 3.0]), 2, sojourn_s=10.0))
 
 
+def test_imm_mixing_drops_weights_below_the_floor() -> None:
+    """A turn model of probability 1e-3 whose state turned away leaves the straight model's
+    mixed state and covariance as they were (the textbook mixing widens them); weights above
+    the floor mix as `kalman.imm_mix` does."""
+    from mcc.tracking.predictors import imm_mix
+
+    x = np.zeros((2, 2, 4))
+    x[:, 0, 2:] = [200.0, 0.0]  # straight
+    x[:, 1, 2:] = [150.0, 130.0]  # a turn, 40 deg away
+    P = np.broadcast_to(np.eye(4) * 4.0, (2, 2, 4, 4)).copy()
+    mu = np.array([[0.999, 0.001], [0.5, 0.5]])
+    pi = imm_transition(np.float64(2.0), (0.0, 6.0), 120.0, 5.0)
+    state = kalman.IMMState(x, P, mu)
+    floored = imm_mix(state, pi, 0.02)
+    textbook = kalman.imm_mix(state, pi)
+    np.testing.assert_allclose(floored.x[0, 0], x[0, 0])
+    np.testing.assert_allclose(floored.P[0, 0], P[0, 0])
+    assert textbook.P[0, 0, 2, 2] > P[0, 0, 2, 2] + 0.5  # widened by a 0.1 % model
+    for a, b in zip(floored, textbook, strict=True):  # track 1: every weight above the floor
+        np.testing.assert_allclose(a[1], b[1], atol=1e-9)
+    np.testing.assert_allclose(floored.mu, textbook.mu)
+    np.testing.assert_allclose(imm_mix(state, pi, 0.0).P, textbook.P)
+
+
 def test_the_default_imm_covers_0_to_20_dps_within_3_dps() -> None:
     rates = np.array(TrackerConfig().imm_turn_rates_dps)
     wanted = np.linspace(-20, 20, 81)
@@ -346,7 +370,7 @@ def test_the_imm_predictor_matches_kalman_imm_predict(same_dt: bool) -> None:
     """The predictor's fast path (one dt for all tracks) and its general path give
     `kalman.imm_predict` with `kalman.imm_models` and `kalman.imm_transition`."""
     rng = np.random.default_rng(7)
-    cfg = TrackerConfig(ndim=2)
+    cfg = TrackerConfig(ndim=2, imm_mix_floor=0.0)  # the textbook mixing
     bank = IMMPredictor(cfg)
     x, P = _states(rng, 25, 2)
     bank.append(x, P)

@@ -224,8 +224,16 @@ def draw(name: str, seed: int, *, targets: int | None = None) -> Draw:
         track[k] = x[:, :2]
         F = kalman.ct_transition(SIM_DT_S, -omega[k], ndim=2, xp=np)
         x = (F @ x[:, :, None])[:, :, 0]
-    sim_t: F64 = np.arange(steps, dtype=np.float64) * SIM_DT_S
-    truth = Truth({str(i): (sim_t, np.asarray(track[:, i, :])) for i in range(track.shape[1])})
+    # One more point, a second on, so that the last scan (at ``duration`` up to rounding) is
+    # inside every target's time span.
+    sim_t: F64 = np.r_[np.arange(steps, dtype=np.float64) * SIM_DT_S, (steps - 1) * SIM_DT_S + 1]
+    ahead = track[-1] + 10 * (track[-1] - track[-2])
+    truth = Truth(
+        {
+            str(i): (sim_t, np.concatenate([track[:, i, :], ahead[None, i]]))
+            for i in range(track.shape[1])
+        }
+    )
     far = float(np.hypot(track[..., 0], track[..., 1]).max()) * 1.3
     events = sorted(
         (float(t), sid)

@@ -41,14 +41,28 @@ class GNNAssociator:
         first: npt.NDArray[np.bool_],
         n_meas: int,
         nll: F64 | None = None,
+        miss_cost: float | None = None,
     ) -> tuple[I64, I64]:
         """``nll``: −2 ln of each pair's likelihood up to a constant, when the predictor knows
         better than the Gaussian of ``d2`` and ``logdet`` (an IMM's model mixture); used in
-        place of d² + ln|S| with the ``likelihood`` cost."""
+        place of d² + ln|S| with the ``likelihood`` cost. ``miss_cost``: with the
+        ``likelihood`` cost, a track is left without a detection rather than given one whose
+        cost (d² + ln|S|, or ``nll``) is not below this (the tracker's: the pair's likelihood
+        ratio to clutter is below that of a miss, 1 − p_d p_g), and leaving a track and a
+        detection out costs exactly that."""
         ti, mj, d2 = gated.ti, gated.mj, gated.d2
         if ti.size == 0:
             return _EMPTY_I64, _EMPTY_I64
-        if self.cost == "likelihood":
+        if self.cost == "likelihood" and miss_cost is not None:
+            raw = gated.d2 + gated.logdet if nll is None else nll
+            keep = raw < miss_cost
+            if not keep.any():
+                return _EMPTY_I64, _EMPTY_I64
+            ti, mj, raw, first = ti[keep], mj[keep], raw[keep], first[keep]
+            # One shift of every pair and of the miss: the same optimum, weights >= 0.
+            lo = float(raw.min())
+            cost, max_cost = raw - lo, miss_cost - lo
+        elif self.cost == "likelihood":
             own = gated.logdet if nll is None else nll - d2
             extra = own - own.min()
             cost = d2 + extra

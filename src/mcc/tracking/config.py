@@ -59,6 +59,11 @@ class TrackerConfig:
     imm_turn_sojourn_s: float = 5.0
     """IMM: mean time spent in one turn model, seconds; a turn left goes half to the straight
     model, half evenly to the other turns."""
+    imm_mix_floor: float = 0.02
+    """IMM: a model whose probability is below this takes no part in the next mixing (it
+    restarts from the other models' states with its prior probability): a turn model of
+    probability 0.001 would otherwise widen the straight model's covariance at every step
+    through the spread of the means (0 = the textbook IMM)."""
     measurement_update: Literal["ekf", "converted"] = "ekf"
     """Polar detections (`Scan.from_polar`): ``ekf`` updates in range/azimuth(/elevation)
     (/range-rate) with the Jacobian at the prediction; ``converted`` updates with the debiased
@@ -155,6 +160,8 @@ class TrackerConfig:
         _positive("sigma_a_straight_mps2", self.sigma_a_straight_mps2, strict=False)
         _positive("imm_sojourn_s", self.imm_sojourn_s)
         _positive("imm_turn_sojourn_s", self.imm_turn_sojourn_s)
+        if not 0.0 <= self.imm_mix_floor < 0.5:
+            _bad("imm_mix_floor", self.imm_mix_floor, "allowed [0, 0.5)")
         _positive("init_velocity_std_mps", self.init_velocity_std_mps)
         _positive("max_speed_mps", self.max_speed_mps)
         _positive("max_position_std_m", self.max_position_std_m)

@@ -101,60 +101,87 @@ class JPDAAssociator:
     def _clusters(
         self, rest: I64, comp: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64
     ) -> None:
-        """The clusters of two tracks or more among pairs ``rest``: those of one shape (the
-        number of gated detections of each of their tracks) enumerated together
-        (`_exact_group`), those past ``max_cluster``/``max_events`` by the cheap JPDA."""
+        """The clusters of two tracks or more among pairs ``rest``: those of T tracks with at
+        most k gated detections each enumerated together (`_exact_group`, each track's
+        detections padded to k with impossible ones), those past ``max_cluster`` tracks or
+        ``max_events`` joint events by the cheap JPDA. Grouping by (T, k) rather than by
+        exact shape: 3x fewer NumPy calls at 1000 tracks in 0.3° bearing noise (measured)."""
         order = rest[np.lexsort((t_loc[rest], comp[rest]))]  # by cluster, then track
         c_of, t_of = comp[order], t_loc[order]
         new_run = np.r_[True, (t_of[1:] != t_of[:-1]) | (c_of[1:] != c_of[:-1])]
         runs = np.flatnonzero(new_run)  # first pair (in ``order``) of each track
-        run_len = np.diff(np.r_[runs, order.size]).tolist()
+        run_len = np.diff(np.r_[runs, order.size])
         run_cluster = c_of[runs]
         cl_start = np.flatnonzero(np.r_[True, run_cluster[1:] != run_cluster[:-1]])
-        cl_end = np.r_[cl_start[1:], runs.size]
+        n_cl = cl_start.size
+        tracks_per = np.diff(np.r_[cl_start, runs.size])
+        k_per = np.maximum.reduceat(run_len, cl_start)
+        run_cl = np.repeat(np.arange(n_cl), tracks_per)  # cluster (0..n_cl-1) of each run
+        run_t = np.arange(runs.size) - cl_start[run_cl]  # track of each run in its cluster
+        pair_run = np.repeat(np.arange(runs.size), run_len)
+        pair_k = np.arange(order.size) - runs[pair_run]
+        self.clusters += int(n_cl)
+        log_events = np.add.reduceat(np.log(run_len + 1.0), cl_start)  # ln Π (n_t + 1)
+        exact = (tracks_per <= self.max_cluster) & (log_events <= math.log(self.max_events))
+        if not exact.all():
+            self.fallbacks += int(np.count_nonzero(~exact))
+            self._cheap(order[~exact[run_cl[pair_run]]], t_loc, m_loc, log_g, beta, beta0)
+        # Padding to k per track may cost at most twice the events (or 64 events).
+        padded = tracks_per * np.log(k_per + 1.0) <= np.maximum(log_events + math.log(2), 4.2)
         shapes: dict[tuple[int, ...], list[int]] = {}
-        for ci, (a, b) in enumerate(zip(cl_start.tolist(), cl_end.tolist(), strict=True)):
-            shapes.setdefault(tuple(run_len[a:b]), []).append(ci)
-        self.clusters += int(cl_start.size)
-        cheap: list[I64] = []
-        first_pair = runs[cl_start]
+        lens = run_len.tolist()
+        for c in np.flatnonzero(exact).tolist():
+            a = int(cl_start[c])
+            if padded[c]:
+                shape: tuple[int, ...] = (-int(tracks_per[c]), int(k_per[c]))
+            else:
+                shape = tuple(lens[a : a + int(tracks_per[c])])
+            shapes.setdefault(shape, []).append(c)
+        sentinel = log_g.size  # an impossible pair: ln g = -inf
+        lg = np.r_[log_g, -np.inf]
+        ml = np.r_[m_loc, (int(m_loc.max()) + 1) if m_loc.size else 0]
         for shape, members in shapes.items():
-            n = np.array(shape)
             sel = np.array(members)
-            if n.size > self.max_cluster or float(np.prod(n + 1.0)) > self.max_events:
-                self.fallbacks += sel.size
-                cheap += [order[first_pair[c] : first_pair[c] + int(n.sum())] for c in sel]
-                continue
-            pairs = order[first_pair[sel][:, None] + np.arange(int(n.sum()))]  # (C, L)
-            chunk = max(1, (1 << 20) // int(np.prod(n + 1) * n.size))
+            T = int(tracks_per[sel[0]])
+            k = int(k_per[sel[0]])
+            n = None if shape[0] < 0 else np.array(shape)
+            rank = np.full(n_cl, -1)
+            rank[sel] = np.arange(sel.size)
+            pairs = np.full((sel.size, T, k), sentinel)
+            mine = rank[run_cl[pair_run]] >= 0
+            pr = pair_run[mine]
+            pairs[rank[run_cl[pr]], run_t[pr], pair_k[mine]] = order[mine]
+            events = (k + 1) ** T if n is None else int(np.prod(n + 1))
+            chunk = max(1, (1 << 20) // (events * T))
             for i in range(0, sel.size, chunk):
-                self._exact_group(n, pairs[i : i + chunk], t_loc, m_loc, log_g, beta, beta0)
-        if cheap:
-            self._cheap(np.concatenate(cheap), t_loc, m_loc, log_g, beta, beta0)
+                self._exact_group(pairs[i : i + chunk], n, t_loc, ml, lg, beta, beta0)
 
     def _exact_group(
         self,
-        n: I64,
         pairs: I64,
+        n: I64 | None,
         t_loc: I64,
         m_loc: I64,
         log_g: F64,
         beta: F64,
         beta0: F64,
     ) -> None:
-        """Enumerate the joint events of C clusters of one shape at once: ``n (T,)`` gated
-        detections per track, ``pairs (C, L)`` each cluster's pairs ordered by track."""
-        T = n.size
-        start = np.cumsum(n) - n
-        choice = np.indices(tuple((n + 1).tolist())).reshape(T, -1).T  # (E, T)
+        """Enumerate the joint events of C clusters of T tracks at once: ``pairs (C, T, k)``
+        the gated pairs of each track (padded with the impossible pair ``log_g.size - 1``,
+        ``log_g`` and ``m_loc`` extended by it); ``n (T,)``: the clusters' common shape (the
+        choices enumerated), None: every track k choices."""
+        C, T, k = pairs.shape
+        counts = (k + 1,) * T if n is None else tuple((n + 1).tolist())
+        choice = np.indices(counts).reshape(T, -1).T  # (E, T)
         hit = choice > 0
-        pidx = pairs[:, np.where(hit, start + choice - 1, 0)]  # (C, E, T) pair of each choice
+        pidx = pairs[:, np.arange(T), np.maximum(choice - 1, 0)]  # (C, E, T)
         # A miss gets a detection number of its own (negative) so that only real detections
         # can collide.
         det = np.where(hit, m_loc[pidx], -1 - np.arange(T))
         det.sort(axis=2)
         ok = (det[..., 1:] != det[..., :-1]).all(axis=2)  # (C, E)
-        logw = np.where(ok, np.where(hit, log_g[pidx], self.log_w0).sum(axis=2), -np.inf)
+        with np.errstate(invalid="ignore"):
+            logw = np.where(ok, np.where(hit, log_g[pidx], self.log_w0).sum(axis=2), -np.inf)
         if self.star:
             # JPDA*: of the events that differ only by which track took which detection
             # (the same detections used, the same tracks missed: the same sorted ``det``
@@ -162,7 +189,7 @@ class JPDAAssociator:
             # The key of a row: the sum of a random 64-bit code per detection number (so the
             # same set in any order, collisions ~2^-64), plus the cluster's own code; sorting
             # one int64 key is ~10x faster than np.unique over rows (measured at 1000 tracks).
-            C, E = logw.shape
+            E = logw.shape[1]
             codes = _codes(int(det.max()) + T + 1)
             with np.errstate(over="ignore"):
                 key = codes[det + T].sum(axis=2, dtype=np.uint64)
@@ -177,8 +204,8 @@ class JPDAAssociator:
         p /= p.sum(axis=1, keepdims=True)
         hits = np.broadcast_to(hit, pidx.shape)
         weights = np.broadcast_to(p[:, :, None], pidx.shape)
-        beta += np.bincount(pidx[hits], weights=weights[hits], minlength=beta.size)
-        beta0[t_loc[pairs[:, start]]] = np.einsum("ce,et->ct", p, (~hit).astype(np.float64))
+        beta += np.bincount(pidx[hits], weights=weights[hits], minlength=beta.size + 1)[:-1]
+        beta0[t_loc[pairs[:, :, 0]]] = np.einsum("ce,et->ct", p, (~hit).astype(np.float64))
 
     def _cheap(self, pairs: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64) -> None:
         """Fitzgerald's cheap JPDA on ``pairs`` (g scaled so that w0 = 1; it is exact for a

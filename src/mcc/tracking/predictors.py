@@ -84,6 +84,7 @@ class IMMPredictor:
         self.n = 2 * config.ndim
         self.noise_model = config.noise_model
         self.sojourn_s = (config.imm_sojourn_s, config.imm_turn_sojourn_s)
+        self.mix_floor = config.imm_mix_floor
         self.turn_rates = np.radians(np.asarray(config.imm_turn_rates_dps, dtype=np.float64))
         m = self.turn_rates.size
         # Each model's white acceleration: the straight (0 deg/s) model's is small, the way a
@@ -112,7 +113,9 @@ class IMMPredictor:
         if lo != hi:
             F, Q = _imm_models(dt_s, self.turn_rates, self.sigma_a, self.d, self.noise_model)
             pi = imm_transition(dt_s, tuple(self.turn_rates.tolist()), *self.sojourn_s)
-            self.state = kalman.imm_predict(self.state, F=F, Q=Q, trans_prob=pi, xp=np)
+            mixed = imm_mix(self.state, pi, self.mix_floor)
+            x, P = kalman.predict(mixed.x, mixed.P, F, Q, xp=np)
+            self.state = kalman.IMMState(x, P, mixed.mu)
         else:
             # Every track one step of the same dt (the usual case): one transition matrix,
             # and each model's F P Fᵀ as one product over all tracks, vec(P) (F ⊗ F)ᵀ.
@@ -121,7 +124,7 @@ class IMMPredictor:
                 lo, rates, self.sigma_a, self.d, self.noise_model, self.sojourn_s
             )
             # pi comes from `kalman.imm_transition` (checked there), cached per step length.
-            mixed = kalman.imm_mix(self.state, pi, xp=np, validate=False)
+            mixed = imm_mix(self.state, pi, self.mix_floor)
             n_tracks, n_models, n = mixed.x.shape
             Pv = mixed.P.reshape(n_tracks, n_models, n * n)
             if n_tracks <= _TALL_ROWS:
@@ -274,6 +277,40 @@ def _imm_step(
     FFT = np.ascontiguousarray(np.stack([np.kron(f, f).T for f in F]))
     pi = imm_transition(np.float64(dt_s), rates, *sojourn_s)
     return FT, FFT, Q, pi
+
+
+def imm_mix(state: kalman.IMMState, pi: F64, floor: float) -> kalman.IMMState:
+    """`kalman.imm_mix` (``pi`` from `imm_transition`, checked there) where a mixing weight
+    μ_(i|j) below ``floor`` is dropped and the others of model j renormalised: a turn model of
+    probability 0.001 would otherwise widen the straight model's covariance at every step
+    through the spread of the means (Σ_i μ_(i|j) (x_i − x0_j)(x_i − x0_j)ᵀ, the turned velocity
+    differing by ~100 m/s over a few seconds), while each turn model still mixes with the
+    straight model and itself. ``floor`` 0: `kalman.imm_mix` itself."""
+    if floor <= 0.0:
+        return kalman.imm_mix(state, pi, xp=np, validate=False)
+    x, P, mu = state
+    if pi.ndim == 2:
+        c_bar = mu @ pi  # (N, M)
+        w = mu[:, :, None] * pi[None, :, :]  # (N, i, j)
+    else:
+        c_bar = (mu[:, None, :] @ pi)[:, 0, :]
+        w = mu[:, :, None] * pi
+    w /= np.maximum(c_bar[:, None, :], 1e-300)
+    w[w < floor] = 0.0
+    w /= np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
+    n_tracks, n_models, n = x.shape
+    wT = np.ascontiguousarray(w.transpose(0, 2, 1))
+    x0 = wT @ x
+    # As in `kalman.imm_mix`: P0_j = Σ_i w_ij (P_i + d_i d_iᵀ) − e_j e_jᵀ, d and e from the
+    # first model's state.
+    ref = x[:, :1, :]
+    d = x - ref
+    e = x0 - ref
+    second = np.einsum("...i,...j->...ij", d, d)
+    second += P
+    P0 = (wT @ second.reshape(n_tracks, n_models, n * n)).reshape(P.shape)
+    P0 -= np.einsum("...i,...j->...ij", e, e)
+    return kalman.IMMState(x0, 0.5 * (P0 + P0.swapaxes(-1, -2)), c_bar)
 
 
 def imm_transition(

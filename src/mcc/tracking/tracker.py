@@ -234,8 +234,9 @@ class MultiTargetTracker:
             if meas.count:
                 gated, nll = self._gate(x, P, meas, updater)
                 first = self._status[gated.ti] != _TENTATIVE
+                miss = self._miss_cost(meas, updater, pd, given_clutter)
                 if self.jpda is None:
-                    ti, mj = self.associator.associate(gated, first, meas.count, nll)
+                    ti, mj = self.associator.associate(gated, first, meas.count, nll, miss)
                     if ti.size:
                         self.predictor.update(ti, updater, meas, mj)
                 else:
@@ -244,7 +245,7 @@ class MultiTargetTracker:
                     if self.config.association == "auto":
                         joint = first & _shared_clusters(gated.ti, gated.mj, first)
                     ti, mj = self._jpda_step(
-                        gated, joint, first, meas, updater, free, given_clutter, nll
+                        gated, joint, first, meas, updater, free, given_clutter, nll, miss
                     )
                 if ti.size:
                     if meas.iff is not None:
@@ -399,6 +400,23 @@ class MultiTargetTracker:
             self.iff_rejected += int(np.count_nonzero(~ok))
         return np.where(ok, raw, 0).astype(np.uint8)
 
+    def _miss_cost(
+        self,
+        meas: Measurements,
+        updater: PolarEKFUpdater | PositionUpdater,
+        pd: float,
+        given_clutter: float | None,
+    ) -> float | None:
+        """The GNN's cost of leaving a track without a detection, in units of d² + ln|S|: a
+        pair is taken only if its likelihood ratio to clutter, p_d N(y; 0, S) / λ (the track
+        score's gain), beats a miss's 1 − p_d p_g. None with ``track_logic: mofn`` (no λ)."""
+        if self.config.track_logic != "llr":
+            return None
+        density = self.clutter.observe(meas, updater is self.ekf, None, given_clutter)
+        dim = updater.dim(meas)
+        miss = math.log(1.0 - pd * self.config.gate_probability)
+        return -2.0 * miss + 2.0 * math.log(pd / density) - dim * _LOG_2PI
+
     def _gate(
         self, x: F64, P: F64, meas: Measurements, updater: PolarEKFUpdater | PositionUpdater
     ) -> tuple[Gated, F64 | None]:
@@ -427,6 +445,7 @@ class MultiTargetTracker:
         free: npt.NDArray[np.bool_],
         scan_clutter: float | None = None,
         nll: F64 | None = None,
+        miss: float | None = None,
     ) -> tuple[I64, I64]:
         """JPDA for the pairs ``joint`` (confirmed tracks, updated in place by
         `Predictor.pda_update`), GNN for the other pairs on the detections JPDA leaves,
@@ -454,7 +473,7 @@ class MultiTargetTracker:
         second = ~joint & free[gated.mj]
         rest = Gated(gated.ti[second], gated.mj[second], gated.d2[second], gated.logdet[second])
         t2, m2 = self.associator.associate(
-            rest, first[second], meas.count, None if nll is None else nll[second]
+            rest, first[second], meas.count, None if nll is None else nll[second], miss
         )
         if t2.size:
             self.predictor.update(t2, updater, meas, m2)
