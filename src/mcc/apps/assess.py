@@ -37,13 +37,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter, deque
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 
 from mcc.apps.args import ScenarioFile
@@ -93,8 +94,41 @@ class AssessorConfig(AppConfig):
     )
 
 
-def _recent() -> deque[Any]:
-    return deque(maxlen=MAX_KEPT)
+class Recent:
+    """The latest ``size`` values (rows of ``width``), in one array filled at creation: a deque
+    of floats grew by ~32 bytes a value (~140 a tuple) for hours until full, this does not."""
+
+    def __init__(self, size: int = MAX_KEPT, width: int | None = None) -> None:
+        shape = (size,) if width is None else (size, width)
+        self._a = np.full(shape, np.nan)  # every page touched now: the RSS does not creep
+        self._n = 0
+
+    def append(self, value: Any) -> None:
+        self._a[self._n % len(self._a)] = value
+        self._n += 1
+
+    def __len__(self) -> int:
+        return min(self._n, len(self._a))
+
+    def values(self) -> npt.NDArray[np.float64]:
+        """The kept values, oldest first."""
+        if self._n <= len(self._a):
+            return self._a[: self._n]
+        return np.roll(self._a, -(self._n % len(self._a)), axis=0)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.values()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values().tolist())
+
+
+def _recent() -> Recent:
+    return Recent()
+
+
+def _recent3() -> Recent:
+    return Recent(width=3)
 
 
 @dataclass
@@ -111,12 +145,12 @@ class Assessment:
     max_age_s: float = 300.0
     max_keys: int = MAX_KEYS  # orders, threats tracked
     truth: Truth | None = None
-    gospa_m: deque[float] = field(default_factory=_recent)
-    gospa_parts: deque[tuple[float, float, float]] = field(default_factory=_recent)
-    tracks: deque[int] = field(default_factory=_recent)
-    targets: deque[int] = field(default_factory=_recent)
-    picture_latency_ms: deque[float] = field(default_factory=_recent)
-    order_latency_ms: deque[float] = field(default_factory=_recent)
+    gospa_m: Recent = field(default_factory=_recent)
+    gospa_parts: Recent = field(default_factory=_recent3)  # localisation, missed, false
+    tracks: Recent = field(default_factory=_recent)
+    targets: Recent = field(default_factory=_recent)
+    picture_latency_ms: Recent = field(default_factory=_recent)
+    order_latency_ms: Recent = field(default_factory=_recent)
     pictures: int = 0  # pictures scored, all of them
     orders: dict[int, int] = field(default_factory=dict)  # order id → latest status value
     threats: set[int] = field(default_factory=set)
@@ -267,13 +301,13 @@ class Assessment:
         out: dict[str, Any] = {
             "elapsed_s": round((time.time_ns() - self.started_ns) / 1e9, 1),
             "pictures": self.pictures,
-            "tracks_now": self.tracks[-1] if self.tracks else 0,
-            "targets_now": self.targets[-1] if self.targets else 0,
+            "tracks_now": int(self.tracks[-1]) if len(self.tracks) else 0,
+            "targets_now": int(self.targets[-1]) if len(self.targets) else 0,
             "gospa_cutoff_m": self.cutoff_m,
-            "gospa_mean_m": _mean(self.gospa_m),
-            "gospa_localisation_mean": _mean([p[0] for p in self.gospa_parts]),
-            "gospa_missed_mean": _mean([p[1] for p in self.gospa_parts]),
-            "gospa_false_mean": _mean([p[2] for p in self.gospa_parts]),
+            "gospa_mean_m": _mean(self.gospa_m.values()),
+            "gospa_localisation_mean": _mean(self.gospa_parts.values()[:, 0]),
+            "gospa_missed_mean": _mean(self.gospa_parts.values()[:, 1]),
+            "gospa_false_mean": _mean(self.gospa_parts.values()[:, 2]),
             "gospa_by_scenario_s": {
                 str(second): round(total / count, 2)
                 for second, (total, count) in sorted(self.gospa_seconds.items())
@@ -308,19 +342,20 @@ class Assessment:
 
 
 def _mean(values: Iterable[float]) -> float | None:
-    kept = list(values)
-    return round(float(np.mean(kept)), 2) if kept else None
+    kept = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, float)
+    return round(float(np.mean(kept)), 2) if kept.size else None
 
 
-def _percentiles(values: deque[float]) -> dict[str, float | int | None]:
-    if not values:
+def _percentiles(recent: Recent) -> dict[str, float | int | None]:
+    values = recent.values()
+    if not len(values):
         return {"count": 0, "p50": None, "p99": None, "max": None}
     p50, p99 = np.percentile(values, [50, 99])
     return {
         "count": len(values),
         "p50": round(float(p50), 2),
         "p99": round(float(p99), 2),
-        "max": round(float(max(values)), 2),
+        "max": round(float(values.max()), 2),
     }
 
 
