@@ -612,3 +612,54 @@ def test_outside_a_mission_there_is_no_record_unless_one_is_named(tmp_path: Path
     assert mission.path == tmp_path / "state" / "launcher-0.json"
     named = open_state(str(tmp_path / "mine.json"), env={}, **common)  # type: ignore[arg-type]
     assert named.path == tmp_path / "mine.json"
+
+
+def test_the_launcher_keeps_bounded_tracks_and_order_ids(
+    bus_env: dict[str, str], domain_id: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under raids that never stop, every track the tracker ever made stayed in the launcher
+    (and every order id it took): a deleted track goes, and both are bounded."""
+    from mcc.apps import launcher as module
+
+    monkeypatch.setattr(module, "MAX_TRACKS", 3)
+    monkeypatch.setattr(module, "MAX_SEEN", 4)
+    weapons = tmp_path / "weapons.yaml"
+    weapons.write_text(TEST_WEAPON)
+    with Bus(domain_id) as bus, Bus(domain_id) as peer:
+        ctx = AppContext(
+            identity=Identity("test", "launcher", 0),
+            args=[],
+            bus=bus,
+            heartbeat=HeartbeatPublisher(bus, "test/launcher/0"),
+            run_dir=tmp_path,
+            settings=Settings.from_env(configured({"MCC_SYSTEM": "launcher"}, weapons=weapons)),
+        )
+        opts = module.app_config(ctx, module.LauncherConfig)
+        spec = load_weapons(weapons).weapons[0]
+        unit = Launcher(spec, rng=np.random.default_rng(1), now_ns=time.time_ns())
+        app = module._LauncherApp(ctx, unit, opts)
+        tracks, orders = peer.writer("Track"), peer.writer("EngagementOrder")
+        assert tracks.wait_for_readers(1, timeout_s=10)
+        assert orders.wait_for_readers(1, timeout_s=10)
+        for track_id in range(1, 4):
+            tracks.write(track(track_id))
+        tracks.write(track(2, status=TrackStatus.TRACK_DELETED))
+        for track_id in range(10, 13):  # one fits, two are past the bound
+            tracks.write(track(track_id))
+        old_ns = time.time_ns() - 3600 * 10**9  # refused by age: only remembered as taken
+        for order_id in range(100, 110):
+            orders.write(
+                EngagementOrder(
+                    order_id=order_id,
+                    weapon_id="sam-t",
+                    track_id=1,
+                    issue_ns=old_ns,
+                    status=OrderStatus.ORDER_ISSUED,
+                )  # fmt: skip
+            )
+        wait_for(
+            lambda: (app._take(time.time_ns()), len(app.seen) == 4 and app.tracks_dropped == 2)[1],
+            10,
+            "tracks and orders taken",
+        )
+    assert sorted(app.tracks) == [1, 3, 10] and list(app.seen) == [106, 107, 108, 109]

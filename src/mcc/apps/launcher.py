@@ -109,6 +109,10 @@ __all__ = [
 #: Orders whose answer the launcher's record keeps (the newest): older ones are past
 #: ``--max-order-age-s`` long before, so they are refused by age anyway.
 MAX_ANSWERED = 4096
+#: Tracks the launcher keeps (the newest sample of each; a deleted track goes), order ids it
+#: remembers having taken (the oldest are forgotten: they are past the order age by then).
+MAX_TRACKS = 10_000
+MAX_SEEN = 16_384
 
 
 # -- the launcher (no DDS) -----------------------------------------------------------------
@@ -475,7 +479,8 @@ class _LauncherApp:
         self.waitset.attach(self.tracks_reader.condition)
         self.tracks: dict[int, Track] = {}
         self.pending: dict[int, tuple[EngagementOrder, int]] = {}  # order id → (order, since)
-        self.seen: set[int] = set()
+        self.seen: dict[int, None] = {}  # order ids taken, oldest first (bounded: MAX_SEEN)
+        self.tracks_dropped = 0
         self.last_status: tuple[Any, ...] | None = None
         self.next_status_ns = 0
         # order id → the status answered (IN_FLIGHT: fired, ABORTED), oldest first: durable.
@@ -567,14 +572,28 @@ class _LauncherApp:
 
     def _take(self, now_ns: int) -> None:
         for track in self.tracks_reader.take(4096):
-            self.tracks[track.track_id] = track
+            # Every track the tracker ever made stayed here: 10 MB a day under a steady raid.
+            if track.status == TrackStatus.TRACK_DELETED:
+                self.tracks.pop(track.track_id, None)
+            elif track.track_id in self.tracks or len(self.tracks) < MAX_TRACKS:
+                self.tracks[track.track_id] = track
+            else:
+                self.tracks_dropped += 1
+                if self.tracks_dropped == 1:
+                    self.ctx.log.warning(
+                        "track %d past the %d tracks kept: dropped; further ones are counted",
+                        track.track_id,
+                        MAX_TRACKS,
+                    )
         for order in self.orders.take(1024):
             if order.weapon_id != self.unit.spec.id or order.status != OrderStatus.ORDER_ISSUED:
                 continue  # another weapon's, or an answer (ours included)
             self.ctx.heartbeat.count_in()
             if order.order_id in self.seen:
                 continue
-            self.seen.add(order.order_id)
+            self.seen[order.order_id] = None
+            while len(self.seen) > MAX_SEEN:
+                del self.seen[next(iter(self.seen))]
             if order.order_id in self.answered:
                 self.replayed += 1
                 self.ctx.log.info(
