@@ -557,8 +557,8 @@ def test_truth_tewa_and_launcher_kill_a_target(
     assert summary["friends"] == 0 and summary["friends_killed"] == []
     # Its counts at the stop: pictures without identities (PENDING) never veto.
     assert (
-        ", friend vetoes 0, orders stopped for a friend 0, pictures dropped 0"
-        in (logs / "tewa.log").read_text()
+        ", friend vetoes 0, held near a friend 0, orders stopped for a friend 0, pictures "
+        "dropped 0" in (logs / "tewa.log").read_text()
     )
 
 
@@ -1043,6 +1043,23 @@ def test_friends_are_never_engaged_and_the_vetoes_are_counted() -> None:
         assert stats.issued >= 1 and stats.friend_vetoes == 3  # one per cycle it was wanted
 
 
+def test_a_threat_close_to_a_friend_is_held_while_it_is() -> None:
+    """A hostile 800 m from a friend (a strike aircraft overtaking the CAP flight, or a new
+    track of the wingman that has not answered IFF yet) is not engaged within the clearance;
+    once apart it is. Without a clearance it is engaged at once."""
+    friend = (10, AIRCRAFT, (10000.0, 0.0, 3000.0), (-200.0, 0.0, 0.0))
+    close = (11, AIRCRAFT, (10000.0, 800.0, 3000.0), (-200.0, 0.0, 0.0))
+    pic = with_identity(picture(friend, close), FRIEND, HOSTILE)
+    held = two_weapon_engine(max_looks=0, friend_clearance_m=1500.0)
+    assert held.step(pic, T0).orders == ()
+    assert held.statistics().friend_clearance == 1
+    apart = (11, AIRCRAFT, (10000.0, 2500.0, 3000.0), (-200.0, 0.0, 0.0))
+    later = with_identity(picture(friend, apart, time_ns=T0 + S), FRIEND, HOSTILE)
+    assert {o.track_id for o in held.step(later, T0 + S).orders} == {11}
+    unguarded = two_weapon_engine(max_looks=0)  # the engine's default: no clearance
+    assert {o.track_id for o in unguarded.step(pic, T0).orders} == {11}
+
+
 def test_identity_ranks_hostile_over_suspect_unknown_pending() -> None:
     # The same kinematics four times over: the identity alone decides the order.
     tracks = [(i, MISSILE, (9000.0 + 10 * i, 0.0, 50.0), (-250.0, 0.0, 0.0)) for i in (1, 2, 3, 4)]
@@ -1267,3 +1284,25 @@ def test_a_kill_reported_before_the_interceptor_could_get_there_is_not_believed(
         OrderStatus.ORDER_KILL
     )
     assert engine.statistics().kills == 1
+
+
+def test_the_engine_forgets_the_oldest_finished_orders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raids that never stop: every order stayed in the engine, and each cycle went over all
+    of them. Past MAX_ORDERS_KEPT, the oldest that hold nothing (answered) are forgotten."""
+    from mcc.apps import tewa_engine
+
+    monkeypatch.setattr(tewa_engine, "MAX_ORDERS_KEPT", 3)
+    engine = two_weapon_engine(first_order_id=500, max_looks=0)
+    issued: list[int] = []
+    for k in range(8):
+        now = T0 + k * 60 * S
+        engine.update_weapon(weapon("long", (0.0, 0.0, 0.0), max_range_m=15000.0), now)
+        engine.update_weapon(weapon("short", (8000.0, 0.0, 0.0), max_range_m=4000.0), now)
+        threats = [(100 + 2 * k + i, *t[1:]) for i, t in enumerate(TWO_THREATS)]
+        result = engine.step(picture(*threats, time_ns=now), now)
+        issued += [o.order_id for o in result.orders]
+        for o in result.orders:
+            answer = EngagementOrder(order_id=o.order_id, status=OrderStatus.ORDER_KILL)
+            assert engine.on_order(answer, now + 30 * S) == OrderStatus.ORDER_KILL
+    assert len(issued) == 16 and len(engine._orders) <= 3 + 2
+    assert engine.order_weapon(issued[-1]) is not None and engine.order_weapon(issued[0]) is None

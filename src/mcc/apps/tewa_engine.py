@@ -52,6 +52,10 @@ from mcc.types import EngagementOrder, Identity, OrderStatus, TargetClass, Weapo
 __all__ = ["TewaEngine"]
 
 
+#: Order records kept: every one that holds a weapon or track, and the newest finished ones.
+MAX_ORDERS_KEPT = 1024
+
+
 @dataclass
 class TewaEngine:
     """Threat evaluation, weapon assignment and shoot-look-shoot bookkeeping, on explicit
@@ -80,6 +84,11 @@ class TewaEngine:
             proposed, since an operator decides. 1: any track.
         min_flyout_fraction: a kill or miss reported before this fraction of the order's
             planned flyout is not believed (0, the default here: any time; the app's is 0.5).
+        friend_clearance_m: a track this close to a friendly track (``FRIEND`` or
+            ``ASSUMED_FRIEND``) is not engaged while it is (counted: ``friend_clearance``): an
+            interceptor's seeker must not have the choice, and a track that close to a friend
+            may be the friend itself (the wingman of a pair whose new track has not answered
+            IFF yet). 0: no clearance (the default here; the app's is 1500 m).
     """
 
     assets: Assets
@@ -106,6 +115,7 @@ class TewaEngine:
     approval_timeout_s: float = 30.0
     min_sensors: int = 1
     min_flyout_fraction: float = 0.0
+    friend_clearance_m: float = 0.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -189,7 +199,18 @@ class TewaEngine:
         dropped = tuple(sorted(self._reported - current))
         self._reported = current
         orders, comparison, policy = self._assign(threats, pos, vel, picture.origin_ns, now_ns)
+        self._forget_finished()
         return TewaResult(threats, orders, comparison, dropped, policy, withdrawn)
+
+    def _forget_finished(self) -> None:
+        """Past ``MAX_ORDERS_KEPT`` records, forget the oldest that hold nothing (answered, or
+        given up): under raids that never stop every order stayed, and each cycle went over all
+        of them. A late answer to one forgotten is not counted."""
+        excess = len(self._orders) - MAX_ORDERS_KEPT
+        if excess <= 0:
+            return
+        for order_id in [i for i, rec in self._orders.items() if not rec.held][:excess]:
+            del self._orders[order_id]
 
     def evaluate(self, picture: Picture, now_ns: int | None = None) -> ThreatReport:
         """The threat evaluation of ``picture`` (tracks moved to ``now_ns``), nothing else."""
@@ -261,6 +282,12 @@ class TewaEngine:
         friend = np.isin(identity, FRIENDLY)  # the hard rule: never a friend
         self._veto(threats.track_id[wanted & friend], identity[wanted & friend])
         candidates = wanted & ~friend
+        if self.friend_clearance_m > 0 and friend.any() and candidates.any():
+            to_friend = np.linalg.norm(pos[candidates][:, None, :] - pos[friend][None], axis=2)
+            close = np.zeros_like(candidates)
+            close[candidates] = to_friend.min(axis=1) <= self.friend_clearance_m
+            self._near_friend(threats.track_id[close])
+            candidates &= ~close
         if self.min_sensors > 1 and self._seen_by is not None and not self.approval:
             seen = self._seen_by
             lone = np.array([seen.get(int(t), 0) < self.min_sensors for t in threats.track_id])
@@ -363,6 +390,19 @@ class TewaEngine:
                 self.min_sensors,
             )
         self._counts["uncorroborated"] += int(track_ids.size)
+
+    def _near_friend(self, track_ids: I64) -> None:
+        """Count threats held back within the friend clearance; log the first."""
+        if not track_ids.size:
+            return
+        if not self._counts["friend_clearance"]:
+            log.warning(
+                "track %d is within %g m of a friend: not engaged while it is; further ones "
+                "are counted (friend_clearance, per track and cycle)",
+                int(track_ids[0]),
+                self.friend_clearance_m,
+            )
+        self._counts["friend_clearance"] += int(track_ids.size)
 
     def _veto(self, track_ids: I64, identity: Any) -> None:
         """Count friends kept out of the assignment; log the first."""
