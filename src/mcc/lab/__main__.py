@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from mcc.lab import hosts, images
 from mcc.lab.podman import PodmanError
+from mcc.lab.podman import main as podman_main
 
 
 def _hosts(text: str) -> int:
@@ -26,9 +27,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["images"]:
         return images.main(argv[1:])
+    if argv[:1] == ["podman"]:
+        podman_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mcc.lab", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     sub.add_parser("images", help="build the base image and deploy/'s images (make images)")
+    sub.add_parser("podman", help="podman ARGS with this project's flags and configuration")
     up = sub.add_parser("up", help="start N container hosts on a new bridge; they stay")
     up.add_argument("hosts", type=_hosts, help="how many (h1 … hN)")
     up.add_argument("--name", default="lab", help="the lab's name (default lab)")
@@ -48,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for host in lab.hosts.values():
                 print(f"{host.name}\t{host.address}\t{host.container}")
             print(
-                f"enter a host: python -m mcc.lab.podman exec -it {lab.network}-h1 bash; "
+                f"enter a host: python -m mcc.lab podman exec -it {lab.network}-h1 bash; "
                 f"remove: python -m mcc.lab down {lab.name}"
             )
         elif args.action == "down":

@@ -1,6 +1,6 @@
 """podman as this project runs it: the one place that holds its flags and configuration.
 
-    python -m mcc.lab.podman ARGS...    # podman ARGS..., with the settings below
+    python -m mcc.lab podman ARGS...    # podman ARGS..., with the settings below
 
 On hosts whose cgroups crun refuses (this project's build sandbox among them), podman runs
 containers with ``--runtime runc --cgroup-manager cgroupfs`` and a ``containers.conf`` that sets
@@ -29,7 +29,7 @@ FLAGS = ("--runtime", "runc", "--cgroup-manager", "cgroupfs")
 #: The containers.conf that podman reads (``CONTAINERS_CONF``).
 CONTAINERS_CONF = "[containers]\ndefault_ulimits = []\n"
 #: The Debian packages that podman needs here (native/system-packages.sh installs them).
-PACKAGES = "podman runc uidmap slirp4netns mmdebstrap"
+PACKAGES = "podman runc netavark aardvark-dns mmdebstrap"
 
 
 class PodmanError(MccError):
@@ -97,13 +97,9 @@ def podman(
 
 
 def main(argv: Sequence[str]) -> NoReturn:
-    """``python -m mcc.lab.podman ARGS``: exec podman with the flags and configuration."""
+    """``python -m mcc.lab podman ARGS``: exec podman with the flags and configuration."""
     reason = available()
     if reason is not None:
         print(f"mcc.lab.podman: {reason}", file=sys.stderr)
         raise SystemExit(2)
     os.execvpe("podman", command(argv), environment())
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
