@@ -62,6 +62,32 @@ def test_replay_scores_as_the_bench_does(recorded: tuple[Path, Path, Path]) -> N
     assert summary["gospa_mean_m"] == pytest.approx(row["gospa_m"], abs=5.0)
 
 
+def test_the_sensors_pd_and_clutter_are_used(recorded: tuple[Path, Path, Path]) -> None:
+    """SENSORS.yaml's pd and clutter_per_scan reach the tracker (each scan carries them);
+    other values track differently; without them the tracker measures its own."""
+    det, sensors, truth_path = recorded
+    from mcc.tracking.replay import load_truth
+
+    specs = load_sensors(sensors)
+    assert (specs["radar"].pd, specs["radar"].clutter_per_scan) == (0.95, 20.0)
+    truth = load_truth(truth_path, 2)
+    results = {}
+    cases = (("file", 0.95, 20.0), ("other", 0.3, 300.0), ("clean", 0.99, 0.0),
+             ("none", None, None))  # fmt: skip
+    for name, pd, clutter in cases:
+        own = {"radar": replace(specs["radar"], pd=pd, clutter_per_scan=clutter)}
+        scans = scans_of(load_detections(det, own), own)
+        assert all((s.pd, s.clutter_per_scan) == (pd, clutter) for s in scans)
+        results[name], _ = replay(scans, TrackerConfig(ndim=2), truth=truth)
+    figures = {k: (r["gospa_mean_m"], r["track_ids"]) for k, r in results.items()}
+    assert len({figures[k] for k in ("file", "other", "clean")}) == 3, figures
+    # 300 false alarms make a hit worth little: later confirmations; a clean Pd 0.99 radar
+    # confirms at its second scan.
+    tracks = {k: [row["tracks"] for row in r["rows"]] for k, r in results.items()}
+    assert tracks["other"][2] < tracks["file"][2] and tracks["clean"][1] > tracks["file"][1]
+    assert results["none"]["gospa_mean_m"] < 500.0
+
+
 _SENSORS = "radar:\n  position_m: [0, 0, 0]\n  sigma_range_m: 10\n  sigma_azimuth_rad: 0.01\n"
 
 

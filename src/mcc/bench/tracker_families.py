@@ -179,6 +179,8 @@ class FamilyData:
                 sigma_range_m=f.sigma_range_m,
                 sigma_azimuth_rad=f.sigma_azimuth_rad,
                 sensor_id="radar",
+                pd=f.pd,  # what SENSORS.yaml says (`write_files`), as the replay passes it
+                clutter_per_scan=f.clutter_per_scan,
             )
             for t, r, az in zip(self.times_s, self.range_m, self.azimuth_rad, strict=True)
         ]
