@@ -28,7 +28,7 @@ from mcc.persist.policy import Action, DefaultPolicy, Principal
 from mcc.persist.service import PersistService, open_service
 from mcc.persist.store import Dispose, Store, TopicPolicy
 from tests.conftest import wait_for
-from tests.persist.test_store import DURABLE, write
+from tests.persist.test_store import DURABLE, retained, write
 
 TIMEOUT_S = 30.0
 KEEP_ALL = TopicPolicy("Log", "mcc::Checkpoint", persistent=False, history_depth=-1)
@@ -57,6 +57,35 @@ def test_a_writer_cannot_fill_the_store_past_its_quota(tmp_path: Path) -> None:
         assert store.usage() == (8, store.usage()[1])
         big = dataclasses.replace(write("big", 999, topic=KEEP_ALL), data=b"x" * (2 << 20))
         assert "more than max_sample_bytes = 1048576" in store.apply([big]).refused[0][1]
+
+
+def test_retention_deletes_old_samples_but_the_newest_of_each_instance(tmp_path: Path) -> None:
+    """A keep-all topic written for hours stays bounded by the retention (on by default, a
+    day), not by a quota that then refuses every new sample; the newest sample of an instance
+    (a checkpoint written once) stays whatever its age, and the file gives its pages back."""
+    assert PersistLimits().retention_s == 24 * 3600.0
+    hour_ns = 3600 * 10**9
+    limits = PersistLimits(retention_s=3600.0)
+    with Store.open(tmp_path / "p.sqlite", limits=limits) as store:
+        store.ensure_topic(KEEP_ALL)
+        blob = b"x" * 4000
+        store.apply([write("once", 1, topic=KEEP_ALL, writer="w-2")], now_ns=0)  # written once
+        sizes: list[int] = []
+        for hour in range(6):  # a steady writer: 200 samples an hour, stored on its clock
+            ops = [
+                dataclasses.replace(write("log", hour * 1000 + i, topic=KEEP_ALL), data=blob)
+                for i in range(200)
+            ]
+            store.apply(ops, now_ns=hour * hour_ns)
+            expired = store.expire(now_ns=hour * hour_ns + hour_ns // 2)
+            assert expired == (200 if hour >= 1 else 0)
+            assert store.usage()[0] == 201  # the last hour's samples and the checkpoint
+            sizes.append(sum(p.stat().st_size for p in tmp_path.glob("p.sqlite*")))
+        assert sizes[-1] <= sizes[2] * 1.1  # the file does not grow with the hours
+        assert ("once", 1) in retained(store, "Log")
+    with pytest.raises(StoreError, match=r"retention_s=0: must be a number of seconds > 0"):
+        PersistLimits(retention_s=0)
+    assert PersistLimits(retention_s=float("inf")).retention_s == float("inf")
 
 
 def test_keep_last_replacements_at_the_quota_are_stored(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc import settings
+from mcc.persist.limits import PersistLimits
 
 
 def add_parser(subparsers: Any) -> None:
@@ -43,6 +44,14 @@ def add_parser(subparsers: Any) -> None:
         help="DDS domain id, 0-232 (env MCC_DOMAIN; default %(default)s)",
     )
     serve.add_argument("--replica", help="replica name, unique per running replica (host/pid)")
+    serve.add_argument(
+        "--retention",
+        type=_retention,
+        default=24 * 3600.0,
+        metavar="SECONDS",
+        help="keep samples this long, the newest of each instance always (default %(default)g "
+        "s: a day); inf: no retention",
+    )
     serve.set_defaults(func=cmd_serve)
     inspect = psub.add_parser(
         "inspect",
@@ -56,6 +65,13 @@ def add_parser(subparsers: Any) -> None:
         "--limit", type=int, help="samples listed, newest first (default: 20 in tables, all JSON)"
     )
     inspect.set_defaults(func=cmd_inspect)
+
+
+def _retention(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -73,7 +89,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     replica = args.replica or default_replica()
-    with open_service(args.store, domain_id=args.domain, replica=replica) as service:
+    limits = PersistLimits(retention_s=args.retention)
+    with open_service(args.store, domain_id=args.domain, replica=replica, limits=limits) as service:
         service.wait_ready()
         print(
             f"mcc persist: replica {replica} on domain {args.domain}, store {args.store}: ready",

@@ -54,16 +54,25 @@ class PersistLimits:
     says so in its ``message``)."""
     max_reply_bytes: int = 16 * _MiB
     """Sample bytes in one history reply."""
+    retention_s: float = 24 * 3600.0
+    """How long a sample is kept after this replica stored it (its own clock); the newest
+    sample of each instance is kept whatever its age (a keep-last state, a checkpoint written
+    once a week, stays). ``math.inf``: no retention, the other bounds only."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name.endswith("_s"):
+            if f.name == "retention_s":
+                ok = isinstance(value, int | float) and not math.isnan(value) and value > 0
+            elif f.name.endswith("_s"):
                 ok = isinstance(value, int | float) and math.isfinite(value) and value > 0
             else:
                 ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
             if not ok:
-                raise StoreError(
-                    f"PersistLimits.{f.name}={value!r}: must be a "
-                    f"{'finite number of seconds > 0' if f.name.endswith('_s') else 'count >= 1'}"
-                )
+                raise StoreError(f"PersistLimits.{f.name}={value!r}: must be {_wanted(f.name)}")
+
+
+def _wanted(name: str) -> str:
+    if name == "retention_s":
+        return "a number of seconds > 0 (math.inf: no retention)"
+    return "a finite number of seconds > 0" if name.endswith("_s") else "a count >= 1"

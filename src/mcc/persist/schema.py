@@ -116,6 +116,8 @@ def _create(path: Path) -> None:
         ) from exc
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
+        # before the first table: retention's deletes give pages back (Store.expire)
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         conn.executescript(
             f"BEGIN; {_SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
             f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

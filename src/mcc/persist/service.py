@@ -138,6 +138,7 @@ class PersistService:
         self.complete = False
         self.stats = ServiceStatistics()
         self.stats.transient_dropped = store.drop_transient()
+        self._next_expiry = 0.0
         if self.stats.transient_dropped:
             log.info(
                 "%s: dropped %d TRANSIENT samples of a previous run from %s",
@@ -616,6 +617,18 @@ class PersistService:
         purged = self.store.sweep()
         if purged:
             log.info("%s: removed %d disposed instances", self.replica, purged)
+        now = time.monotonic()
+        if now >= self._next_expiry:  # retention: a tenth of it, at most a minute, apart
+            self._next_expiry = now + min(self.limits.retention_s / 10, 60.0)
+            expired = self.store.expire()
+            self.stats.expired += expired
+            if expired:
+                log.info(
+                    "%s: removed %d samples older than retention_s = %g",
+                    self.replica,
+                    expired,
+                    self.limits.retention_s,
+                )
         for guid in sorted(self._gone):  # the writer is gone: nobody waits for its acks
             self._acks.dispose(PersistAck(replica=self.replica, writer_guid=guid))
             self._windows.pop(guid, None)
@@ -676,6 +689,14 @@ def open_service(
         opened.close()
 
 
+def _retention(text: str) -> float:
+    """``--retention``: seconds > 0 or ``inf`` (argparse turns the ValueError into exit 2)."""
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
 def store_path_for(run_dir: Path, index: int) -> Path:
     """Instance 0 keeps ``<run dir>/persist.sqlite``, instance N ``persist-N.sqlite``."""
     return run_dir / ("persist.sqlite" if index == 0 else f"persist-{index}.sqlite")
@@ -691,6 +712,13 @@ def main(ctx: AppContext) -> int:
     parser.add_argument(
         "--topics", help="the durable topics to keep, comma-separated (default: every one)"
     )
+    parser.add_argument(
+        "--retention",
+        type=_retention,
+        default=PersistLimits.retention_s,
+        metavar="SECONDS",
+        help="keep samples this long (the newest of each instance always); inf: no retention",
+    )
     args = parser.parse_args(ctx.args)
     topics = None if args.topics is None else [t for t in args.topics.split(",") if t]
     store = args.store or store_path_for(ctx.run_dir, ctx.identity.index)
@@ -701,6 +729,7 @@ def main(ctx: AppContext) -> int:
         replica=replica,
         on_stored=ctx.heartbeat.count_in,
         topics=topics,
+        limits=PersistLimits(retention_s=args.retention),
     ) as service:
         service.wait_ready()
         ctx.log.info("persistence replica %s: store %s", replica, store)

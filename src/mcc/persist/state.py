@@ -39,6 +39,7 @@ class ServiceStatistics:
     bad_requests: int = 0  # history requests refused or dropped (malformed, over a rate)
     topics_refused: int = 0  # durable topics not kept: max_topics, or not declared
     writes_timed_out: int = 0  # replies and acks not sent: a reader (a dead one) blocked them
+    expired: int = 0  # samples deleted past the retention (PersistLimits.retention_s)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -411,6 +412,36 @@ class Store(Closeable):
             )
             self._conn.execute("DELETE FROM instances WHERE id = ?", (instance_id,))
         self._account(deltas)
+
+    def expire(self, now_ns: int | None = None) -> int:
+        """Delete the samples stored more than ``limits.retention_s`` ago, but the newest of
+        each instance; give the freed pages back to the file system. How many went."""
+        if not math.isfinite(self.limits.retention_s):
+            return 0
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        cutoff = now_ns - int(self.limits.retention_s * 1e9)
+        deltas: dict[str, list[int]] = {}
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._deleted(
+                self._conn.execute(
+                    "DELETE FROM samples WHERE stored_ns < ? AND seq NOT IN "
+                    "(SELECT MAX(seq) FROM samples GROUP BY instance_id) "
+                    "RETURNING writer_guid, LENGTH(data)",
+                    (cutoff,),
+                ),
+                deltas,
+            )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._account(deltas)
+        gone = sum(-d[0] for d in deltas.values())
+        if gone:
+            # a store created with auto_vacuum = INCREMENTAL shrinks; an older one reuses pages
+            self._conn.execute("PRAGMA incremental_vacuum")
+        return gone
 
     def sweep(self, now_ns: int | None = None) -> int:
         """Delete disposed instances whose cleanup delay has passed; how many went."""
