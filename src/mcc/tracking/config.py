@@ -42,7 +42,7 @@ class TrackerConfig:
     sigma_a_mps2: float = 5.0
     """Process noise: standard deviation of the white acceleration, m/s² (each IMM model's;
     the turns are the models' business, so this stays small)."""
-    sigma_a_straight_mps2: float = 0.5
+    sigma_a_straight_mps2: float = 0.3
     """IMM: process noise of the straight-flight (0 deg/s) model, m/s²: small, as a
     well-tuned constant-velocity filter's on straight flight (the turn models take the
     manoeuvres). ``model: cv`` uses ``sigma_a_mps2``."""
