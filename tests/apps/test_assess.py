@@ -152,17 +152,22 @@ def test_a_truth_stamped_in_the_future_does_not_stay_the_newest() -> None:
     assert a.summary()["dropped"] == dict(a.dropped)
 
 
-def test_what_the_assessor_keeps_is_bounded() -> None:
+def test_what_the_assessor_keeps_is_bounded_and_it_counts_for_days() -> None:
+    """The latest ``max_keys`` orders and threats are kept, the oldest forgotten; the counts
+    are over all of them (refusing new keys at the bound stopped the figures after a few days
+    of a mission that never ends)."""
     a = Assessment(max_keys=3)
     for order_id in range(5):
         a.on_order(EngagementOrder(order_id=order_id, status=OrderStatus.ORDER_ISSUED))
-    for track_id in range(5):
+    a.on_order(EngagementOrder(order_id=4, status=OrderStatus.ORDER_KILL))
+    a.on_order(EngagementOrder(order_id=3, status=OrderStatus.ORDER_MISS))
+    a.on_order(EngagementOrder(order_id=3, status=OrderStatus.ORDER_MISS))  # a repeat
+    for track_id in (*range(5), 4, 0):
         a.on_threat(track_id)
-    assert sorted(a.orders) == [0, 1, 2] and a.threats == {0, 1, 2}
-    assert a.dropped == {
-        "order past the bound of orders tracked": 2,
-        "threat past the bound of threats tracked": 2,
-    }
+    assert sorted(a.orders) == [2, 3, 4] and list(a.threats) == [3, 4, 0]
+    summary = a.summary()
+    assert (summary["orders"], summary["kills"], summary["misses"]) == (5, 1, 1)
+    assert summary["threats_seen"] == 6  # 0 came back after it was forgotten
 
 
 def engagement(order_id: int, track_id: int, status: OrderStatus) -> EngagementOrder:

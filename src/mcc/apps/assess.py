@@ -23,8 +23,10 @@ It rewrites ``<run_dir>/summary.json`` every ``every_s`` seconds and at the end,
 console or `make demo` can follow a mission without joining the bus. Its settings are the
 system's ``config:`` block (`AssessorConfig`).
 
-Bounds: the figures are over the last ``MAX_KEPT`` pictures and orders (the counts are over
-all), at most ``MAX_KEYS`` orders and threats (and 1024 weapons) are tracked, and a picture of
+Bounds: the figures are over the last ``MAX_KEPT`` pictures and orders, in arrays filled at
+start (`Recent`), the latest ``MAX_KEYS`` orders and threats are tracked, the oldest forgotten
+(the counts are over all: a mission that never ends keeps its figures), at most 1024 weapons,
+and a picture of
 more than ``MAX_PICTURE_TRACKS`` tracks is not scored. On the bus (``receive_ns`` given), a
 ``Truth`` or ``AirPicture`` stamped more than ``max_future_s`` ahead of the receive time, or
 more than ``max_age_s`` behind it, is dropped: a truth stamped a year ahead would otherwise
@@ -152,8 +154,13 @@ class Assessment:
     picture_latency_ms: Recent = field(default_factory=_recent)
     order_latency_ms: Recent = field(default_factory=_recent)
     pictures: int = 0  # pictures scored, all of them
-    orders: dict[int, int] = field(default_factory=dict)  # order id → latest status value
-    threats: set[int] = field(default_factory=set)
+    #: Order id → latest status value, and threat track ids, the latest ``max_keys`` of each
+    #: (the oldest are forgotten: a mission that runs for days keeps counting); the counts
+    #: below are over all of them.
+    orders: dict[int, int] = field(default_factory=dict)
+    threats: dict[int, None] = field(default_factory=dict)
+    order_counts: Counter[str] = field(default_factory=Counter)  # orders, kills, misses
+    threats_seen: int = 0
     weapons: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Target ids of the scenario's IFF Mode 5 friends (None: not known, fratricide not counted).
     friend_ids: frozenset[int] | None = None
@@ -258,11 +265,20 @@ class Assessment:
 
     def on_order(self, msg: EngagementOrder) -> None:
         first = msg.order_id not in self.orders
-        if first and len(self.orders) >= self.max_keys:
-            self._drop("order past the bound of orders tracked", f"order {msg.order_id}")
-            return
+        if first:
+            self.order_counts["orders"] += 1
+            if len(self.orders) >= self.max_keys:
+                del self.orders[next(iter(self.orders))]  # the oldest order is forgotten
+                self.order_counts["forgotten"] += 1
         previous = self.orders.get(msg.order_id)
-        self.orders[msg.order_id] = msg.status.value
+        status = msg.status.value
+        if status != previous:
+            for value, sign in ((previous, -1), (status, 1)):
+                if value == OrderStatus.ORDER_KILL.value:
+                    self.order_counts["kills"] += sign
+                elif value == OrderStatus.ORDER_MISS.value:
+                    self.order_counts["misses"] += sign
+        self.orders[msg.order_id] = status
         target = self.on_friend.get(msg.track_id)
         if target is not None and msg.status.value in ENGAGED and previous not in ENGAGED:
             self.friend_orders[msg.order_id] = target
@@ -283,10 +299,12 @@ class Assessment:
         self.gospa_seconds[second] = (total + float(distance), count + 1)
 
     def on_threat(self, track_id: int) -> None:
-        if track_id not in self.threats and len(self.threats) >= self.max_keys:
-            self._drop("threat past the bound of threats tracked", f"track {track_id}")
+        if track_id in self.threats:
             return
-        self.threats.add(track_id)
+        self.threats_seen += 1
+        if len(self.threats) >= self.max_keys:
+            del self.threats[next(iter(self.threats))]  # the oldest threat is forgotten
+        self.threats[track_id] = None
 
     def on_weapon(self, weapon_id: str, state: dict[str, Any]) -> None:
         if weapon_id not in self.weapons and len(self.weapons) >= 1024:
@@ -295,9 +313,7 @@ class Assessment:
         self.weapons[weapon_id] = state
 
     def summary(self, *, truth_summary: dict[str, Any] | None = None) -> dict[str, Any]:
-        statuses = list(self.orders.values())
-        kills = statuses.count(OrderStatus.ORDER_KILL.value)
-        misses = statuses.count(OrderStatus.ORDER_MISS.value)
+        kills, misses = self.order_counts["kills"], self.order_counts["misses"]
         out: dict[str, Any] = {
             "elapsed_s": round((time.time_ns() - self.started_ns) / 1e9, 1),
             "pictures": self.pictures,
@@ -313,8 +329,8 @@ class Assessment:
                 for second, (total, count) in sorted(self.gospa_seconds.items())
             },
             "picture_latency_ms": _percentiles(self.picture_latency_ms),
-            "threats_seen": len(self.threats),
-            "orders": len(self.orders),
+            "threats_seen": self.threats_seen,
+            "orders": self.order_counts["orders"],
             "kills": kills,
             "misses": misses,
             "detection_to_order_ms": _percentiles(self.order_latency_ms),
