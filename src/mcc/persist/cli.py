@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import signal
 import sys
 import threading
@@ -68,9 +69,15 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _retention(text: str) -> float:
-    value = float(text)
+    """``--retention``: seconds > 0, or ``inf`` (no retention)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not value > 0:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, or inf (got {text!r})")
     return value
 
 

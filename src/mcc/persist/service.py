@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import socket
@@ -690,10 +691,15 @@ def open_service(
 
 
 def _retention(text: str) -> float:
-    """``--retention``: seconds > 0 or ``inf`` (argparse turns the ValueError into exit 2)."""
-    value = float(text)
+    """``--retention``: seconds > 0, or ``inf`` (no retention)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not value > 0:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, or inf (got {text!r})")
     return value
 
 
