@@ -46,6 +46,13 @@ of its localisation part (√ of the summed squared errors of the assigned pairs
 ``gospa_missed`` and ``gospa_false`` the mean numbers of missed targets and false tracks per
 scan; ``tracks_final`` the confirmed tracks after the last scan.
 
+**Seeded random scenarios** (``--scenarios all``): seven families of scenarios drawn from
+seeded random parameters, MCC's defaults beside the first release's plain CV filter and Stone
+Soup configured per family by a search over its components on training seeds (``--search``),
+reported on other seeds with each target judged met or missed: the method is the docstring of
+`mcc.bench.tracker_scenarios`. ``--families`` (`mcc.bench.tracker_families`) is the older
+bench of six fixed families.
+
 **Mission scenarios** (``--scenario FILE``, MCC alone): every radar of the scenario scans at its
 period (`RadarModel.scan`, seeded by the scenario), the scans are merged in time order and fed
 to the 3-D tracker (range/azimuth/elevation → ENU with per-detection covariance, sensor
