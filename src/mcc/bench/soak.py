@@ -654,6 +654,13 @@ def add_parser(bench_subparsers: Any) -> None:
     )
 
 
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(report.REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
 def cmd_soak(args: argparse.Namespace) -> int:
     plan = SoakPlan(
         manifest=Path(args.manifest),
@@ -680,12 +687,17 @@ def cmd_soak(args: argparse.Namespace) -> int:
     report.print_table("soak: targets (this run)", result["targets"], TARGET_COLUMNS)
     if args.json:
         print(f"wrote {report.write_json(doc, args.json)}")
+    plots: list[Path] = []
     if args.plot:
-        for path in plot_soak(result, Path(args.plot)):
+        plots = plot_soak(result, Path(args.plot))
+        for path in plots:
             print(f"wrote {path}")
     if args.record:
+        shown = [_relative(p) for p in plots]
         notes = (
             NOTES
+            + (" Plots: " + ", ".join(f"`{p}`" for p in shown) + "." if shown else "")
+            + f" Logs grew to {result['logs_bytes'] / 1e6:.1f} MB (not in the store)."
             + "\n\n"
             + report.markdown_table(result["windows"], WINDOW_COLUMNS)
             + "\n\n"
