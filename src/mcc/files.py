@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -31,3 +33,19 @@ def write_atomic(path: str | Path, text: str, *, private: bool = False) -> None:
 def write_private(path: str | Path, text: str) -> None:
     """`write_atomic` of a file only its owner may read (0600)."""
     write_atomic(path, text, private=True)
+
+
+def write_private_folder(folder: str | Path, files: Mapping[str, bytes]) -> Path:
+    """Make ``folder`` (0700; an existing one is replaced whole) holding ``files`` (name →
+    content), each 0600, never written through a link: an instance's identity on its host."""
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700)
+    for name, content in files.items():
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"file name {name[:60]!r}: not a plain file name")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(folder / name, flags, 0o600), "wb") as out:
+            out.write(content)
+    return folder

@@ -191,6 +191,11 @@ class Settings(BaseSettings):
         description="The source this instance writes sourced topics as (SYSTEM.INDEX#GENERATION "
         "in a secured mission, set by the supervisor; default SYSTEM.INDEX).",
     )
+    identity_dir: Path | None = Field(
+        default=None,
+        description="The private folder (0700, files 0600) where the instance's backend wrote its "
+        "own identity on its host, removed when it exits (set by the backend; secured missions).",
+    )
     confine: bool = Field(
         default=True,
         description="Confine each instance with Landlock: it reads its own identity, never "

@@ -64,6 +64,14 @@ record = {
     "cpus": sorted(os.sched_getaffinity(0)),
     "nice": os.getpriority(os.PRIO_PROCESS, 0),
 }
+folder = os.environ.get("MCC_IDENTITY_DIR")
+if folder:
+    record["identity_dir"] = [folder, oct(os.stat(folder).st_mode & 0o777)]
+    record["identity_files"] = {
+        name: [oct(os.stat(os.path.join(folder, name)).st_mode & 0o777),
+               open(os.path.join(folder, name)).read()]
+        for name in sorted(os.listdir(folder))
+    }
 with open(sys.argv[1], "a") as f:
     f.write(json.dumps(record) + "\\n")
 print("started", record["identity"], flush=True)
@@ -251,6 +259,29 @@ def test_exit_is_reported_with_its_code_and_the_identity_restarts(
     again = launcher.start(launcher.spec("tewa", env={"EXIT_CODE": "0"}))
     assert again["identity"] == spec.instance_id and again["pid"] != first["pid"]
     assert exit_of(backend, spec.instance_id).returncode == 0
+
+
+def test_an_instance_gets_its_identity_on_its_node_and_it_leaves_with_it(
+    backend: RayBackend, launcher: Launcher
+) -> None:
+    """A secured mission's instance on another node: its identity travels with the actor
+    (never in argv or the environment), is written 0600 into a 0700 folder of that node for as
+    long as it runs, and is removed when it exits."""
+    identity = {"cert.pem": b"CERT of test/radar/7", "key.pem": b"KEY of test/radar/7"}
+    spec = launcher.spec(
+        "radar", 7, labels={"node:b": 1}, identity=identity, env={"EXIT_CODE": "0"}
+    )
+    assert "KEY of" not in repr(spec) and not any("KEY of" in v for v in spec.env.values())
+    record = launcher.start(spec)
+    assert record["node"] == "b"
+    folder, mode = record["identity_dir"]
+    assert mode == "0o700" and Path(folder).name.startswith("test.radar.7.")
+    assert record["identity_files"] == {
+        "cert.pem": ["0o600", "CERT of test/radar/7"],
+        "key.pem": ["0o600", "KEY of test/radar/7"],
+    }
+    assert exit_of(backend, spec.instance_id).returncode == 0
+    wait_for("the identity folder removed", lambda: not Path(folder).exists())
 
 
 def test_stop_is_graceful_and_kill_is_not(backend: RayBackend, launcher: Launcher) -> None:

@@ -53,10 +53,21 @@ def main(ctx: AppContext) -> int:
             if "hello" not in answer:
                 raise PermissionError(f"agent said {answer}")
 
+    delivered = Path(str(ctx.settings.identity_dir))  # where its agent wrote its identity
+    others_delivered = delivered.parent / f"{ctx.identity.mission}.tracker.0"
+
+    def config_names_no_keystore() -> None:
+        config = os.environ.get("CYCLONEDDS_URI", "")
+        if str(keystore) in config or "PRIVATE KEY" in config:
+            raise AssertionError("the keystore or a key is in the environment")
+
     attempts = {
-        "own identity": lambda: (
+        "own identity": lambda: (delivered / "key.pem").read_bytes(),
+        "own identity in the keystore": lambda: (
             keystore / "identities" / ctx.identity.mission / me / "key.pem"
         ).read_bytes(),
+        "no keystore in the environment": config_names_no_keystore,
+        "other identity as delivered": lambda: (others_delivered / "key.pem").read_bytes(),
         "ca key": lambda: (keystore / "ca" / "identity_ca.key").read_bytes(),
         "ca key via /proc/PPID/root": lambda: Path(
             f"/proc/{os.getppid()}/root{keystore}/ca/permissions_ca.key"

@@ -161,7 +161,17 @@ def test_a_compromised_instance_of_a_secured_mission_stays_in_its_cell(
             "supervisor",
             "tracker.0",
         ]  # fmt: skip  (no "evil")
-    allowed = {"own identity", "write the run folder", "write /tmp"}
+        # Its identity came through its agent: a 0700 folder of 0600 files, its own only,
+        # which leaves with the instance (the tracker's is there too, the escaper cannot read it)
+        delivered = sorted((home / "agents").glob("*.identities/jail.*"))
+        assert [d.name for d in delivered] == ["jail.escape.0", "jail.tracker.0"]
+        assert {oct(d.stat().st_mode & 0o777) for d in delivered} == {"0o700"}
+        files = [f for d in delivered for f in d.iterdir()]
+        assert {oct(f.stat().st_mode & 0o777) for f in files} == {"0o600"}
+        assert not any(f.name.endswith(".key") for f in files)  # no CA private key
+    assert not list((home / "agents").glob("*.identities/jail.*"))  # gone with the mission
+    allowed = {"own identity", "no keystore in the environment", "write the run folder"}
+    allowed.add("write /tmp")
     if str(REPO.resolve()).startswith("/tmp/"):  # a CI clone: /tmp is every instance's
         allowed.add("write the working folder")
     (REPO / "escape-was-here").unlink(missing_ok=True)

@@ -33,6 +33,7 @@ instances, state, exits}, ``claimed`` {ok, epoch}, ``spawned``, ``exit``, ``warn
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import fcntl
 import hmac
@@ -41,6 +42,7 @@ import logging
 import os
 import secrets
 import selectors
+import shutil
 import signal
 import socket
 import stat
@@ -52,9 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcc.files import write_private
+from mcc.files import write_private, write_private_folder
 from mcc.orchestrate import zygote
-from mcc.settings import Settings, current
+from mcc.settings import Settings, current, env_name
 
 log = logging.getLogger("mcc.orchestrate.agent")
 
@@ -362,12 +364,46 @@ class Agent:
 
     # -- processes -------------------------------------------------------------------
 
+    def identity_folder(self, instance_id: str) -> Path:
+        """Where an instance's identity lives while it runs (0700, under the agent's own
+        folder, which its confinement hides but for this folder)."""
+        return self.paths.state.with_suffix(".identities") / instance_id.replace("/", ".")
+
+    def _deliver_identity(self, request: dict[str, Any]) -> str | None:
+        """Write the request's identity (file name → base64) into the instance's private
+        folder, name it in its environment and let its confinement read it; an error message
+        when it cannot be done."""
+        files = request.pop("identity", None)
+        if not files:
+            return None
+        folder = self.identity_folder(str(request["id"]))
+        try:
+            if not isinstance(files, dict):
+                raise ValueError("not a mapping of file names")
+            decoded = {str(k): base64.b64decode(str(v), validate=True) for k, v in files.items()}
+            write_private_folder(folder, decoded)
+        except (ValueError, OSError) as exc:
+            return f"cannot write its identity into {folder}: {exc}"
+        request["env"][env_name("identity_dir")] = str(folder)
+        if request.get("confine"):
+            conf = json.loads(request["confine"])
+            conf["readable"] = [*(conf.get("readable") or []), str(folder)]
+            request["confine"] = json.dumps(conf)
+        return None
+
+    def _forget_identity(self, instance_id: str) -> None:
+        shutil.rmtree(self.identity_folder(instance_id), ignore_errors=True)
+
     def spawn(self, request: dict[str, Any]) -> None:
         running = self.procs.get(str(request["id"]))
         if running is not None:  # one process per instance: never lose track of the first
             self._to_active(
                 {"error": running.id, "message": f"already running as pid {running.pid}"}
             )
+            return
+        problem = self._deliver_identity(request)
+        if problem is not None:
+            self._to_active({"error": str(request["id"]), "message": problem})
             return
         inherited = [self._listen.fileno(), self._wake_r, self._wake_w, self._report_r]
         inherited += [self.selector.fileno(), *self.keep_fds]
@@ -389,6 +425,7 @@ class Agent:
         self._to_active({"spawned": proc.id, "pid": pid})
 
     def _queue_exit(self, proc: _Proc, returncode: int | None) -> None:
+        self._forget_identity(proc.id)  # its key leaves the host with it
         event = {"exit": proc.id, "pid": proc.pid, "returncode": returncode}
         if self.active is not None:
             self._send(self.active, event)
@@ -592,6 +629,7 @@ class Agent:
                 return 0
 
     def _remove_files(self) -> None:
+        shutil.rmtree(self.paths.state.with_suffix(".identities"), ignore_errors=True)
         self.paths.state.unlink(missing_ok=True)
         self.paths.socket.unlink(missing_ok=True)  # ours: this agent holds the lock
 

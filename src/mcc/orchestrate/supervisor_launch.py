@@ -24,6 +24,9 @@ from mcc.orchestrate.runtime import RUNTIME_ARGV
 from mcc.security.confine import Confinement, instance_confinement
 from mcc.settings import child_env, current, env_name
 
+#: How an instance's DDS Security configuration names its identity's folder: Cyclone expands
+#: the variable in the instance, where its backend set it to the folder it wrote.
+IDENTITY_DIR_REF = "${" + env_name("identity_dir") + "}"
 log = logging.getLogger("mcc.orchestrate")
 
 if TYPE_CHECKING:
@@ -147,7 +150,8 @@ def _launch_spec(
         placement_group=inst.system if cluster else None,
         placement=system.placement if isinstance(system, Cluster) else "pack",
         labels=labels,
-        confinement=_confinement(sup, identity, env),
+        confinement=_confinement(sup, env),
+        identity=identity.bundle() if identity is not None else None,
     )
 
 
@@ -168,27 +172,25 @@ def _identity(sup: Supervisor, inst: Instance) -> Identity | None:
 
 
 def _identity_env(sup: Supervisor, inst: Instance, identity: Identity | None) -> dict[str, str]:
-    """The environment that carries ``identity`` (none for an open mission)."""
+    """The environment that carries ``identity`` (none for an open mission): its DDS Security
+    configuration names the files in ``$MCC_IDENTITY_DIR``, the private folder where the
+    instance's backend writes them on its host (`LaunchSpec.identity`); no keystore path."""
     if identity is None:
         return {}
-    env = secured(sup._instance_base, identity).apply_to_env({})
+    env = secured(sup._instance_base, identity, folder=IDENTITY_DIR_REF).apply_to_env({})
     return child_env(env, grants_at=sup.mission.where(inst.system), source=identity.source)
 
 
-def _confinement(
-    sup: Supervisor, identity: Identity | None, env: Mapping[str, str]
-) -> Confinement | None:
-    """What the instance may reach: its identity's files but no other keystore file, nothing
-    else of ``$MCC_HOME`` (agents' tokens, the console's users), writes in its run folder
-    and temporary folders (`mcc.security.confine`); None when ``MCC_CONFINE`` is off."""
+def _confinement(sup: Supervisor, env: Mapping[str, str]) -> Confinement | None:
+    """What the instance may reach: nothing of ``$MCC_HOME`` (keystores, agents' tokens, the
+    console's users; the backend adds the folder it writes the instance's own identity to),
+    writes in its run folder and temporary folders (`mcc.security.confine`); None when
+    ``MCC_CONFINE`` is off."""
     if not current().confine:
         return None
-    files = identity.files() if identity is not None else ()
     temp = [env[k] for k in ("TMPDIR", "TMP", "TEMP") if env.get(k)]
     home = registry.home()
-    conf = instance_confinement(
-        home=home, run_dir=sup.run_dir.resolve(), identity_files=files, temp_dirs=temp
-    )
+    conf = instance_confinement(home=home, run_dir=sup.run_dir.resolve(), temp_dirs=temp)
     if str(home) in conf.exposed and not sup._home_exposure_told:
         sup._home_exposure_told = True
         log.warning(
@@ -206,7 +208,9 @@ def _ready(sup: Supervisor, name: str) -> bool:
     return all(i.state == S.SYSTEM_RUNNING for i in instances)
 
 
-def secured(base: Transport | None, identity: Identity) -> Transport:
-    """``base`` (default: the environment's transport) with ``identity``'s DDS Security."""
+def secured(base: Transport | None, identity: Identity, *, folder: str | None = None) -> Transport:
+    """``base`` (default: the environment's transport) with ``identity``'s DDS Security (its
+    files in the keystore, or in ``folder``: `mcc.security.Identity.security_xml`)."""
     base = base or Transport.from_env()
-    return dataclasses.replace(base, extra_xml=base.extra_xml + identity.security_xml())
+    xml = identity.security_xml(folder)
+    return dataclasses.replace(base, extra_xml=base.extra_xml + xml)

@@ -77,33 +77,51 @@ class Identity:
     def files(self) -> tuple[Path, ...]:
         """Every file a participant with this identity reads: the two CA certificates, the
         governance, its certificate, key and permissions (nothing else of the keystore)."""
+        return tuple(path for _, path in self._named_files())
+
+    def _named_files(self) -> tuple[tuple[str, Path], ...]:
+        """(name in a delivered folder, path in the keystore) of each file of `files`."""
         ca, me = self.keystore / "ca", self.folder
         return (
-            ca / "identity_ca.pem", ca / "permissions_ca.pem", ca / _CRL,
-            self.keystore / "governance.p7s",
-            me / "cert.pem", me / "key.pem", me / "permissions.p7s",
-        )  # fmt: skip
+            ("identity_ca.pem", ca / "identity_ca.pem"),
+            ("permissions_ca.pem", ca / "permissions_ca.pem"),
+            (_CRL, ca / _CRL),
+            ("governance.p7s", self.keystore / "governance.p7s"),
+            ("cert.pem", me / "cert.pem"),
+            ("key.pem", me / "key.pem"),
+            ("permissions.p7s", me / "permissions.p7s"),
+        )
 
-    def security_xml(self) -> str:
+    def bundle(self) -> dict[str, bytes]:
+        """The identity as file name → content, what a backend writes into the instance's
+        private folder on its host (`security_xml` with ``folder``): the CA certificates,
+        the CRL when there is one, the governance, its certificate, key and permissions.
+        No CA private key is ever part of it."""
+        return {name: path.read_bytes() for name, path in self._named_files() if path.exists()}
+
+    def security_xml(self, folder: str | None = None) -> str:
         """The ``<Security>`` element of Cyclone's ``<Domain>`` configuration for this
-        identity (for ``Transport(extra_xml=...)``)."""
-        ca, ks, me = self.keystore / "ca", self.keystore, self.folder
+        identity (for ``Transport(extra_xml=...)``): its files in the keystore, or in
+        ``folder``, where `bundle` was written (``${MCC_IDENTITY_DIR}``: Cyclone expands the
+        variable in the process that reads the configuration)."""
+        named = dict(self._named_files())
 
-        def uri(path: Path) -> str:
-            return f"file:{path.resolve()}"
+        def uri(name: str) -> str:
+            return f"file:{folder}/{name}" if folder else f"file:{named[name].resolve()}"
 
+        has_crl = (self.keystore / "ca" / _CRL).exists()
         return (
             "<Security>"
             "<Authentication>"
-            f"<IdentityCA>{uri(ca / 'identity_ca.pem')}</IdentityCA>"
-            f"<IdentityCertificate>{uri(me / 'cert.pem')}</IdentityCertificate>"
-            f"<PrivateKey>{uri(me / 'key.pem')}</PrivateKey>"
-            + (f"<CRL>{uri(ca / _CRL)}</CRL>" if (ca / _CRL).exists() else "")
+            f"<IdentityCA>{uri('identity_ca.pem')}</IdentityCA>"
+            f"<IdentityCertificate>{uri('cert.pem')}</IdentityCertificate>"
+            f"<PrivateKey>{uri('key.pem')}</PrivateKey>"
+            + (f"<CRL>{uri(_CRL)}</CRL>" if has_crl else "")
             + "</Authentication>"
             "<AccessControl>"
-            f"<PermissionsCA>{uri(ca / 'permissions_ca.pem')}</PermissionsCA>"
-            f"<Governance>{uri(ks / 'governance.p7s')}</Governance>"
-            f"<Permissions>{uri(me / 'permissions.p7s')}</Permissions>"
+            f"<PermissionsCA>{uri('permissions_ca.pem')}</PermissionsCA>"
+            f"<Governance>{uri('governance.p7s')}</Governance>"
+            f"<Permissions>{uri('permissions.p7s')}</Permissions>"
             "</AccessControl>"
             "<Cryptographic/>"
             "</Security>"

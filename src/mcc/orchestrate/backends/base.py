@@ -40,6 +40,12 @@ class LaunchSpec:
     #: What the process may reach (`mcc.security.confine`), applied in the child before the
     #: app or command runs; None: not confined.
     confinement: Confinement | None = None
+    #: A secured mission: the instance's own identity (file name → content,
+    #: `mcc.security.Identity.bundle`), which the backend writes into a private folder of the
+    #: instance's host (`mcc.files.write_private_folder`) and names in ``MCC_IDENTITY_DIR``
+    #: (removed when the instance exits); never in the
+    #: environment, argv, a log or a status (not in ``repr``).
+    identity: Mapping[str, bytes] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ agent stops the mission, and an app whose agent is gone that long stops itself.
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import dataclasses
 import fcntl
@@ -500,6 +501,11 @@ class LocalBackend(Backend):
         }
         if spec.confinement is not None:
             request["confine"] = spec.confinement.to_json()
+        if spec.identity:  # the agent writes it into a private folder (`Agent.spawn`)
+            request["identity"] = {
+                name: base64.b64encode(content).decode("ascii")
+                for name, content in spec.identity.items()
+            }
         if spec.argv[1:3] == ("-m", RUNTIME_MODULE):
             request["app"], request["args"] = spec.argv[3], list(spec.argv[4:])
         else:

@@ -375,6 +375,7 @@ class RayBackend(Closeable, Backend):
                 spec.priority,
                 spec.memory_mb,
                 spec.gpu == "exclusive",
+                identity=dict(spec.identity) if spec.identity else None,
             )
         except ValueError as exc:  # the name is still taken
             self._release(group, bundle)

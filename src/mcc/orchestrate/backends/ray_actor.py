@@ -13,14 +13,17 @@ import collections
 import contextlib
 import ctypes
 import ctypes.util
+import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from mcc.errors import OrchestratorError
@@ -76,7 +79,12 @@ class InstanceActor:
         priority: str,
         memory_mb: int | None,
         gpu_exclusive: bool,
+        identity: Mapping[str, bytes] | None = None,
     ) -> None:
+        """``identity``: the instance's own (file name → content), written 0600 into a private
+        folder of this node (`identity_folder`) for as long as the instance runs, named in its
+        ``MCC_IDENTITY_DIR`` and readable through its confinement (nothing else of the node's
+        ``MCC_HOME`` is)."""
         ray = import_ray()
         context = ray.get_runtime_context()
         self._id = instance_id
@@ -97,6 +105,9 @@ class InstanceActor:
         env = dict(env)
         if gpu_exclusive:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in ray.get_gpu_ids())
+        self._identity_dir: Path | None = None
+        if identity:
+            argv = self._deliver(identity, argv, env)
         cores = self._cores(cpu_set)
         spawned = threading.Event()
         keeper = threading.Thread(
@@ -107,6 +118,29 @@ class InstanceActor:
         )
         keeper.start()
         spawned.wait()
+
+    def _deliver(
+        self, identity: Mapping[str, bytes], argv: Sequence[str], env: dict[str, str]
+    ) -> list[str]:
+        """Write ``identity`` on this node, name it in ``env``; ``argv`` with its confinement
+        (``python -m mcc.security.confine JSON -- ...``) reading that folder and hiding this
+        node's ``MCC_HOME``."""
+        from mcc.files import write_private_folder
+        from mcc.orchestrate.registry import home
+        from mcc.security.confine import CONFINE_MODULE
+        from mcc.settings import env_name
+
+        node_home = home()
+        folder = node_home / "identities" / f"{self._id.replace('/', '.')}.{os.getpid()}"
+        self._identity_dir = write_private_folder(folder, identity)
+        env[env_name("identity_dir")] = str(folder)
+        out = list(argv)
+        if out[1:3] == ["-m", CONFINE_MODULE]:
+            conf = json.loads(out[3])
+            conf["readable"] = [*(conf.get("readable") or []), str(folder)]
+            conf["hidden"] = list(dict.fromkeys([*(conf.get("hidden") or []), str(node_home)]))
+            out[3] = json.dumps(conf)
+        return out
 
     def _cores(self, cpu_set: Sequence[int]) -> list[int]:
         if not cpu_set:
@@ -149,6 +183,7 @@ class InstanceActor:
         except (OSError, subprocess.SubprocessError) as exc:
             self._error = f"cannot run {argv[0]!r}: {exc}"
             self._returncode = 127
+            self._forget_identity()
             self._exited.set()
             spawned.set()
             if sink is not None:
@@ -172,7 +207,13 @@ class InstanceActor:
             # restarts elsewhere.
             return
         self._returncode = code
+        self._forget_identity()
         self._exited.set()
+
+    def _forget_identity(self) -> None:
+        """The instance's identity leaves the node with it."""
+        if self._identity_dir is not None:
+            shutil.rmtree(self._identity_dir, ignore_errors=True)
 
     def _open_log(self, log_path: str) -> Any:
         try:
