@@ -47,7 +47,10 @@ a secured bus); others are held back (``uncorroborated``) unless an operator app
 fused by the tracker from the radars' IFF answers (`mcc.tracking.identity`). A track that is
 ``FRIEND`` or ``ASSUMED_FRIEND`` is kept out of the assignment (counted: ``friend_vetoes``) and
 every order is checked again against its track's newest identity just before it is published
-or approved (`TewaEngine.release`; stopped ones: ``friend_orders_stopped``). The others rank
+or approved (`TewaEngine.release`; stopped ones: ``friend_orders_stopped``). A track within
+``friend_clearance_m`` (1500 m) of a friendly track is not engaged while it is
+(``friend_clearance``): the seeker must not have the choice, and it may be the friend itself
+(a new track of the wingman that has not answered IFF yet). The others rank
 ``HOSTILE`` > ``SUSPECT`` > ``UNKNOWN`` > ``PENDING`` > ``NEUTRAL`` before their kinematic
 score, and the assignment weighs their value by identity (`mcc.apps.tewa_model`); ``Threat``
 carries the identity. A picture whose identity or iff arrays are malformed is counted and
@@ -192,6 +195,13 @@ class TewaConfig(AppConfig):
         description="radar identities that must see a track before it is engaged without an "
         "operator's approval (1: any track)",
     )
+    friend_clearance_m: float = Field(
+        default=1500.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="a track this close to a friendly track is not engaged while it is (0: no "
+        "clearance)",
+    )
     min_flyout_fraction: float = Field(
         default=0.5,
         ge=0,
@@ -247,6 +257,7 @@ def tewa(ctx: AppContext) -> int:
             approval_timeout_s=opts.approval_timeout_s,
             min_sensors=opts.min_sensors,
             min_flyout_fraction=opts.min_flyout_fraction,
+            friend_clearance_m=opts.friend_clearance_m,
         )
     except MccError as exc:
         print(f"mcc: error: {exc}", file=sys.stderr)
@@ -339,11 +350,12 @@ class _TewaApp:
             stats = self.engine.statistics()
             self.ctx.log.info(
                 "tewa stops: %d cycles, %d orders issued, %d kills, friend vetoes %d, "
-                "orders stopped for a friend %d, pictures dropped %d",
+                "held near a friend %d, orders stopped for a friend %d, pictures dropped %d",
                 stats.cycles,
                 stats.issued,
                 stats.kills,
                 stats.friend_vetoes,
+                stats.friend_clearance,
                 stats.friend_orders_stopped,
                 self.dropped["picture"],
             )

@@ -309,6 +309,7 @@ class TewaStatistics:
     friend_vetoes: int = 0  # (cycle, track) pairs: a friend kept out of the assignment
     friend_orders_stopped: int = 0  # orders stopped at release: their track turned friend
     uncorroborated: int = 0  # (cycle, track) pairs held back: fewer radars than min_sensors
+    friend_clearance: int = 0  # (cycle, track) pairs held back: within the clearance of a friend
     implausible_outcomes: int = 0  # kills and misses before half the planned flyout
 
 
