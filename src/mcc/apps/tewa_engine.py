@@ -378,44 +378,42 @@ class TewaEngine:
         self._counts["implausible_outcomes"] += 1
         return True
 
-    def _uncorroborated(self, track_ids: I64) -> None:
-        """Count threats held back for want of a second radar; log the first."""
+    def _hold(self, count: str, track_ids: I64, why: str) -> None:
+        """Count the threats held back for ``count`` (per track and cycle); log the first,
+        ``why`` being what is said of its track."""
         if not track_ids.size:
             return
-        if not self._counts["uncorroborated"]:
+        if not self._counts[count]:
             log.warning(
-                "track %d is seen by fewer than %d radars: not engaged without an operator's "
-                "approval; further ones are counted (uncorroborated, per track and cycle)",
+                "track %d %s; further ones are counted (%s, per track and cycle)",
                 int(track_ids[0]),
-                self.min_sensors,
+                why,
+                count,
             )
-        self._counts["uncorroborated"] += int(track_ids.size)
+        self._counts[count] += int(track_ids.size)
+
+    def _uncorroborated(self, track_ids: I64) -> None:
+        """Threats held back for want of a second radar."""
+        self._hold(
+            "uncorroborated",
+            track_ids,
+            f"is seen by fewer than {self.min_sensors} radars: not engaged without an "
+            "operator's approval",
+        )
 
     def _near_friend(self, track_ids: I64) -> None:
-        """Count threats held back within the friend clearance; log the first."""
-        if not track_ids.size:
-            return
-        if not self._counts["friend_clearance"]:
-            log.warning(
-                "track %d is within %g m of a friend: not engaged while it is; further ones "
-                "are counted (friend_clearance, per track and cycle)",
-                int(track_ids[0]),
-                self.friend_clearance_m,
-            )
-        self._counts["friend_clearance"] += int(track_ids.size)
+        """Threats held back within the friend clearance."""
+        self._hold(
+            "friend_clearance",
+            track_ids,
+            f"is within {self.friend_clearance_m:g} m of a friend: not engaged while it is",
+        )
 
     def _veto(self, track_ids: I64, identity: Any) -> None:
-        """Count friends kept out of the assignment; log the first."""
-        if not track_ids.size:
-            return
-        if not self._counts["friend_vetoes"]:
-            log.warning(
-                "friend veto: track %d is %s, never engaged; further vetoes are counted "
-                "(friend_vetoes in the statistics and the heartbeat)",
-                int(track_ids[0]),
-                Identity(int(identity[0])).name,
-            )
-        self._counts["friend_vetoes"] += int(track_ids.size)
+        """Friends kept out of the assignment."""
+        if track_ids.size:
+            name = Identity(int(identity[0])).name
+            self._hold("friend_vetoes", track_ids, f"is {name}: a friend is never engaged")
 
     def is_friend(self, track_id: int) -> bool:
         """The newest picture's identity of ``track_id`` is ``FRIEND`` or ``ASSUMED_FRIEND``."""
