@@ -19,6 +19,7 @@ EXTRA_OF = {
     "uvicorn": "console",
     "websockets": "console",
     "opentelemetry": "observe",
+    "hdrh": "bench",
     "matplotlib": "bench",
     "stonesoup": "bench",
     "filterpy": "bench",

@@ -311,6 +311,15 @@ def test_a_command_names_the_extra_it_needs(installed: Installed) -> None:
     )
     assert proc.returncode == 2, proc
     assert "pip install 'mcc[console]'" in proc.stderr, proc.stderr
+    # The benchmarks are not part of the core install: `mcc bench` names their extra.
+    bench = run(
+        [installed.mcc, "bench", "--help"],
+        env=installed.env,
+        cwd=installed.cwd,
+        timeout_s=60,
+        check=False,
+    )
+    assert bench.returncode == 2 and "pip install 'mcc[bench]'" in bench.stderr, bench
     shipped = run(
         [installed.python, "-c", "import mcc.resources as r; print(r.mission_file('sam-toc'))"],
         env=installed.env,
