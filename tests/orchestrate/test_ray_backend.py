@@ -466,3 +466,108 @@ clusters:
             assert where[instance_id] == inst["node"] != "d"
         assert status["backend"] == "ray"
         assert any(e.startswith("moved to") for _, _, e in supervisor.events)
+
+
+def test_a_standby_supervisor_adopts_the_instances_without_restarting_any(
+    cluster: Cluster, tmp_path: Path, domain_id: int, bus_env: dict[str, str]
+) -> None:
+    """Two `mcc up --backend ray` of one mission: the second stands by; kill -9 of the active
+    one leaves its (detached) instance actors running, and the standby adopts them within about
+    the lease (1 s), restarting none, keeping the scaled size; `mcc down` through it stops
+    everything, the mission's leader actor included."""
+    import subprocess
+
+    from tests.conftest import run_cli
+
+    manifest = tmp_path / "rayha.yaml"
+    manifest.write_text(
+        f"""
+mission: rayha
+domain: {domain_id}
+clusters:
+  w:
+    app: mcc.orchestrate.probe:idle
+    size: 2
+    max: 4
+    resources: {{cpus: 0.25}}
+"""
+    )
+    env = {**bus_env, "MCC_HOME": str(tmp_path / "home"), "MCC_AGENT_ORPHAN_S": "30"}
+    up = [sys.executable, "-m", "mcc.cli", "up", str(manifest), "--backend", "ray"]
+    up += ["--address", cluster.address, "--quiet"]
+
+    def status(timeout_s: float = 5.0) -> dict[str, Any] | None:
+        proc = run_cli(["status", "--json", "--timeout", f"{timeout_s:g}"], env=env, check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def running(st: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {i["id"]: i for i in st["instances"] if i["state"] == "running"}
+
+    def wait_status(predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 90.0) -> Any:
+        return wait_for(
+            "the status asked for",
+            lambda: (st := status()) is not None and predicate(st) and st,
+            timeout_s,
+        )
+
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("first", "standby")}
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        first = subprocess.Popen(
+            up, env=env, stdout=logs["first"], stderr=subprocess.STDOUT, text=True
+        )
+        procs.append(first)
+        wait_status(lambda s: len(running(s)) == 2)
+        standby = subprocess.Popen(
+            up, env=env, stdout=logs["standby"], stderr=subprocess.STDOUT, text=True
+        )
+        procs.append(standby)
+        st = wait_status(lambda s: [x["role"] for x in s["supervisors"]] == ["active", "standby"])
+        assert st["supervisors"][0]["pid"] == first.pid
+        run_cli(["scale", "w", "3"], env=env)  # desired state the standby must keep
+        before = running(wait_status(lambda s: len(running(s)) == 3))
+        killed = time.monotonic()
+        first.kill()
+        first.wait(10)
+        answered = None
+        while time.monotonic() - killed < 15:
+            st2 = status(timeout_s=2.0)
+            if st2 is not None and st2["supervisors"][0]["pid"] == standby.pid:
+                answered = time.monotonic() - killed
+                break
+        assert answered is not None, (tmp_path / "standby.log").read_text()
+        print(f"\nray standby commanding {answered:.2f} s after kill -9 of the active")
+        assert answered < 5.0, answered
+        after = running(st2)
+        assert {k: v["pid"] for k, v in after.items()} == {k: v["pid"] for k, v in before.items()}
+        assert all(i["restarts"] == 0 for i in after.values())
+        assert st2["clusters"]["w"]["size"] == 3
+        assert run_cli(["down"], env=env).stdout.strip() == "mcc down: stopped"
+        assert standby.wait(30) == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for out in logs.values():
+            out.close()
+    log = (tmp_path / "standby.log").read_text()
+    assert "stands by" in log and "adopted 3 running instances" in log, log
+    assert "Traceback" not in log, log
+    ray.init(address=cluster.address, namespace="mcc-rayha", log_to_driver=False)
+    try:
+        wait_until(
+            lambda: (
+                not [
+                    a
+                    for a in ray.util.list_named_actors(all_namespaces=True)
+                    if a["namespace"] == "mcc-rayha"
+                ]
+            ),
+            20,
+            "no actor of the mission left",
+        )
+    finally:
+        ray.shutdown()
+    pids = [i["pid"] for i in before.values()]
+    wait_until(lambda: all(gone(p) for p in pids), 20, "every instance gone")

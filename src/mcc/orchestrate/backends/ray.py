@@ -14,8 +14,18 @@ did not within ``start_timeout_s``.
 
 No orphans: the child gets ``PR_SET_PDEATHSIG = SIGKILL`` from the thread that spawned it
 and its own session, so when the actor's worker dies (node loss, ``ray.kill``, the cluster
-stops), the child dies with it. Actors are owned by the supervisor's driver, so they die with
-it too.
+stops), the child dies with it.
+
+No single point of failure: the actors (and placement groups) are *detached*, so they outlive
+the supervisor that started them. Supervisors are replicated as with ``local``: a mission's
+`MissionLeader` (a detached actor, its epoch and desired state kept in Ray's GCS) makes one
+active and the others stand by (`lead`); the active one renews a lease every ``POLL_S``, and
+when it stops (its process or its host lost) the first standby to ask after ``lease_s`` is
+promoted with the next epoch and adopts every instance actor of the namespace without
+restarting any (`Leadership.instances`). Fencing is at the actuators: an adopting supervisor
+raises each actor's fence to its epoch, and an actor refuses the signals of an older one. With
+no supervisor for ``MCC_AGENT_ORPHAN_S`` the leader stops the mission. Ray's head with GCS
+fault tolerance (an external Redis, docs/deploy.md) restarts without touching an instance.
 
 Placement: ``cpus`` → ``num_cpus``, ``gpu: exclusive`` → ``num_gpus=1`` (Ray's device goes in
 ``CUDA_VISIBLE_DEVICES``), ``labels`` → custom resources declared on the nodes
@@ -35,7 +45,9 @@ from __future__ import annotations
 import collections
 import ipaddress
 import logging
+import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -45,8 +57,21 @@ from typing import Any
 
 from mcc.errors import OrchestratorError
 from mcc.lifecycle import Closeable
-from mcc.orchestrate.backends.base import Backend, ExitEvent, LaunchSpec, Running, Warning_
-from mcc.orchestrate.backends.ray_actor import TAIL_LINES, InstanceActor, import_ray
+from mcc.orchestrate.backends.base import (
+    Backend,
+    ExitEvent,
+    LaunchSpec,
+    Leadership,
+    Running,
+    Warning_,
+)
+from mcc.orchestrate.backends.ray_actor import (
+    LEADER,
+    TAIL_LINES,
+    InstanceActor,
+    MissionLeader,
+    import_ray,
+)
 from mcc.security.confine import CONFINE_MODULE
 from mcc.settings import Settings, SettingsError
 
@@ -55,6 +80,8 @@ log = logging.getLogger("mcc.orchestrate.ray")
 LABEL_SHARE = 0.001  # what an instance asks of each node label: a label places, it does not count
 NODE_CHECK_S = 0.5  # how often the backend looks for lost nodes
 KILLED = -signal.SIGKILL  # the return code of an instance whose actor is dead for good
+POLL_S = 0.1  # how often the active supervisor renews its lease and a standby asks for it
+LEASE_S = 1.0  # a lease not renewed for this long passes to a standby
 
 
 # -- the driver side: the supervisor's process ----------------------------------------------
@@ -108,8 +135,18 @@ class RayBackend(Closeable, Backend):
         num_cpus: int | None = None,
         system_config: Mapping[str, Any] | None = None,
         start_timeout_s: float = 60.0,
+        lease_s: float = LEASE_S,
+        orphan_s: float | None = None,
     ) -> None:
         self.address = address
+        self.lease_s = lease_s
+        self.orphan_s = orphan_s
+        # single: opened without `lead` (no replication) | active | standby | fenced
+        self.role = "single"
+        self.epoch = 0
+        self._token = f"{os.getpid()}@{socket.gethostname()}/{time.time_ns()}"
+        self._leader: Any = None
+        self._claimed: dict[str, Any] | None = None  # a successful claim, to promote on
         self.namespace = namespace
         self.num_cpus = num_cpus
         self.system_config = dict(system_config or {})
@@ -164,14 +201,30 @@ class RayBackend(Closeable, Backend):
         self._monitor.start()
 
     def close(self, *, grace_s: float = 5.0) -> None:
-        """Stop every instance (SIGTERM, SIGKILL after ``grace_s``), kill its actor, leave Ray."""
+        """Stop every instance (SIGTERM, SIGKILL after ``grace_s``), kill its actor, leave Ray.
+
+        A standby or fenced supervisor's backend only leaves: the instances are the active
+        one's. The active one's also ends the mission's leader (a standby hears that the
+        mission was stopped)."""
         if self._ray is None:
             return
         ray = self._ray
+        if self.role in ("standby", "fenced"):
+            self._closing.set()
+            if self._monitor is not None:
+                self._monitor.join(5.0)
+                self._monitor = None
+            with self._lock:
+                self._instances.clear()
+            if self._connected:
+                ray.shutdown()
+                self._connected = False
+            self._ray = None
+            return
         with self._lock:
             instances = list(self._instances.values())
         for inst in instances:
-            inst.actor.terminate.remote(grace_s)
+            inst.actor.terminate.remote(grace_s, self.epoch)
         refs = [inst.wait_ref for inst in instances]
         ready: list[Any] = []
         if refs:
@@ -187,6 +240,12 @@ class RayBackend(Closeable, Backend):
             for group in self._groups:
                 self._remove_group(group)
             self._groups.clear()
+        if self._leader is not None:
+            try:
+                ray.kill(self._leader, no_restart=True)
+            except Exception as exc:  # the cluster may be gone already
+                log.debug("ending the mission's leader: %s", exc)
+            self._leader = None
         if self._connected:
             ray.shutdown()
             self._connected = False
@@ -223,12 +282,12 @@ class RayBackend(Closeable, Backend):
     def stop(self, instance_id: str, *, grace_s: float) -> None:
         inst = self._instances.get(instance_id)
         if inst is not None:
-            inst.actor.terminate.remote(grace_s)
+            inst.actor.terminate.remote(grace_s, self.epoch)
 
     def kill(self, instance_id: str) -> None:
         inst = self._instances.get(instance_id)
         if inst is not None:
-            inst.actor.kill.remote()
+            inst.actor.kill.remote(self.epoch)
 
     def poll(self) -> list[ExitEvent]:
         if self._ray is not None:
@@ -252,6 +311,174 @@ class RayBackend(Closeable, Backend):
         with self._lock:
             warnings, self._warnings = self._warnings, []
         return warnings
+
+    # -- replication: supervisors on several hosts ----------------------------------------
+
+    def lead(self) -> Leadership:
+        """Open as a supervisor of the mission: active (adopting every instance actor of the
+        namespace) if no other supervisor holds the mission's lease, else standing by."""
+        if self.orphan_s is None:
+            try:
+                self.orphan_s = Settings.from_env().agent_orphan_s
+            except SettingsError as exc:
+                raise OrchestratorError(str(exc)) from None
+        self.open()
+        ray = self._ray
+        try:
+            self._leader = (
+                ray.remote(MissionLeader)
+                .options(
+                    name=LEADER,
+                    namespace=self.namespace,
+                    lifetime="detached",
+                    get_if_exists=True,
+                    num_cpus=0,
+                    max_restarts=-1,
+                    max_task_retries=-1,
+                    max_concurrency=4,
+                )
+                .remote(self.namespace, self.lease_s, self.orphan_s)
+            )
+            answer = ray.get(
+                self._leader.hello.remote(self._token, os.getpid()), timeout=self.start_timeout_s
+            )
+        except (ray.exceptions.RayError, ValueError) as exc:
+            self.close()
+            raise OrchestratorError(f"the mission's leader on Ray: {_first(exc)}") from None
+        return self._lead(answer)
+
+    def _lead(self, answer: Mapping[str, Any]) -> Leadership:
+        """Become what the leader answered; active: adopt what runs."""
+        self.epoch = int(answer["epoch"])
+        if not answer["active"]:
+            self.role = "standby"
+            return Leadership(False, self.epoch, int(answer["active_pid"]))
+        self.role = "active"
+        instances = self._adopt()
+        return Leadership(True, self.epoch, os.getpid(), instances, answer.get("state"))
+
+    def _adopt(self) -> tuple[Running, ...]:
+        """Every instance actor of the namespace, fenced to this epoch, watched from now on."""
+        ray = self._ray
+        names = [
+            entry["name"]
+            for entry in ray.util.list_named_actors(all_namespaces=True)
+            if entry["namespace"] == self.namespace and entry["name"] != LEADER
+        ]
+        adopted: list[Running] = []
+        for name in names:
+            with self._lock:
+                if name in self._instances:
+                    adopted.append(self._instances[name].running)
+                    continue
+            try:
+                actor = ray.get_actor(name, namespace=self.namespace)
+                actor.fence.remote(self.epoch)
+                info: dict[str, Any] = ray.get(actor.info.remote(), timeout=self.start_timeout_s)
+            except (ray.exceptions.RayError, ValueError) as exc:
+                log.warning("%s: cannot adopt its Ray actor: %s", name, _first(exc))
+                continue
+            meta = info.get("meta") or {}
+            system, _, index = name.rpartition("/")
+            spec = LaunchSpec(
+                name,
+                system.rpartition("/")[2],
+                int(index) if index.isdigit() else 0,
+                (),
+                {},
+                "",
+                placement_group=meta.get("cluster"),
+            )
+            running = self._running(name, info)
+            inst = _Instance(
+                spec=spec,
+                actor=actor,
+                wait_ref=actor.wait.remote(),
+                watch_ref=actor.watch.remote(info["incarnation"]),
+                running=running,
+                incarnation=str(info["incarnation"]),
+                node_id=str(info["node_id"]),
+                demand=dict(meta.get("demand") or {"CPU": 1.0}),
+            )
+            with self._lock:
+                self._instances[name] = inst
+            adopted.append(running)
+        log.warning(
+            "ray backend: epoch %d adopts %d instance actors of %s",
+            self.epoch,
+            len(adopted),
+            self.namespace,
+        )
+        return tuple(adopted)
+
+    def claim(self, expect_epoch: int) -> bool:
+        """Take the lease at once (the active supervisor is cut off); promoted by the backend's
+        thread (``on_promoted``) when granted."""
+        if self._leader is None or self.role != "standby":
+            return False
+        try:
+            answer = self._ray.get(
+                self._leader.claim.remote(self._token, os.getpid(), expect_epoch), timeout=2.0
+            )
+        except self._ray.exceptions.RayError as exc:
+            log.warning("claiming the mission: %s", _first(exc))
+            return False
+        if answer["active"]:
+            with self._lock:
+                self._claimed = answer
+        return bool(answer["active"])
+
+    def save_state(self, state: Any) -> None:
+        if self._leader is not None and self.role == "active":
+            self._leader.save.remote(self._token, self.epoch, state)
+
+    def confirm(self, *, timeout_s: float = 1.0) -> bool:
+        if self._leader is None:
+            return self.role == "single"
+        try:
+            answer = self._ray.get(
+                self._leader.renew.remote(self._token, self.epoch), timeout=timeout_s
+            )
+        except self._ray.exceptions.RayError:
+            return False
+        return bool(answer["active"]) and int(answer["epoch"]) == self.epoch
+
+    def _leadership_step(self) -> None:
+        """The backend's thread, every ``POLL_S``: renew the lease (active) or ask for it
+        (standby); promote, fence or end as the leader answers."""
+        ray = self._ray
+        if self._leader is None or self.role not in ("active", "standby"):
+            return
+        with self._lock:
+            claimed, self._claimed = self._claimed, None
+        try:
+            if claimed is not None:
+                answer = claimed
+            elif self.role == "active":
+                answer = ray.get(self._leader.renew.remote(self._token, self.epoch), timeout=2.0)
+            else:
+                answer = ray.get(self._leader.standby.remote(self._token, os.getpid()), timeout=2.0)
+        except ray.exceptions.GetTimeoutError:
+            return  # the leader is restarting (its node, the head): ask again
+        except ray.exceptions.RayError as exc:
+            if self.role == "standby":  # the leader is dead for good: the mission was stopped
+                log.info("the mission's leader ended (%s): the mission is stopped", _first(exc))
+                self._leader = None
+                if self.on_shutdown is not None:
+                    self.on_shutdown()
+            return
+        if self.role == "active" and not answer["active"]:
+            self.role = "fenced"
+            self.epoch = int(answer["epoch"])
+            log.error("ray backend: supervisor epoch %d took over; this one is fenced", self.epoch)
+            if self.on_fenced is not None:
+                self.on_fenced(self.epoch)
+        elif self.role == "standby" and answer["active"]:
+            leadership = self._lead(answer)
+            if self.on_promoted is not None:
+                self.on_promoted(leadership)
+            if self.on_event is not None:
+                self.on_event()
 
     # -- beyond the protocol ------------------------------------------------------------
 
@@ -347,6 +574,7 @@ class RayBackend(Closeable, Backend):
             "max_restarts": max_restarts,
             "max_task_retries": -1 if max_restarts != 0 else 0,
             "max_concurrency": 8,  # wait, watch, terminate, kill, tail, info at once
+            "lifetime": "detached",  # outlives this supervisor: a standby adopts it
         }
         if spec.memory_mb:
             options["memory"] = spec.memory_mb * 2**20
@@ -376,6 +604,8 @@ class RayBackend(Closeable, Backend):
                 spec.memory_mb,
                 spec.gpu == "exclusive",
                 identity=dict(spec.identity) if spec.identity else None,
+                meta={"demand": demand, "cluster": spec.placement_group},
+                epoch=self.epoch,
             )
         except ValueError as exc:  # the name is still taken
             self._release(group, bundle)
@@ -452,7 +682,9 @@ class RayBackend(Closeable, Backend):
         pg = ray.util.placement_group(
             [dict(demand) for _ in range(size)],
             strategy=strategy,
-            name=f"{self.namespace}/{cluster}/{serial}",
+            # an adopting supervisor counts from 0 again: its epoch keeps the names apart
+            name=f"{self.namespace}/{cluster}/{serial}" + (f"@{self.epoch}" if self.epoch else ""),
+            lifetime="detached",
         )
         try:
             ray.get(pg.ready(), timeout=self.start_timeout_s)
@@ -563,14 +795,21 @@ class RayBackend(Closeable, Backend):
         """Report exits and moves as they happen, so ``on_event`` fires without polling."""
         ray = self._ray
         next_check = time.monotonic() + NODE_CHECK_S
+        next_lease = time.monotonic()
         while not self._closing.is_set():
+            if time.monotonic() >= next_lease:
+                next_lease = time.monotonic() + POLL_S
+                try:
+                    self._leadership_step()
+                except Exception:  # the leadership must outlive a bug in one step
+                    log.exception("ray backend: leadership step failed")
             with self._lock:
                 refs = self._refs()
             if not refs:
-                self._closing.wait(0.1)
+                self._closing.wait(POLL_S)
                 continue
             try:
-                ready, _ = ray.wait(refs, num_returns=1, timeout=0.2)
+                ready, _ = ray.wait(refs, num_returns=1, timeout=POLL_S)
                 exited = False
                 if ready and not self._closing.is_set():
                     with self._lock:

@@ -80,11 +80,15 @@ class InstanceActor:
         memory_mb: int | None,
         gpu_exclusive: bool,
         identity: Mapping[str, bytes] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        epoch: int = 0,
     ) -> None:
         """``identity``: the instance's own (file name → content), written 0600 into a private
         folder of this node (`identity_folder`) for as long as the instance runs, named in its
         ``MCC_IDENTITY_DIR`` and readable through its confinement (nothing else of the node's
-        ``MCC_HOME`` is)."""
+        ``MCC_HOME`` is). ``meta``: what a supervisor that adopts the actor needs to know of its
+        start (its demand, its virtual cluster), returned by ``info``. ``epoch``: the fencing
+        epoch of the supervisor that started it (see ``fence``)."""
         ray = import_ray()
         context = ray.get_runtime_context()
         self._id = instance_id
@@ -102,6 +106,8 @@ class InstanceActor:
         self._returncode = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._released = threading.Event()
+        self._meta = dict(meta or {})
+        self._fence = epoch  # signals of a supervisor of an older epoch are refused
         env = dict(env)
         if gpu_exclusive:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in ray.get_gpu_ids())
@@ -274,7 +280,15 @@ class InstanceActor:
             "restarted": self._restarted,
             "warnings": list(self._warnings),
             "error": self._error,
+            "meta": self._meta,
+            "exited": self._exited.is_set(),
         }
+
+    def fence(self, epoch: int) -> int:
+        """From now on refuse the signals of supervisors older than ``epoch`` (an adopting
+        supervisor calls it first); the fence now in force."""
+        self._fence = max(self._fence, epoch)
+        return self._fence
 
     def watch(self, incarnation: str) -> dict[str, Any]:
         """``info()`` once this actor is not ``incarnation``: returns after a restart.
@@ -295,13 +309,20 @@ class InstanceActor:
         self._exited.wait()
         return self._returncode
 
-    def terminate(self, grace_s: float) -> None:
-        """SIGTERM to the process group, SIGKILL after ``grace_s``."""
+    def terminate(self, grace_s: float, epoch: int = 0) -> bool:
+        """SIGTERM to the process group, SIGKILL after ``grace_s``; refused (False) when
+        ``epoch`` is older than the fence (a supervisor that another one replaced)."""
+        if epoch < self._fence:
+            return False
         if self._signal(signal.SIGTERM) and not self._exited.wait(grace_s):
             self._signal(signal.SIGKILL)
+        return True
 
-    def kill(self) -> None:
+    def kill(self, epoch: int = 0) -> bool:
+        if epoch < self._fence:
+            return False
         self._signal(signal.SIGKILL)
+        return True
 
     def tail(self, lines: int) -> list[str]:
         return list(self._tail)[-lines:]
@@ -317,3 +338,146 @@ class InstanceActor:
         except PermissionError:
             proc.send_signal(sig)
         return True
+
+
+class MissionLeader:
+    """Which supervisor of a mission commands on the Ray backend: one detached actor per mission
+    (named ``LEADER`` in its namespace), outliving every supervisor.
+
+    A supervisor says ``hello`` and is active if no other one holds the lease, else it stands
+    by and asks again (``standby``) every ``POLL_S``; the active one renews the lease every
+    ``POLL_S``. A lease not renewed for ``lease_s`` (the supervisor or its host is gone) passes to
+    the next standby that asks, with the fencing epoch + 1; ``claim`` takes it at once (a
+    standby that hears the mission but not the active one). Every answer names the epoch, and a
+    supervisor whose epoch is not the current one is fenced: it learns it at its next renewal,
+    and the instance actors refuse its signals (`InstanceActor.fence`). The desired state the
+    active one leaves (``save``) and the epoch are kept in Ray's GCS (internal KV, in Redis with
+    GCS fault tolerance), so a restarted leader (its node lost) goes on from them. With no
+    supervisor for ``orphan_s`` the leader stops the mission: it kills the instances' actors.
+    """
+
+    def __init__(self, namespace: str, lease_s: float, orphan_s: float) -> None:
+        self._key = f"mcc-leader:{namespace}".encode()
+        self._namespace = namespace
+        self._lease_s = lease_s
+        self._orphan_s = orphan_s
+        self._lock = threading.Lock()
+        self._active = ""  # the active supervisor's token (pid@host/nonce)
+        self._active_pid = 0
+        self._renewed = 0.0
+        self._epoch = 0
+        self._state: Any = None
+        self._shutdown = False
+        self._renewed = time.monotonic()  # an orphan from now, unless a supervisor renews
+        saved = self._load()
+        if saved:
+            self._epoch = int(saved.get("epoch", 0))
+            self._state = saved.get("state")
+            self._active = str(saved.get("active", ""))
+            self._active_pid = int(saved.get("active_pid", 0))
+        threading.Thread(target=self._reap, name="mcc-leader", daemon=True).start()
+
+    def _kv(self) -> Any:
+        from ray.experimental import internal_kv
+
+        return internal_kv
+
+    def _load(self) -> dict[str, Any] | None:
+        try:
+            raw = self._kv()._internal_kv_get(self._key)
+        except Exception as exc:  # no GCS yet: start afresh
+            log.warning("mission leader: cannot read its saved state: %s", exc)
+            return None
+        return json.loads(raw) if raw else None
+
+    def _persist(self) -> None:
+        record = {
+            "epoch": self._epoch,
+            "state": self._state,
+            "active": self._active,
+            "active_pid": self._active_pid,
+        }
+        try:
+            self._kv()._internal_kv_put(self._key, json.dumps(record).encode(), overwrite=True)
+        except Exception as exc:
+            log.warning("mission leader: cannot save its state: %s", exc)
+
+    def _answer(self, token: str) -> dict[str, Any]:
+        return {
+            "active": token == self._active,
+            "epoch": self._epoch,
+            "active_pid": self._active_pid,
+            "state": self._state if token == self._active else None,
+            "shutdown": self._shutdown,
+        }
+
+    def _take(self, token: str, pid: int) -> None:
+        self._epoch += 1
+        self._active, self._active_pid = token, pid
+        self._renewed = time.monotonic()
+        self._persist()
+
+    def hello(self, token: str, pid: int) -> dict[str, Any]:
+        """A supervisor arrives: active when nobody holds the lease, else standby."""
+        with self._lock:
+            if token != self._active and (
+                not self._active or time.monotonic() - self._renewed > self._lease_s
+            ):
+                self._take(token, pid)
+            return self._answer(token)
+
+    standby = hello  # a standby asks again: promoted once the lease expired
+
+    def renew(self, token: str, epoch: int) -> dict[str, Any]:
+        """The active supervisor's lease, renewed while it is still the one of ``epoch``."""
+        with self._lock:
+            if token == self._active and epoch == self._epoch:
+                self._renewed = time.monotonic()
+            return self._answer(token)
+
+    def claim(self, token: str, pid: int, expect_epoch: int) -> dict[str, Any]:
+        """Take over at once if nothing changed since ``expect_epoch`` (compare-and-set)."""
+        with self._lock:
+            if expect_epoch == self._epoch and token != self._active:
+                self._take(token, pid)
+            return self._answer(token)
+
+    def save(self, token: str, epoch: int, state: Any) -> bool:
+        """The active supervisor's desired state, for the next one."""
+        with self._lock:
+            if token != self._active or epoch != self._epoch:
+                return False
+            self._state = state
+            self._persist()
+            return True
+
+    def _reap(self) -> None:
+        """No supervisor for ``orphan_s``: stop the mission (its instances' actors, this one)."""
+        while True:
+            time.sleep(1.0)
+            with self._lock:
+                if time.monotonic() - self._renewed <= self._orphan_s:
+                    continue
+            import ray
+
+            log.warning(
+                "mission %s: no supervisor for %g s: stopping it", self._namespace, self._orphan_s
+            )
+            for entry in ray.util.list_named_actors(all_namespaces=True):
+                if entry["namespace"] == self._namespace and entry["name"] != LEADER:
+                    with contextlib.suppress(Exception):
+                        ray.kill(
+                            ray.get_actor(entry["name"], namespace=self._namespace), no_restart=True
+                        )
+            for group in ray.util.placement_group_table().values():
+                if str(group.get("name", "")).startswith(f"{self._namespace}/"):
+                    with contextlib.suppress(Exception):
+                        ray.util.remove_placement_group(ray.util.get_placement_group(group["name"]))
+            with contextlib.suppress(Exception):
+                self._kv()._internal_kv_del(self._key)
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+            return
+
+
+#: The name of a mission's `MissionLeader` in its namespace (no instance id has no '/').
+LEADER = "supervisor-leader"
