@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -468,20 +470,14 @@ clusters:
         assert any(e.startswith("moved to") for _, _, e in supervisor.events)
 
 
-def test_a_standby_supervisor_adopts_the_instances_without_restarting_any(
-    cluster: Cluster, tmp_path: Path, domain_id: int, bus_env: dict[str, str]
-) -> None:
-    """Two `mcc up --backend ray` of one mission: the second stands by; kill -9 of the active
-    one leaves its (detached) instance actors running, and the standby adopts them within about
-    the lease (1 s), restarting none, keeping the scaled size; `mcc down` through it stops
-    everything, the mission's leader actor included."""
-    import subprocess
+class RayMission:
+    """`mcc up --backend ray` of a small mission on the test cluster, in processes of its own."""
 
-    from tests.conftest import run_cli
-
-    manifest = tmp_path / "rayha.yaml"
-    manifest.write_text(
-        f"""
+    def __init__(self, cluster: Cluster, tmp_path: Path, domain_id: int, env: dict[str, str]):
+        self.tmp_path = tmp_path
+        self.manifest = tmp_path / "rayha.yaml"
+        self.manifest.write_text(
+            f"""
 mission: rayha
 domain: {domain_id}
 clusters:
@@ -491,83 +487,154 @@ clusters:
     max: 4
     resources: {{cpus: 0.25}}
 """
-    )
-    env = {**bus_env, "MCC_HOME": str(tmp_path / "home"), "MCC_AGENT_ORPHAN_S": "30"}
-    up = [sys.executable, "-m", "mcc.cli", "up", str(manifest), "--backend", "ray"]
-    up += ["--address", cluster.address, "--quiet"]
+        )
+        self.env = {**env, "MCC_HOME": str(tmp_path / "home"), "MCC_AGENT_ORPHAN_S": "30"}
+        self.argv = [sys.executable, "-m", "mcc.cli", "up", str(self.manifest), "--backend"]
+        self.argv += ["ray", "--address", cluster.address, "--quiet"]
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.logs: list[Any] = []
 
-    def status(timeout_s: float = 5.0) -> dict[str, Any] | None:
-        proc = run_cli(["status", "--json", "--timeout", f"{timeout_s:g}"], env=env, check=False)
+    def up(self, name: str) -> subprocess.Popen[str]:
+        out = (self.tmp_path / f"{name}.log").open("w")
+        self.logs.append(out)
+        proc = subprocess.Popen(
+            self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+        self.procs[name] = proc
+        return proc
+
+    def log(self, name: str) -> str:
+        return (self.tmp_path / f"{name}.log").read_text()
+
+    def status(self, timeout_s: float = 5.0) -> dict[str, Any] | None:
+        from tests.conftest import run_cli
+
+        args = ["status", "--json", "--timeout", f"{timeout_s:g}"]
+        proc = run_cli(args, env=self.env, check=False)
         return json.loads(proc.stdout) if proc.returncode == 0 else None
 
-    def running(st: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        return {i["id"]: i for i in st["instances"] if i["state"] == "running"}
-
-    def wait_status(predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 90.0) -> Any:
+    def wait(self, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 90.0) -> Any:
         return wait_for(
             "the status asked for",
-            lambda: (st := status()) is not None and predicate(st) and st,
+            lambda: (st := self.status()) is not None and predicate(st) and st,
             timeout_s,
         )
 
-    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("first", "standby")}
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        first = subprocess.Popen(
-            up, env=env, stdout=logs["first"], stderr=subprocess.STDOUT, text=True
-        )
-        procs.append(first)
-        wait_status(lambda s: len(running(s)) == 2)
-        standby = subprocess.Popen(
-            up, env=env, stdout=logs["standby"], stderr=subprocess.STDOUT, text=True
-        )
-        procs.append(standby)
-        st = wait_status(lambda s: [x["role"] for x in s["supervisors"]] == ["active", "standby"])
-        assert st["supervisors"][0]["pid"] == first.pid
-        run_cli(["scale", "w", "3"], env=env)  # desired state the standby must keep
-        before = running(wait_status(lambda s: len(running(s)) == 3))
-        killed = time.monotonic()
-        first.kill()
-        first.wait(10)
-        answered = None
-        while time.monotonic() - killed < 15:
-            st2 = status(timeout_s=2.0)
-            if st2 is not None and st2["supervisors"][0]["pid"] == standby.pid:
-                answered = time.monotonic() - killed
-                break
-        assert answered is not None, (tmp_path / "standby.log").read_text()
-        print(f"\nray standby commanding {answered:.2f} s after kill -9 of the active")
-        assert answered < 5.0, answered
-        after = running(st2)
-        assert {k: v["pid"] for k, v in after.items()} == {k: v["pid"] for k, v in before.items()}
-        assert all(i["restarts"] == 0 for i in after.values())
-        assert st2["clusters"]["w"]["size"] == 3
-        assert run_cli(["down"], env=env).stdout.strip() == "mcc down: stopped"
-        assert standby.wait(30) == 0
-    finally:
-        for proc in procs:
+    def cli(self, *args: str) -> str:
+        from tests.conftest import run_cli
+
+        return run_cli(list(args), env=self.env).stdout.strip()
+
+    def close(self) -> None:
+        for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        for out in logs.values():
+        for out in self.logs:
             out.close()
-    log = (tmp_path / "standby.log").read_text()
+
+    def no_actor_left(self) -> None:
+        ray.init(address=self.argv[-2], namespace="mcc-rayha", log_to_driver=False)
+        try:
+            wait_until(
+                lambda: (
+                    not [
+                        a
+                        for a in ray.util.list_named_actors(all_namespaces=True)
+                        if a["namespace"] == "mcc-rayha"
+                    ]
+                ),
+                20,
+                "no actor of the mission left",
+            )
+        finally:
+            ray.shutdown()
+
+
+def running_of(st: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {i["id"]: i for i in st["instances"] if i["state"] == "running"}
+
+
+@pytest.fixture
+def ray_mission(
+    cluster: Cluster, tmp_path: Path, domain_id: int, bus_env: dict[str, str]
+) -> Iterator[RayMission]:
+    mission = RayMission(cluster, tmp_path, domain_id, bus_env)
+    yield mission
+    mission.close()
+
+
+def test_a_standby_supervisor_adopts_the_instances_without_restarting_any(
+    ray_mission: RayMission,
+) -> None:
+    """Two `mcc up --backend ray` of one mission: the second stands by; kill -9 of the active
+    one leaves its (detached) instance actors running, and the standby adopts them within about
+    the lease (1 s), restarting none, keeping the scaled size; `mcc down` through it stops
+    everything, the mission's leader actor included."""
+    m = ray_mission
+    first = m.up("first")
+    m.wait(lambda s: len(running_of(s)) == 2)
+    standby = m.up("standby")
+    st = m.wait(lambda s: [x["role"] for x in s["supervisors"]] == ["active", "standby"])
+    assert st["supervisors"][0]["pid"] == first.pid
+    m.cli("scale", "w", "3")  # desired state the standby must keep
+    before = running_of(m.wait(lambda s: len(running_of(s)) == 3))
+    killed = time.monotonic()
+    first.kill()
+    first.wait(10)
+    answered = None
+    while time.monotonic() - killed < 15:
+        st2 = m.status(timeout_s=2.0)
+        if st2 is not None and st2["supervisors"][0]["pid"] == standby.pid:
+            answered = time.monotonic() - killed
+            break
+    assert answered is not None, m.log("standby")
+    print(f"\nray standby commanding {answered:.2f} s after kill -9 of the active")
+    assert answered < 5.0, answered  # the lease (1 s), then `mcc status` (a new process)
+    after = running_of(st2)
+    assert {k: v["pid"] for k, v in after.items()} == {k: v["pid"] for k, v in before.items()}
+    assert all(i["restarts"] == 0 for i in after.values())
+    assert st2["clusters"]["w"]["size"] == 3
+    assert m.cli("down") == "mcc down: stopped"
+    assert standby.wait(30) == 0
+    log = m.log("standby")
     assert "stands by" in log and "adopted 3 running instances" in log, log
     assert "Traceback" not in log, log
-    ray.init(address=cluster.address, namespace="mcc-rayha", log_to_driver=False)
-    try:
-        wait_until(
-            lambda: (
-                not [
-                    a
-                    for a in ray.util.list_named_actors(all_namespaces=True)
-                    if a["namespace"] == "mcc-rayha"
-                ]
-            ),
-            20,
-            "no actor of the mission left",
-        )
-    finally:
-        ray.shutdown()
+    m.no_actor_left()
     pids = [i["pid"] for i in before.values()]
     wait_until(lambda: all(gone(p) for p in pids), 20, "every instance gone")
+
+
+def test_a_paused_active_supervisor_is_fenced_when_it_comes_back(ray_mission: RayMission) -> None:
+    """The active supervisor frozen (SIGSTOP: a GC pause, a VM stall) past its lease: the
+    standby takes over; the old one, resumed, learns at its next renewal that it is fenced
+    and leaves, stopping nothing, and the instance actors would refuse its signals."""
+    m = ray_mission
+    first = m.up("first")
+    m.wait(lambda s: len(running_of(s)) == 2)
+    standby = m.up("standby")
+    before = running_of(
+        m.wait(lambda s: [x["role"] for x in s["supervisors"]] == ["active", "standby"])
+    )
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        m.wait(lambda s: s["supervisors"][0]["pid"] == standby.pid, 30)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert first.wait(30) == 0  # fenced: it leaves, stopping nothing
+    assert "fenced" in m.log("first"), m.log("first")
+    st = m.wait(lambda s: len(running_of(s)) == 2)
+    assert {k: v["pid"] for k, v in running_of(st).items()} == {
+        k: v["pid"] for k, v in before.items()
+    }
+    # the old epoch's signals are refused by the actors themselves
+    ray.init(address=m.argv[-2], namespace="mcc-rayha", log_to_driver=False)
+    try:
+        actor = ray.get_actor("rayha/w/0", namespace="mcc-rayha")
+        assert ray.get(actor.kill.remote(1), timeout=20) is False
+        assert ray.get(actor.info.remote(), timeout=20)["exited"] is False
+    finally:
+        ray.shutdown()
+    assert m.cli("down") == "mcc down: stopped"
+    assert standby.wait(30) == 0
+    m.no_actor_left()
