@@ -103,7 +103,7 @@ def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProc
     return proc
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -460,12 +460,12 @@ def cleanup_stale(prefix: str = "mcc-") -> list[str]:
     # veths first (their namespace ends lose their peer), bridges last
     for name in sorted(names, key=lambda n: n.endswith("b")):
         match = link_re.fullmatch(name)
-        if match and not _pid_alive(int(match["pid"], 36)) and _delete_link(name):
+        if match and not pid_alive(int(match["pid"], 36)) and _delete_link(name):
             removed.append(name)
     listing = _run(["ip", "netns", "list"], check=False).stdout
     for line in listing.splitlines():
         name = line.split(" ", 1)[0].strip()
         match = netns_re.fullmatch(name)
-        if match and not _pid_alive(int(match["pid"], 36)) and _delete_netns(name):
+        if match and not pid_alive(int(match["pid"], 36)) and _delete_netns(name):
             removed.append(name)
     return removed

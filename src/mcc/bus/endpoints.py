@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("mcc.bus")
 
-_ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
+ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
 _NOT_READ = SampleState.NotRead | ViewState.Any | InstanceState.Any
 _TAKE_BATCH = 4096  # the most samples one take of take_until asks for
 #: The most samples one native take or read returns; asking for more returns at most this.
@@ -201,7 +201,7 @@ class Writer(_Endpoint, Generic[T]):
 
     def wait_for_readers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
         """Wait until ``count`` readers match; False on timeout."""
-        return _poll(lambda: self.matched() >= count, timeout_s)
+        return poll_until(lambda: self.matched() >= count, timeout_s)
 
     def matched_readers(self) -> list[MatchedEndpoint]:
         """The readers matched now: a set that was matched at one instant, safe while peers
@@ -253,7 +253,7 @@ class Reader(_Endpoint, Generic[T]):
         self._sources: dict[int, tuple[str, int] | None] = {}  # handle → source (source_of)
         self._generations: dict[str, int] = {}  # principal → newest generation heard
         self.stale_sources = 0
-        self.condition = ReadCondition(self._dds, _ANY_STATE)
+        self.condition = ReadCondition(self._dds, ANY_STATE)
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
         self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
         codec = flat_codec(self.type)  # type: ignore[arg-type]
@@ -267,16 +267,16 @@ class Reader(_Endpoint, Generic[T]):
 
     def take(self, max_samples: int = 256) -> list[T]:
         """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
-        return self._valid(_native.take(self._ref, _ANY_STATE, native_count(max_samples)))
+        return self._valid(_native.take(self._ref, ANY_STATE, native_count(max_samples)))
 
     def read(self, max_samples: int = 256) -> list[T]:
         """Read (leave in the cache) up to ``max_samples`` valid samples."""
-        return self._valid(_native.read(self._ref, _ANY_STATE, native_count(max_samples)))
+        return self._valid(_native.read(self._ref, ANY_STATE, native_count(max_samples)))
 
     def take_cdr(self, max_samples: int = 256) -> list[tuple[bytes, Any]]:
         """Take up to ``max_samples`` serialized samples with their ``SampleInfo``, dispose and
         unregister notices included (their bytes hold the key); nothing is decoded."""
-        raw = _native.take(self._ref, _ANY_STATE, native_count(max_samples))
+        raw = _native.take(self._ref, ANY_STATE, native_count(max_samples))
         self.consumed += 1
         if isinstance(raw, int):
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")
@@ -342,7 +342,7 @@ class Reader(_Endpoint, Generic[T]):
 
     def wait_for_writers(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
         """Wait until ``count`` writers match; False on timeout."""
-        return _poll(lambda: self.matched() >= count, timeout_s)
+        return poll_until(lambda: self.matched() >= count, timeout_s)
 
     def matched_writers(self) -> list[MatchedEndpoint]:
         """The writers matched now: a set that was matched at one instant, safe while peers
@@ -434,7 +434,7 @@ class Reader(_Endpoint, Generic[T]):
         return self._dds
 
 
-def _poll(condition: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
+def poll_until(condition: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() >= deadline:

@@ -45,7 +45,7 @@ from cyclonedds.core import (
 
 from mcc.bus import _native
 from mcc.bus.core import register_durable
-from mcc.bus.endpoints import _ANY_STATE, Reader, Writer, _poll, native_count
+from mcc.bus.endpoints import ANY_STATE, Reader, Writer, native_count, poll_until
 from mcc.bus.rpc.common import PeerCache, matched_participants
 from mcc.bus.rpc.gather import Gathering, ScatterGather
 from mcc.errors import MccError, RequestTimeoutError, StoreError
@@ -355,7 +355,7 @@ class HistoryReader(Reader[T]):
             if not self._pending:
                 self._guard.set(False)
         if len(out) < max_samples:
-            raw = _native.take(self._ref, _ANY_STATE, native_count(max_samples - len(out)))
+            raw = _native.take(self._ref, ANY_STATE, native_count(max_samples - len(out)))
             out.extend(self._fresh(raw, consume=True))
         return out
 
@@ -365,7 +365,7 @@ class HistoryReader(Reader[T]):
         with self._lock:
             out = list(itertools.islice(self._pending, max_samples))
         if len(out) < max_samples:
-            raw = _native.read(self._ref, _ANY_STATE, native_count(max_samples - len(out)))
+            raw = _native.read(self._ref, ANY_STATE, native_count(max_samples - len(out)))
             out.extend(self._fresh(raw, consume=False))
         return out
 
@@ -501,7 +501,7 @@ class DurableWriter(Writer[T]):
         for TRANSIENT writers); call this before the first ``write`` when that matters.
         """
         self._acks_reader()
-        return _poll(lambda: len(self._matched_replicas()) >= count, timeout_s)
+        return poll_until(lambda: len(self._matched_replicas()) >= count, timeout_s)
 
     def _write_at(self, sample: T, source_ns: int) -> None:
         self.write_cdr(self._checked(sample), timestamp_ns=source_ns)

@@ -22,23 +22,23 @@ from cyclonedds.qos import (
     TopicQos,
 )
 
-from mcc.bus.qos_describe import (  # noqa: F401
-    _READER_DEFAULTS,
-    _WRITER_DEFAULTS,
-    _ordered_keys,
+from mcc.bus.qos_describe import (
+    READER_DEFAULTS,
+    WRITER_DEFAULTS,
     describe_qos,
+    ordered_keys,
     policy_name,
 )
-from mcc.bus.qos_xml import (  # noqa: F401
+from mcc.bus.qos_xml import (
     DEFAULT_QOS_FILE,
     LIBRARY_NAME,
     QOS_FILE_ENV,
     REPRESENTATION_ENV,
-    _display,
-    _load_profiles,
-    _Profile,
-    _representation_override,
-    _resolve_path,
+    Profile,
+    display_path,
+    load_profiles,
+    representation_override,
+    resolve_path,
 )
 from mcc.errors import QosError
 
@@ -64,7 +64,7 @@ class QosLibrary:
     _cache: dict[tuple[Path, int, int, str], QosLibrary] = {}
     _cache_lock = threading.Lock()
 
-    def __init__(self, path: Path, profiles: Mapping[str, _Profile]) -> None:
+    def __init__(self, path: Path, profiles: Mapping[str, Profile]) -> None:
         self._path = path
         self._profiles = dict(profiles)
 
@@ -75,20 +75,20 @@ class QosLibrary:
         Loads are cached per file (and its modification time). Raises :class:`QosError` naming
         the file when it is missing, malformed, or rejected by Cyclone's parser.
         """
-        resolved = _resolve_path(path)
+        resolved = resolve_path(path)
         try:
             stat = resolved.stat()
         except OSError as exc:
             raise QosError(
-                f"cannot read QoS profile library {_display(resolved)}: {exc.strerror}; "
+                f"cannot read QoS profile library {display_path(resolved)}: {exc.strerror}; "
                 f"pass the path of a profile library or set {QOS_FILE_ENV}"
             ) from exc
-        representation = _representation_override()
+        representation = representation_override()
         key = (resolved, stat.st_mtime_ns, stat.st_size, representation)
         with cls._cache_lock:
             library = cls._cache.get(key)
             if library is None:
-                library = cls(resolved, _load_profiles(resolved, representation))
+                library = cls(resolved, load_profiles(resolved, representation))
                 cls._cache[key] = library
             return library
 
@@ -120,10 +120,10 @@ class QosLibrary:
         (defaults filled in); where a reader and a writer differ, the value says both.
         """
         entry = self._profile(profile)
-        writer = {**_WRITER_DEFAULTS, **describe_qos(entry.writer)}
-        reader = {**_READER_DEFAULTS, **describe_qos(entry.reader)}
+        writer = {**WRITER_DEFAULTS, **describe_qos(entry.writer)}
+        reader = {**READER_DEFAULTS, **describe_qos(entry.reader)}
         described: dict[str, str] = {}
-        for key in _ordered_keys([*writer, *reader]):
+        for key in ordered_keys([*writer, *reader]):
             w, r = writer.get(key), reader.get(key)
             if w is not None and r is not None and w != r:
                 described[key] = f"writer {w}; reader {r}"
@@ -131,7 +131,7 @@ class QosLibrary:
                 described[key] = w if w is not None else (r or "")
         return described
 
-    def _profile(self, profile: str) -> _Profile:
+    def _profile(self, profile: str) -> Profile:
         name = profile.removeprefix(f"{LIBRARY_NAME}::")
         try:
             return self._profiles[name]
@@ -143,7 +143,7 @@ class QosLibrary:
         close = difflib.get_close_matches(profile, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return (
-            f"unknown QoS profile {profile!r} in {_display(self._path)}{hint}; "
+            f"unknown QoS profile {profile!r} in {display_path(self._path)}{hint}; "
             f"known profiles: {', '.join(known)}"
         )
 

@@ -13,7 +13,7 @@ from cyclonedds.qos import (
     Qos,
 )
 
-_INFINITE_NS = 0x7FFF_FFFF_FFFF_FFFF  # DDS_INFINITY
+INFINITE_NS = 0x7FFF_FFFF_FFFF_FFFF  # DDS_INFINITY
 
 
 _DEFAULT_MAX_BLOCKING_NS = 100_000_000  # Cyclone's default for reliable writers
@@ -118,10 +118,10 @@ _COMMON_DEFAULTS = {
 }
 
 
-_READER_DEFAULTS = {"reliability": "best-effort", **_COMMON_DEFAULTS}
+READER_DEFAULTS = {"reliability": "best-effort", **_COMMON_DEFAULTS}
 
 
-_WRITER_DEFAULTS = {"reliability": "reliable", **_COMMON_DEFAULTS}
+WRITER_DEFAULTS = {"reliability": "reliable", **_COMMON_DEFAULTS}
 
 
 def describe_qos(qos: Qos) -> dict[str, str]:
@@ -138,7 +138,7 @@ def describe_qos(qos: Qos) -> dict[str, str]:
         key, text = _describe_policy(policy)
         if key in _CORE or _DEFAULT_TEXT.get(key) != text:
             described[key] = text
-    return {key: described[key] for key in _ordered_keys(described)}
+    return {key: described[key] for key in ordered_keys(described)}
 
 
 def policy_name(policy_id: int) -> str:
@@ -146,14 +146,14 @@ def policy_name(policy_id: int) -> str:
     return _POLICY_NAMES.get(policy_id, f"policy {policy_id}")
 
 
-def _ordered_keys(keys: Iterable[str]) -> list[str]:
+def ordered_keys(keys: Iterable[str]) -> list[str]:
     unique = list(dict.fromkeys(keys))
     known = [key for key in _DESCRIBE_ORDER if key in unique]
     return known + [key for key in unique if key not in _DESCRIBE_ORDER]
 
 
 def _duration(ns: int) -> str:
-    if ns >= _INFINITE_NS:
+    if ns >= INFINITE_NS:
         return "infinite"
     for unit, size in (("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)):
         if ns % size == 0:
@@ -209,7 +209,7 @@ def _describe_policy(policy: BasePolicy) -> tuple[str, str]:
         | Policy.Liveliness.ManualByParticipant
         | Policy.Liveliness.ManualByTopic,
     ):
-        return "liveliness", f"{_kind(policy)}, lease {_duration(policy.lease_duration)}"
+        return "liveliness", f"{policy_kind(policy)}, lease {_duration(policy.lease_duration)}"
     if isinstance(policy, Policy.ResourceLimits):
         return "resource_limits", _limits(
             policy.max_samples, policy.max_instances, policy.max_samples_per_instance
@@ -238,11 +238,11 @@ def _describe_policy(policy: BasePolicy) -> tuple[str, str]:
         return "reader_data_lifecycle", f"autopurge no-writer {nowriter}, disposed {disposed}"
     if scope == "PresentationAccessScope":
         flags = [f for f in ("coherent", "ordered") if getattr(policy, f"{f}_access", False)]
-        return "presentation", ", ".join([_kind(policy), *flags])
+        return "presentation", ", ".join([policy_kind(policy), *flags])
     return _snake(scope), _generic(policy)
 
 
-def _kind(policy: BasePolicy) -> str:
+def policy_kind(policy: BasePolicy) -> str:
     """``Policy.Durability.TransientLocal`` → "transient-local"."""
     return _kebab(type(policy).__name__.rpartition(".")[2])
 
@@ -250,5 +250,5 @@ def _kind(policy: BasePolicy) -> str:
 def _generic(policy: BasePolicy) -> str:
     """A policy by its kind if it has no fields, else by its fields."""
     if not dataclasses.is_dataclass(policy) or not dataclasses.fields(policy):
-        return _kind(policy)
+        return policy_kind(policy)
     return ", ".join(f"{f.name}={getattr(policy, f.name)}" for f in dataclasses.fields(policy))

@@ -11,7 +11,7 @@ from cyclonedds.qos import (
     Qos,
 )
 
-from mcc.bus.qos_describe import _INFINITE_NS, _kind
+from mcc.bus.qos_describe import INFINITE_NS, policy_kind
 from mcc.bus.qos_xml import LIBRARY_NAME
 from mcc.errors import QosError
 
@@ -64,7 +64,7 @@ def export_profiles(library: QosLibrary, vendor: str) -> str:
 
 def _duration_xml(parent: ET.Element, tag: str, ns: int, *, infinite: str) -> None:
     element = ET.SubElement(parent, tag)
-    if ns >= _INFINITE_NS:
+    if ns >= INFINITE_NS:
         ET.SubElement(element, "sec").text = infinite
         ET.SubElement(element, "nanosec").text = (
             "DURATION_INFINITY" if infinite == "DURATION_INFINITY" else "DURATION_INFINITE_NSEC"
@@ -93,7 +93,7 @@ def _fastdds_endpoint(element: ET.Element, qos: Qos) -> None:
         ET.SubElement(r, "max_samples_per_instance").text = str(per)
     q = ET.SubElement(element, "qos")
     if Policy.Durability in qos:
-        kind = _kind(qos[Policy.Durability]).replace("-", "_").upper()
+        kind = policy_kind(qos[Policy.Durability]).replace("-", "_").upper()
         ET.SubElement(ET.SubElement(q, "durability"), "kind").text = kind
     if Policy.Reliability in qos:
         policy = qos[Policy.Reliability]
@@ -113,11 +113,11 @@ def _fastdds_endpoint(element: ET.Element, qos: Qos) -> None:
     if Policy.Liveliness in qos:
         policy = qos[Policy.Liveliness]
         live = ET.SubElement(q, "liveliness")
-        ET.SubElement(live, "kind").text = _kind(policy).replace("-", "_").upper()
+        ET.SubElement(live, "kind").text = policy_kind(policy).replace("-", "_").upper()
         _duration_xml(live, "lease_duration", policy.lease_duration, infinite="DURATION_INFINITY")
         # Fast DDS refuses a lease that is not longer than the announcement period
         announce = (
-            policy.lease_duration // 3 if policy.lease_duration < _INFINITE_NS else _INFINITE_NS
+            policy.lease_duration // 3 if policy.lease_duration < INFINITE_NS else INFINITE_NS
         )
         _duration_xml(live, "announcement_period", announce, infinite="DURATION_INFINITY")
     ET.SubElement(element, "historyMemoryPolicy").text = "PREALLOCATED_WITH_REALLOC"
@@ -143,7 +143,7 @@ def _omg_section(element: ET.Element, qos: Qos) -> None:
         else:
             kind(rel, "BEST_EFFORT_RELIABILITY_QOS")
     if Policy.Durability in qos:
-        name = _kind(qos[Policy.Durability]).replace("-", "_").upper()
+        name = policy_kind(qos[Policy.Durability]).replace("-", "_").upper()
         kind(ET.SubElement(element, "durability"), f"{name}_DURABILITY_QOS")
     if Policy.DurabilityService in qos:
         policy = qos[Policy.DurabilityService]
@@ -177,7 +177,7 @@ def _omg_section(element: ET.Element, qos: Qos) -> None:
     if Policy.Liveliness in qos:
         policy = qos[Policy.Liveliness]
         live = ET.SubElement(element, "liveliness")
-        kind(live, _kind(policy).replace("-", "_").upper() + "_LIVELINESS_QOS")
+        kind(live, policy_kind(policy).replace("-", "_").upper() + "_LIVELINESS_QOS")
         _duration_xml(
             live, "lease_duration", policy.lease_duration, infinite="DURATION_INFINITE_SEC"
         )

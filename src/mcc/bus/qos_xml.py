@@ -83,19 +83,19 @@ _REPRESENTATION_IDS = {
 
 
 @dataclass(frozen=True)
-class _Profile:
+class Profile:
     topic: TopicQos
     reader: DataReaderQos
     writer: DataWriterQos
 
 
-def _resolve_path(path: Path | None) -> Path:
+def resolve_path(path: Path | None) -> Path:
     if path is None:
         path = settings.current().qos_file or DEFAULT_QOS_FILE
     return Path(path).expanduser().resolve()
 
 
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
     """``path`` relative to the working directory when it lies below it."""
     try:
         return str(path.relative_to(Path.cwd()))
@@ -107,13 +107,13 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-def _representation_override() -> str:
+def representation_override() -> str:
     """``MCC_DATA_REPRESENTATION``: XCDR1 (the default) or XCDR2, checked by `mcc.settings`."""
     return settings.current().data_representation
 
 
-def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Profile]:
-    where = _display(path)
+def load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, Profile]:
+    where = display_path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -132,7 +132,7 @@ def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Prof
     parseable = _REPRESENTATION_RE.sub(_cyclone_representation, parseable)
     provided = _cyclone_sections(parseable, sections, where)
 
-    profiles: dict[str, _Profile] = {}
+    profiles: dict[str, Profile] = {}
     for name in sections:
         parts = {
             section: Qos(durability[(name, section)], base=qos)
@@ -147,7 +147,7 @@ def _load_profiles(path: Path, representation: str = "XCDR1") -> dict[str, _Prof
         writer = Qos(*parts.get("datawriter_qos", Qos()), base=topic)
         if representation == "XCDR2" and _writes_xcdr1(writer):
             writer = Qos(Policy.DataRepresentation(use_xcdrv2_representation=True), base=writer)
-        profiles[name] = _Profile(
+        profiles[name] = Profile(
             topic=topic_qos,
             reader=Qos(*parts.get("datareader_qos", Qos()), base=topic).datareader(),
             writer=writer.datawriter(),

@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 
 from mcc.errors import MccError, OrchestratorError
-from mcc.netlab import NetLab, NetLabError, _pid_alive
+from mcc.netlab import NetLab, NetLabError, pid_alive
 from mcc.orchestrate.manifest import NAME_PATTERN
 from mcc.orchestrate.registry import ActiveMission, find, home, read_private
 from mcc.settings import env_name
@@ -54,7 +54,7 @@ def find_lab(mission: str | None) -> tuple[str, NetLab]:
             refused[path.stem] = str(exc)
             continue
         if isinstance(owner, int) and not isinstance(owner, bool) and owner > 0:
-            if _pid_alive(owner):
+            if pid_alive(owner):
                 labs[path.stem] = data
         else:
             refused[path.stem] = f"the network lab description {path}: owner_pid = {owner!r}"

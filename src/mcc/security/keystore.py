@@ -147,12 +147,12 @@ class Keystore:
         root = Path(path)
         if (root / "ca").exists():
             raise SecurityError(f"{root}: a keystore is there already (ca/); use another folder")
-        _private_dir(root / "ca")
+        private_dir(root / "ca")
         for name in _CA_NAMES:
             key = ec.generate_private_key(ec.SECP256R1())
             subject = _name(f"MCC {mission} {name.replace('_', ' ')}")
             cert = (
-                _builder(subject, subject, key.public_key(), days)
+                certificate_builder(subject, subject, key.public_key(), days)
                 .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                 .add_extension(  # what strict verifiers (openssl -x509_strict) ask of a CA
                     x509.KeyUsage(
@@ -173,7 +173,7 @@ class Keystore:
                 )
                 .sign(key, hashes.SHA256())
             )
-            _write_key(root / "ca" / f"{name}.key", key)
+            write_key(root / "ca" / f"{name}.key", key)
             (root / "ca" / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         keystore = cls(root)
         keystore.revoke(())
@@ -209,16 +209,16 @@ class Keystore:
         not for a supervisor's identity, which a standby reissues while the active one uses
         it)."""
         folder = self.path / "identities" / check_identity_name(name)
-        _private_dir(folder)
+        private_dir(folder)
         replaced = _serial(folder / "cert.pem") if revoke_replaced else None
         if replaced is not None:
             self.revoke((replaced,))
         key = ec.generate_private_key(ec.SECP256R1())
         ca_cert, ca_key = self._ca("identity_ca")
-        cert = _builder(_name(name), ca_cert.subject, key.public_key(), days).sign(
+        cert = certificate_builder(_name(name), ca_cert.subject, key.public_key(), days).sign(
             ca_key, hashes.SHA256()
         )
-        _write_key(folder / "key.pem", key)
+        write_key(folder / "key.pem", key)
         (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         now = dt.datetime.now(dt.UTC)
         xml = permissions_xml(
@@ -381,7 +381,7 @@ def _days(days: int) -> dt.timedelta:
     return dt.timedelta(days=days)
 
 
-def _builder(
+def certificate_builder(
     subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, days: int
 ) -> x509.CertificateBuilder:
     now = dt.datetime.now(dt.UTC)
@@ -396,12 +396,12 @@ def _builder(
     )
 
 
-def _private_dir(path: Path) -> None:
+def private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+def write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     data = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

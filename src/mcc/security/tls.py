@@ -28,7 +28,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from mcc.security.keystore import Keystore, SecurityError, _builder, _private_dir, _write_key
+from mcc.security.keystore import (
+    Keystore,
+    SecurityError,
+    certificate_builder,
+    private_dir,
+    write_key,
+)
 
 __all__ = ["ServerCertificate", "server_certificate"]
 
@@ -77,7 +83,7 @@ def server_certificate(
         ]
     )
     cert = (
-        _builder(subject, ca_cert.subject, key.public_key(), days)
+        certificate_builder(subject, ca_cert.subject, key.public_key(), days)
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
@@ -103,9 +109,9 @@ def server_certificate(
         .sign(ca_key, hashes.SHA256())
     )
     folder = ks.path / "tls" / name
-    _private_dir(ks.path / "tls")
-    _private_dir(folder)
-    _write_key(folder / "key.pem", key)
+    private_dir(ks.path / "tls")
+    private_dir(folder)
+    write_key(folder / "key.pem", key)
     (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return ServerCertificate(
         cert=folder / "cert.pem",

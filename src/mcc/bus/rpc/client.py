@@ -24,7 +24,7 @@ from typing import Any
 
 from cyclonedds.core import DDSException
 
-from mcc.bus.endpoints import _poll
+from mcc.bus.endpoints import poll_until
 from mcc.bus.loop import ReaderLoop
 from mcc.lifecycle import Closeable
 
@@ -108,7 +108,7 @@ class RpcClient(Closeable):
         return self.writer.matched() >= 1 and self.reader.matched() >= 1
 
     def wait_matched(self, timeout_s: float) -> bool:
-        return _poll(self.replier_matched, timeout_s)
+        return poll_until(self.replier_matched, timeout_s)
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, call: Call) -> Future[Any]:
