@@ -1259,6 +1259,11 @@ def test_one_radar_alone_does_not_start_an_engagement_without_approval() -> None
         assert {o.track_id for o in result.orders} == expected, (approval, seen)
         assert result.threats.to_msgs(DEPOT.ids)[0].witnesses == seen[0]  # on the console
         assert engine.statistics().uncorroborated == (1 if not expected else 0)
+    # a picture with no threat (the soak's first cycle: tentative tracks only) is no crash
+    engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, min_sensors=2)
+    engine.update_weapon(weapon("a", (0.0, 0.0, 0.0)), T0)
+    empty = engine.step(picture(threat, tentative=(1,)), T0, np.array([1]))
+    assert empty.orders == () and empty.threats.track_id.size == 0
     # not known (no detections read): every track counts as seen
     engine = TewaEngine(DEPOT, weapons={"a": spec("a")}, pk_model=FLAT, min_sensors=2)
     engine.update_weapon(weapon("a", (0.0, 0.0, 0.0)), T0)

@@ -290,7 +290,9 @@ class TewaEngine:
             candidates &= ~close
         if self.min_sensors > 1 and self._seen_by is not None and not self.approval:
             seen = self._seen_by
-            lone = np.array([seen.get(int(t), 0) < self.min_sensors for t in threats.track_id])
+            lone = np.array(
+                [seen.get(int(t), 0) < self.min_sensors for t in threats.track_id], dtype=bool
+            )  # typed: a picture without threats made a float array, and TEWA crashed
             self._uncorroborated(threats.track_id[candidates & lone])
             candidates &= ~lone
         idx = np.flatnonzero(candidates)
