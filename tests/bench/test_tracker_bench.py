@@ -162,14 +162,20 @@ def test_scenario_draws_are_seeded_and_vary_every_parameter() -> None:
 def test_the_stonesoup_search_keeps_a_better_component_and_logs_each_try() -> None:
     from mcc.bench import tracker_scenarios as ts
 
-    doc = ts.search_stonesoup(
-        "formation", seeds=(11,), space={"init_points": (2, 3), "deleter": ("steps4", "steps2")}
-    )
+    space: dict[str, tuple[object, ...]] = {
+        "init_points": (2, 3),
+        "deleter": ("steps4", "steps2"),
+    }
+    doc = ts.search_stonesoup("formation", seeds=(11,), space=space)
     tried = [e["config"] for e in doc["log"]]
     assert tried[0] == ts.SSConfig().name and len(tried) == len(set(tried)) == 3
     best = min(doc["log"], key=lambda e: e["median_gospa_m"])
     assert doc["chosen"] == best["config"] and doc["median_gospa_m"] == best["median_gospa_m"]
     assert ts.SSConfig(**doc["config"]).name == doc["chosen"]
+    assert ts.SSConfig.parse(doc["chosen"]) == ts.SSConfig(**doc["config"])
+    # Continued, a recorded search runs none of its candidates again.
+    again = ts.search_stonesoup("formation", seeds=(11,), space=space, resume=doc)
+    assert again["log"] == doc["log"] and again["chosen"] == doc["chosen"]
 
 
 def test_scenarios_cli_reports_rows_and_targets(tmp_path: Path) -> None:

@@ -512,7 +512,8 @@ def add_parser(bench_subparsers: Any) -> None:
     parser.add_argument(
         "--search",
         action="store_true",
-        help="--scenarios: search Stone Soup's components per family on the training seeds",
+        help="--scenarios: search Stone Soup's components per family on the training seeds "
+        "(continues the search recorded in --search-json: its candidates are not run again)",
     )
     parser.add_argument(
         "--search-json",

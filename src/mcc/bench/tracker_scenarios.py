@@ -37,7 +37,10 @@ with the radar's p_d and clutter density), gate (χ² probability 0.99, 0.999 or
 initiator (``MultiMeasurementInitiator`` with 2 or 3 points, prior velocity σ 300 m/s),
 deleter (``UpdateTimeStepsDeleter`` of 2, 4 or 6 steps, or a covariance deleter), in the order
 motion, update, initiator, gate, deleter, association (JPDA last: with a loose initiator in
-clutter its joint hypotheses explode). A
+clutter its joint hypotheses explode), then once more over the components of a candidate that
+failed (Stone Soup's UKF raised "SVD did not converge" on some draws with the first
+configurations), with the configuration chosen since. ``--search`` continues a recorded search
+(its candidates are not run again). A
 candidate that takes more than `STONESOUP_RUN_BUDGET_S` on one draw is abandoned (its time,
 not its GOSPA, is recorded). Each radar's own measurement model (``CartesianToBearingRange``
 with the radar's noise and position) goes with its detections. The search's log and choice
@@ -478,6 +481,12 @@ class SSConfig:
             f"-i{self.init_points}-{self.deleter}"
         )
 
+    @classmethod
+    def parse(cls, name: str) -> SSConfig:
+        """The configuration of a `name`."""
+        motion, updater, association, gate, points, deleter = name.split("-")
+        return cls(motion, updater, association, float(gate[1:]), int(points[1:]), deleter)
+
 
 SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
     "motion": ("cv5", "cv1", "cv20", "ct"),
@@ -647,15 +656,20 @@ def search_stonesoup(
     *,
     progress: Callable[[str], None] | None = None,
     space: dict[str, tuple[Any, ...]] | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The coordinate search of Stone Soup's components on ``family``'s training draws
-    (module docstring): the chosen `SSConfig` and the log of every candidate tried."""
+    (module docstring): the chosen `SSConfig` and the log of every candidate tried.
+    ``resume``: a recorded search of the family (its candidates are not run again)."""
     if set(seeds) & set(REPORT_SEEDS):
         raise MccError("search_stonesoup: tune on training seeds only, not report seeds")
     space = space or SEARCH_SPACE
     draws = [draw(family, s) for s in seeds]
-    log: list[dict[str, Any]] = []
+    log: list[dict[str, Any]] = list(resume["log"]) if resume else []
     cache: dict[SSConfig, float] = {}
+    for entry in log:  # a recorded search's candidates are not run again
+        cfg = SSConfig.parse(entry["config"])
+        cache[cfg] = float(entry.get("median_gospa_m", math.inf))
 
     def cost(cfg: SSConfig) -> float:
         if cfg in cache:
@@ -686,6 +700,22 @@ def search_stonesoup(
             c = cost(cand)
             if c < best_cost:
                 best, best_cost = cand, c
+    # A second chance for a component whose candidate failed (Stone Soup's UKF raised "SVD did
+    # not converge" on some draws with the first configurations): tried again with the
+    # configuration chosen since.
+    failed = {
+        key
+        for entry in log
+        if "failed" in entry
+        for key, value in SSConfig.parse(entry["config"]).__dict__.items()
+        if value != SSConfig().__dict__[key]
+    }
+    for key in [k for k in space if k in failed]:
+        for option in space[key]:
+            cand = replace(best, **{key: option})
+            c = cost(cand)
+            if c < best_cost:
+                best, best_cost = cand, c
     return {
         "family": family,
         "seeds": list(seeds),
@@ -697,12 +727,18 @@ def search_stonesoup(
 
 
 def run_search(
-    families: Sequence[str], *, progress: Callable[[str], None] | None = None
+    families: Sequence[str],
+    *,
+    progress: Callable[[str], None] | None = None,
+    resume: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """`search_stonesoup` of each family: the document ``--search-json`` reads back."""
+    """`search_stonesoup` of each family: the document ``--search-json`` reads back.
+    ``resume``: recorded searches by family, continued (their candidates not run again)."""
     from mcc.bench import report
 
-    searches = [search_stonesoup(f, progress=progress) for f in families]
+    searches = [
+        search_stonesoup(f, progress=progress, resume=(resume or {}).get(f)) for f in families
+    ]
     doc = report.document("tracker-stonesoup-search", [], command="mcc bench tracker --search")
     doc["train_seeds"] = list(SEARCH_SEEDS)
     doc["space"] = {k: list(v) for k, v in SEARCH_SPACE.items()}
@@ -893,7 +929,10 @@ def cmd_scenarios(args: Any, command: str) -> int:
         _say(True, text)
 
     if args.search:
-        doc = run_search(families, progress=say)
+        # A recorded search is continued: its candidates are not run again.
+        recorded = json.loads(search_path.read_text()) if search_path.exists() else {}
+        resume = {e["family"]: e for e in recorded.get("searches", [])}
+        doc = run_search(families, progress=say, resume=resume)
         doc["command"] = command
         doc["host"]["versions"].update(_versions())
         if search_path.exists() and set(families) != set(FAMILIES):
