@@ -228,6 +228,10 @@ class ContainerLab:
     def copy_out(self, host: str, source: str, dest: Path) -> None:
         podman(["cp", f"{self.host(host).container}:{source}", str(dest)])
 
+    def kill(self, host: str) -> None:
+        """Lose ``host`` at once, as a power cut: SIGKILL to every process of its container."""
+        podman(["kill", "--signal", "KILL", self.host(host).container], timeout_s=60)
+
     def netem(self, host: str, *, delay_ms: float = 0.0, loss_pct: float = 0.0) -> None:
         """Delay and drop ``host``'s outgoing packets on its lab link (both 0: none)."""
         device = ["dev", "eth0", "root"]

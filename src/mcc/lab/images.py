@@ -6,10 +6,11 @@
    a Debian root filesystem from Debian's package mirror, ``podman import`` turns it into an
    image. Made once; ``--rebuild-base`` makes it again (security updates).
 2. ``localhost/mcc-core`` and ``localhost/mcc-console`` from deploy/Containerfile.core and
-   Containerfile.console on that base, with the wheels of DIST (``make wheels``) as their only
-   MCC input: the build context is a folder holding ``dist/`` alone. Their build stage reaches
-   PyPI through the host's network (``--network host``), trusting the host's CA bundle when the
-   host names one (``PIP_CERT``, ``SSL_CERT_FILE``: a TLS-inspecting proxy).
+   Containerfile.console on that base (and ``localhost/mcc-ray``: the core with the ``ray``
+   extra and ``redis-server``, the lab's Ray hosts), with the wheels of DIST (``make wheels``)
+   as their only MCC input: the build context is a folder holding ``dist/`` alone. Their build
+   stage reaches PyPI through the host's network (``--network host``), trusting the host's CA
+   bundle when the host names one (``PIP_CERT``, ``SSL_CERT_FILE``: a TLS-inspecting proxy).
 
 Each image is labelled with the digest of the wheels' contents (``mcc.wheels``), so that
 :func:`build_images` rebuilds only what changed.
@@ -39,6 +40,12 @@ BASE = "localhost/mcc-base:bookworm"
 IMAGES = {
     "localhost/mcc-core:latest": "Containerfile.core",
     "localhost/mcc-console:latest": "Containerfile.console",
+    "localhost/mcc-ray:latest": "Containerfile.core",
+}
+#: image → its build arguments: the lab's Ray hosts have MCC's ``ray`` extra and Debian's
+#: ``redis-server`` (the head's GCS fault tolerance)
+BUILD_ARGS = {
+    "localhost/mcc-ray:latest": {"MCC_EXTRAS": "[ray]", "MCC_PACKAGES": "redis-server"},
 }
 SUITE = "bookworm"
 BUILD_TIMEOUT_S = 1200.0
@@ -170,6 +177,8 @@ def build_images(dist: Path, root: Path, *, force: bool = False) -> list[Built]:
                     "-t",
                     image,
                 ]
+                for key, value in BUILD_ARGS.get(image, {}).items():
+                    args += ["--build-arg", f"{key}={value}"]
                 bundle = _ca_bundle()
                 if bundle is not None:
                     args += [

@@ -162,6 +162,7 @@ class RayBackend(Closeable, Backend):
         self._exits: list[ExitEvent] = []
         self._warnings: list[Warning_] = []
         self._node_names: dict[str, str] = {}
+        self._alive_ids: set[str] = set()  # the alive nodes at the last check
         self._monitor: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -831,6 +832,9 @@ class RayBackend(Closeable, Backend):
         """
         alive = [node for node in nodes if node.get("Alive")]
         alive_ids = {str(node["NodeID"]) for node in alive}
+        for node_id in self._alive_ids - alive_ids:
+            log.warning("Ray node %s lost", self.node_name(node_id))
+        self._alive_ids = alive_ids
         now = time.monotonic()
         exited = False
         with self._lock:
