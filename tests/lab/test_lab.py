@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from mcc.lab.hosts import ContainerLab
 from mcc.lab.podman import PodmanError, podman
 from mcc.netlab import netem_supported
 from tests.conftest import REPO
+from tests.lab.conftest import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -47,40 +47,11 @@ systems:
 """
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> list[images.Built]:
-    """Fresh wheels (about 10 s), and the images rebuilt only when the wheels changed (base
-    image about 45 s once, each of deploy/'s about 75 s)."""
-    dist = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        [sys.executable, REPO / "native" / "build-wheels.py", REPO / ".venv" / "cyclone", dist],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    made = images.build_images(dist, REPO)
-    for item in made:
-        took = f"built in {item.seconds:.0f} s" if item.seconds else "up to date"
-        print(f"{item.image}: {item.size_bytes / 1e6:.0f} MB, {took}")
-    return made
-
-
 @pytest.fixture
 def lab(built: list[images.Built]) -> Iterator[ContainerLab]:
     with ContainerLab(3, name=f"t{os.getpid()}") as made:
         yield made
     assert f"t{os.getpid()}" not in hosts.labs()
-
-
-def wait_for(what: str, check, timeout_s: float = 90.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(1)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_the_images_run_as_non_root_from_the_wheels(built: list[images.Built]) -> None:
