@@ -638,3 +638,19 @@ def test_a_paused_active_supervisor_is_fenced_when_it_comes_back(ray_mission: Ra
     assert m.cli("down") == "mcc down: stopped"
     assert standby.wait(30) == 0
     m.no_actor_left()
+
+
+def test_a_mission_nobody_controls_stops_itself(ray_mission: RayMission) -> None:
+    """kill -9 of the only supervisor: the detached instances run on, and once nobody renewed
+    the lease for MCC_AGENT_ORPHAN_S the mission's leader stops them and itself."""
+    m = ray_mission
+    m.env["MCC_AGENT_ORPHAN_S"] = "4"
+    first = m.up("first")
+    st = m.wait(lambda s: len(running_of(s)) == 2)
+    pids = [i["pid"] for i in running_of(st).values()]
+    first.kill()
+    first.wait(10)
+    time.sleep(1.5)  # no supervisor, well within the orphan time: nothing stops
+    assert not any(gone(p) for p in pids)
+    wait_until(lambda: all(gone(p) for p in pids), 30, "the orphaned instances stopped")
+    m.no_actor_left()
