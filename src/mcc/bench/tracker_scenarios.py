@@ -105,6 +105,7 @@ REPORT_SEEDS: tuple[int, ...] = (1001, 1002, 1003, 1004, 1005)
 if set(TRAIN_SEEDS) & set(REPORT_SEEDS):  # pragma: no cover - a constant
     raise AssertionError("training and report seeds must be disjoint")
 STONESOUP_RUN_BUDGET_S = 60.0
+STONESOUP_FALLBACKS = 3  # a report draw where the searched configuration fails: the next ones
 # The first release's tracker: constant velocity, sigma_a 10 m/s^2, 2-of-3 confirmation.
 PLAIN_CV = TrackerConfig(ndim=2, model="cv", sigma_a_mps2=10.0, track_logic="mofn")
 
@@ -750,23 +751,31 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per family and row (impl, variant): medians over the seeds; MCC rows carry their ratio
     to Stone Soup's and the speed-up."""
     out: list[dict[str, Any]] = []
-    keys = sorted({(r["family"], r["impl"], r["variant"]) for r in rows}, key=lambda k: (
+
+    def variant(r: dict[str, Any]) -> str:
+        return "searched" if r["impl"] == "stonesoup" else str(r["variant"])
+
+    ran = [r for r in rows if "failed" not in r]
+    keys = sorted({(r["family"], r["impl"], variant(r)) for r in ran}, key=lambda k: (
         list(FAMILIES).index(k[0]) if k[0] in FAMILIES else 99, k[1] != "mcc", k[2] != "defaults"
     ))  # fmt: skip
-    for fam, impl, variant in keys:
-        sel = [r for r in rows if (r["family"], r["impl"], r["variant"]) == (fam, impl, variant)]
-        row: dict[str, Any] = {
-            "impl": impl,
-            "variant": "searched" if impl == "stonesoup" else variant,
-            "family": fam,
-            "seeds": len(sel),
-        }
+    for fam, impl, var in keys:
+        sel = [r for r in ran if (r["family"], r["impl"], variant(r)) == (fam, impl, var)]
+        row: dict[str, Any] = {"impl": impl, "variant": var, "family": fam, "seeds": len(sel)}
         for col in ("targets", "gospa_m", "id_switches", "unconfirmed", "ms_per_scan",
                     "cpu_ms_per_scan", "gospa_missed", "gospa_false", "track_ids"):  # fmt: skip
             row[col] = round(float(statistics.median(r[col] for r in sel)), 4)
         row["unconfirmed_total"] = sum(r["unconfirmed"] for r in sel)
         if impl == "stonesoup":
-            row["config"] = sel[0]["variant"]
+            configs = statistics.multimode(r["variant"] for r in sel)
+            row["config"] = configs[0]
+            others = sum(1 for r in sel if r["variant"] != configs[0])
+            failed = sum(1 for r in rows if r["family"] == fam and "failed" in r)
+            if others or failed:
+                row["note"] = (
+                    f"{others} draw(s) with the search's next configuration (the chosen one "
+                    f"failed there), {failed} draw(s) where none ran"
+                )
         out.append(row)
     for row in out:
         if row["impl"] != "mcc":
@@ -784,13 +793,29 @@ class Plan:
 
     families: list[str] = field(default_factory=lambda: list(FAMILIES))
     seeds: tuple[int, ...] = REPORT_SEEDS
-    stonesoup: dict[str, SSConfig] = field(default_factory=dict)
+    stonesoup: dict[str, list[SSConfig]] = field(default_factory=dict)
 
 
-def load_search(path: str | Path) -> dict[str, SSConfig]:
-    """The chosen configuration per family from a search JSON (``--search-json``)."""
+def load_search(path: str | Path) -> dict[str, list[SSConfig]]:
+    """Per family from a search JSON (``--search-json``): the chosen configuration, then the
+    same with the other update (EKF for a UKF: Stone Soup's UKF is what fails, "SVD did not
+    converge"), then the search's other candidates that ran, best first (the fallbacks of
+    `run_report`)."""
     doc = json.loads(Path(path).read_text())
-    return {s["family"]: SSConfig(**s["config"]) for s in doc["searches"]}
+    out = {}
+    for s in doc["searches"]:
+        chosen = SSConfig(**s["config"])
+        ran = sorted(
+            (e["median_gospa_m"], e["config"])
+            for e in s.get("log", [])
+            if math.isfinite(e.get("median_gospa_m", math.inf))
+        )
+        other = replace(chosen, updater="ekf" if chosen.updater == "ukf" else "ukf")
+        rest = [other] + [
+            SSConfig.parse(name) for _, name in ran if name not in (chosen.name, other.name)
+        ]
+        out[s["family"]] = [chosen, *rest]
+    return out
 
 
 def run_report(
@@ -805,12 +830,23 @@ def run_report(
                 progress(f"{fam} seed {seed}: {d.targets} targets, {len(d.scans)} scans")
             rows.append(run_mcc(d))
             rows.append(run_mcc(d, PLAIN_CV, variant="plain-cv"))
-            cfg = plan.stonesoup.get(fam)
-            if cfg is not None:
+            # Stone Soup's searched configuration; where it fails on a draw (its UKF raised
+            # "SVD did not converge" on report draws too), the search's next best that runs.
+            failures: list[str] = []
+            for cfg in plan.stonesoup.get(fam, [])[: STONESOUP_FALLBACKS + 1]:
                 try:
-                    rows.append(run_stonesoup(d, cfg, budget_s=10 * STONESOUP_RUN_BUDGET_S))
-                except _Budget as exc:
-                    rows[-1]["note"] = str(exc)
+                    row = run_stonesoup(d, cfg, budget_s=10 * STONESOUP_RUN_BUDGET_S)
+                except Exception as exc:
+                    failures.append(f"{cfg.name}: {type(exc).__name__}: {exc}"[:200])
+                    continue
+                if failures:
+                    row["note"] = "searched configuration failed here: " + "; ".join(failures)
+                rows.append(row)
+                break
+            else:
+                if failures:
+                    rows.append({"impl": "stonesoup", "family": fam, "seed": seed,
+                                 "failed": failures})  # fmt: skip
     return rows
 
 
@@ -946,7 +982,7 @@ def cmd_scenarios(args: Any, command: str) -> int:
             print(f"{s['family']}: {s['chosen']} (median GOSPA {s['median_gospa_m']:.0f} m)")
         return 0
     seeds = parse_seeds(args.seeds)
-    stonesoup: dict[str, SSConfig] = {}
+    stonesoup: dict[str, list[SSConfig]] = {}
     if "stonesoup" in args.impl:
         if not search_path.exists():
             raise MccError(
@@ -974,22 +1010,28 @@ def cmd_scenarios(args: Any, command: str) -> int:
     )
     report.print_table("tracker on seeded random scenarios (medians over seeds)", summary,
                        SUMMARY_COLUMNS)  # fmt: skip
+    notes = [f"{r['impl']} {r['variant']}, {r['family']}: {r['note']}" for r in summary
+             if r.get("note")]  # fmt: skip
+    for line in notes:
+        print(f"note ({line})")
     for v in verdicts:
         print(f"{'met   ' if v['met'] else 'MISSED'} {v['target']} [{v['family']}]: {v['figure']}")
     if args.json:
         print(f"wrote {report.write_json(doc, args.json)}")
     if args.record:
-        notes = (
+        text = (
             f"Report seeds {list(seeds)}; MCC's defaults chosen on training seeds "
             f"{list(TRAIN_SEEDS)}, Stone Soup's configuration per family searched on "
             f"{list(SEARCH_SEEDS)} (column config; search log in {search_path}). Medians over "
             "the seeds; GOSPA c=500 m, p=2, alpha=2, mean over scans. Method: "
-            "mcc.bench.tracker_scenarios docstring.\n\nTargets:\n\n"
+            "mcc.bench.tracker_scenarios docstring."
+            + "".join(f"\n{line}." for line in notes)
+            + "\n\nTargets:\n\n"
             + "\n".join(
                 f"- {'met' if v['met'] else '**missed**'}: {v['target']} [{v['family']}]: "
                 f"{v['figure']}"
                 for v in verdicts
             )
         )
-        report.record(doc, SUMMARY_COLUMNS, notes=notes)
+        report.record(doc, SUMMARY_COLUMNS, notes=text)
     return 0

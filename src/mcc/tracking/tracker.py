@@ -4,17 +4,22 @@ Every track is a row of arrays; one `Scan` (the detections of one radar at one t
 through `MultiTargetTracker.step`:
 
 1. **predict** every track to the scan time (per-track ``dt``): `CVPredictor` or
-   `IMMPredictor` (turn rates covering 0-20 deg/s, transitions from the step);
+   `IMMPredictor` (a straight model of small process noise and turn models covering
+   0-20 deg/s, transitions from the step, mixing weights below ``imm_mix_floor`` dropped);
 2. **gate** (`Chi2Gater`): squared Mahalanobis distance of the updater's innovation against
    the chi-square gate of ``gate_probability``, only for the pairs a spatial grid finds close;
-3. **associate** (`GNNAssociator`): global nearest neighbour with cost d² + ln|S|, confirmed
-   tracks first, then tentative tracks on the detections left; or (``association: jpda``,
-   `JPDAAssociator`) confirmed tracks updated by every gated detection, weighted by its
-   marginal probability, tentative tracks by GNN on the detections unlikely to be theirs;
+   for an IMM a pair is in the gate when one of its models has it there, and it is judged by
+   the model mixture's likelihood (`IMMPredictor.model_gate`);
+3. **associate** (``association: auto``, the default): JPDA* (`JPDAAssociator`) for the
+   confirmed tracks that share a gated detection, GNN (`GNNAssociator`) for the others and then
+   for the tentative tracks on the detections left, a track left without a detection when a
+   miss is likelier; ``gnn`` or ``jpda`` for all;
 4. **update** the assigned tracks: `PositionUpdater` (Cartesian detections) or
    `PolarEKFUpdater` (range/azimuth[/elevation][/range-rate] from `Scan.from_polar`);
-5. **track life** (`ScanPeriodDeleter`): M-of-N confirmation, consecutive misses counted only
-   where the sensor covers the track (``Scan.coverage``), coasting after
+5. **track life** (`ScanPeriodDeleter`): a log-likelihood-ratio score with the radar's own
+   p_d and clutter density (``Scan.pd``/``clutter_per_scan``, else measured online:
+   `DetectionProbability`, `ClutterDensity`) confirms tentative tracks (or M-of-N), misses
+   counted only where the sensor covers the track (``Scan.coverage``), coasting after
    ``coast_after_misses``, deletion after ``max_misses``, on covariance growth, or when not
    updated for ``max(max_coast_s, (max_misses + ½) × the radar's scan period)``;
 6. **initiate** tentative tracks from the detections left over (`OnePointInitiator`,
@@ -28,7 +33,7 @@ the bus order of ``Track``/``AirPicture``). Metres, seconds, m/s.
 
 >>> import numpy as np
 >>> trk = MultiTargetTracker(TrackerConfig(ndim=2, sigma_a_mps2=5.0))
->>> for k in range(3):                # one target at 10 m/s, a radar with 10 m noise
+>>> for k in range(4):                # one target at 10 m/s, a radar with 10 m noise
 ...     report = trk.step(Scan(float(k), np.array([[10.0 * k, 0.0]]), np.diag([100.0, 100.0])))
 >>> trk.tracks().ids                  # confirmed and coasting tracks, as arrays
 array([1], dtype=uint32)
