@@ -76,6 +76,9 @@ ORDER_DRAIN_S = 20.0  # an order issued later than this before the end may still
 TERMINAL = {OrderStatus.ORDER_KILL.value, OrderStatus.ORDER_MISS.value}
 
 
+DEFAULT_MANIFESTS = ["missions/sam-toc.yaml", "missions/hpc-primes.yaml"]
+
+
 def add_parser(bench_subparsers: Any) -> None:
     parser = report.add_bench_parser(
         bench_subparsers,
@@ -90,13 +93,16 @@ def add_parser(bench_subparsers: Any) -> None:
     )
     parser.add_argument(
         "manifests", nargs="*", metavar="MANIFEST",
-        default=["missions/sam-toc.yaml", "missions/hpc-primes.yaml"],
+        default=DEFAULT_MANIFESTS,
         help="missions to run (default: sam-toc and hpc-primes)",
     )  # fmt: skip
     parser.add_argument("--every", type=float, default=4.0, help="seconds between kills")
     parser.add_argument(
-        "--net", default="host", choices=("host", "netns"), help="where the processes run"
-    )
+        "--net", default="host", choices=("host", "netns", "lab"),
+        help="where the processes run; lab: host-level faults of a secured mission on the Ray "
+        "backend over three container hosts (mcc.lab.raychaos: a worker host, the supervisor, "
+        "the Ray head; `make images` first), instead of the manifests",
+    )  # fmt: skip
     parser.add_argument(
         "--loss", type=float, default=0.0, help="percent loss on every netns host (--net netns)"
     )
@@ -115,7 +121,17 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     kinds = [k for k in (args.kinds or "").split(",") if k] or None
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
-    for manifest in args.manifests:
+    if args.net == "lab":
+        from mcc.lab.raychaos import bench
+
+        if args.manifests != DEFAULT_MANIFESTS or kinds or args.loss:
+            raise MccError(
+                "--net lab runs its own secured mission and faults (mcc.lab.raychaos): give no "
+                "MANIFEST, --kinds or --loss with it"
+            )
+
+        rows = bench(f"chaos{os.getpid()}")
+    for manifest in args.manifests if args.net != "lab" else ():
         result = run_chaos(
             Path(manifest),
             every_s=args.every,
@@ -130,7 +146,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     doc = report.document("chaos", rows, command=command.strip())
     doc["runs"] = runs
     report.print_table("kill -9 of one process at a time", rows, COLUMNS)
-    report.print_table("what each run lost", runs, RUN_COLUMNS)
+    if runs:
+        report.print_table("what each run lost", runs, RUN_COLUMNS)
     if args.json:
         print(f"wrote {report.write_json(doc, args.json)}")
     if args.record:

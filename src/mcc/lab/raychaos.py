@@ -1,0 +1,313 @@
+"""Host-level faults of a secured mission on the Ray backend, on a container lab (``mcc bench
+chaos --net lab``, tests/lab/test_ray_lab.py).
+
+Three hosts of ``localhost/mcc-ray`` (`RayLab`: Redis and the head with no CPUs on h1, workers
+on h2 and h3); the mission's supervisor runs on h1 (``mcc up --backend ray``), an operator
+(alice, exported on h1, imported on h2) watches from h2. `run_host_faults` then, in turn:
+
+1. ``worker-host``: kills h3's container (SIGKILL to all of it): detection is the supervisor's
+   ``Ray node h3 lost`` log line, recovery its last ``moved by Ray from h3`` line (the instances
+   running on h2), restarted the instances whose pid changed (those of h3);
+2. ``supervisor``: starts a standby ``mcc up`` on h2 (a copy of the mission's keystore: a
+   supervisor host issues identities), kills -9 the active one on h1: recovery is the standby's
+   ``adopted N running instances`` line, restarted must be 0;
+3. ``ray-head``: ``ray stop --force`` and ``ray start --head`` on h1 with the same Redis:
+   recovery is the head back, then the supervisor on h2 must still command (a scale-up) with 0
+   instances restarted.
+
+Times are wall-clock differences between the kill (this machine) and the supervisors' JSON log
+lines (the containers share its clock).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcc.errors import MccError
+from mcc.lab.hosts import ContainerLab
+from mcc.lab.raycluster import RayLab
+
+__all__ = ["IDS", "MANIFEST", "MISSION", "RayMissionLab", "run_host_faults"]
+
+DOMAIN = 8
+MISSION = "lab-ray"
+HOME = "/var/lib/mcc"
+_HEALTH = "health: {timeout_s: 20, startup_s: 90}"  # longer than a move between hosts
+MANIFEST = f"""
+mission: {MISSION}
+domain: {DOMAIN}
+security: on
+systems:
+  truth:
+    app: mcc.apps.radar:truth
+    config: {{scenario: scenarios/small.yaml}}
+    resources: {{cpus: 0.2}}
+    {_HEALTH}
+  radar:
+    app: mcc.apps.radar:radar
+    config: {{scenario: scenarios/small.yaml}}
+    resources: {{cpus: 0.2}}
+    {_HEALTH}
+clusters:
+  w:
+    app: mcc.orchestrate.probe:idle
+    size: 2
+    placement: spread
+    resources: {{cpus: 0.25}}
+    {_HEALTH}
+"""
+IDS = frozenset({f"{MISSION}/truth/0", f"{MISSION}/radar/0", f"{MISSION}/w/0", f"{MISSION}/w/1"})
+#: The issue's targets: a worker host's instances running elsewhere, a standby commanding.
+WORKER_RECOVER_S = 5.0
+SUPERVISOR_RECOVER_S = 1.0
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 90.0) -> Any:
+    """Poll ``check`` every second until it returns something truthy; MccError at the end."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(1)
+    raise MccError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def running(st: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The running instances of a status, by id."""
+    if st is None:
+        return {}
+    return {i["id"]: i for i in st["instances"] if i["state"] == "running"}
+
+
+class RayMissionLab:
+    """The lab's mission on ``ray``: started on the head host, watched from the first worker."""
+
+    def __init__(self, ray: RayLab) -> None:
+        self.ray = ray
+        self.lab: ContainerLab = ray.lab
+        self.head = ray.head
+        self.watcher = ray.workers[0]  # the operator's view, and the standby's host
+        self.keystore = f"{HOME}/keystores/{MISSION}"
+
+    def up(self, host: str) -> None:
+        """``mcc up --backend ray`` on ``host``, logging JSON lines to ``$HOME/up.log``."""
+        self.lab.exec(
+            host,
+            [
+                "sh", "-c",
+                f"exec mcc up {HOME}/mission.yaml --backend ray --address {self.ray.address} "
+                f"--quiet > {HOME}/up.log 2>&1",
+            ],
+            env={"MCC_LOG_FORMAT": "json", "MCC_AGENT_ORPHAN_S": "60"},
+            detach=True,
+        )  # fmt: skip
+
+    def start(self) -> dict[str, dict[str, Any]]:
+        """The mission up on the head host, operator alice on the watcher; every instance
+        running (returned)."""
+        lab = self.lab
+        with tempfile.TemporaryDirectory(prefix="mcc-raychaos-") as tmp:
+            manifest = Path(tmp) / "mission.yaml"
+            manifest.write_text(MANIFEST)
+            for host in (self.head, self.watcher):
+                lab.copy_in(host, manifest, f"{HOME}/mission.yaml")
+            self.up(self.head)
+            wait_for(
+                f"the mission's keystore on {self.head}",
+                lambda: (
+                    lab.exec(
+                        self.head, ["test", "-f", f"{self.keystore}/governance.p7s"], check=False
+                    ).returncode
+                    == 0
+                ),
+            )
+            lab.exec(
+                self.head,
+                ["mcc", "security", "identity", self.keystore, f"{MISSION}/alice", "--domain",
+                 str(DOMAIN), "--operator"],
+            )  # fmt: skip
+            lab.exec(
+                self.head,
+                ["mcc", "security", "export", self.keystore, f"{MISSION}/alice", "--out",
+                 f"{HOME}/alice.mcc-identity"],
+            )  # fmt: skip
+            identity = Path(tmp) / "alice.mcc-identity"
+            lab.copy_out(self.head, f"{HOME}/alice.mcc-identity", identity)
+            lab.copy_in(self.watcher, identity, f"{HOME}/alice.mcc-identity")
+        lab.exec(self.watcher, ["mcc", "security", "import", f"{HOME}/alice.mcc-identity"])
+        return dict(
+            wait_for(
+                "the mission running on the Ray workers",
+                lambda: (now := running(self.status())) and set(now) == IDS and now,
+                240,
+            )
+        )
+
+    def status(self) -> dict[str, Any] | None:
+        """The mission's status as operator alice on the watcher (a workstation's view)."""
+        proc = self.lab.exec(
+            self.watcher,
+            [
+                "mcc", "status", "--mission", MISSION, "--domain", str(DOMAIN), "--json",
+                "--timeout", "10", "--as", "alice",
+            ],
+            check=False,
+            timeout_s=60,
+        )  # fmt: skip
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def log(self, host: str) -> str:
+        return self.lab.exec(host, ["cat", f"{HOME}/up.log"]).stdout
+
+    def log_times(self, host: str, text: str) -> list[float]:
+        """When ``host``'s supervisor logged a line holding ``text`` (epoch seconds)."""
+        found = []
+        for line in self.log(host).splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and text in str(entry.get("message", "")):
+                found.append(dt.datetime.fromisoformat(entry["time"]).timestamp())
+        return found
+
+    def copy_keystore(self, host: str) -> None:
+        """The mission's keystore from the head host to ``host``, a supervisor host too."""
+        with tempfile.TemporaryDirectory(prefix="mcc-raychaos-") as tmp:
+            local = Path(tmp) / MISSION
+            self.lab.copy_out(self.head, self.keystore, local)
+            self.lab.exec(host, ["mkdir", "-p", str(Path(self.keystore).parent)])
+            self.lab.copy_in(host, local, self.keystore)
+            self.lab.exec(host, ["chown", "-R", "10001", self.keystore], user="root")
+
+
+def _row(kill: str, target: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "mission": MISSION, "net": "lab", "kill": kill, "target": target, "detect_s": None,
+        "recover_s": None, "restarted": 0, "restarted_ids": [], "picture_gap_s": None,
+        "id_switches": None, "ok": False, "error": "", **fields,
+    }  # fmt: skip
+
+
+def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The three faults of the module's docstring on the running mission (``first``: its
+    instances); one row per fault, in ``mcc bench chaos``'s columns."""
+    lab = m.lab
+    rows = []
+    victim = m.ray.workers[-1]
+    survivor = m.watcher
+    lost = {k for k, v in first.items() if v["node"] == victim}
+    killed = time.time()
+    lab.kill(victim)
+    after = wait_for(
+        f"{victim}'s instances running on {survivor}",
+        lambda: (
+            (now := running(m.status()))
+            and set(now) == IDS
+            and all(now[k]["node"] == survivor for k in lost)
+            and now
+        ),
+        120,
+    )
+    losses = m.log_times(m.head, f"Ray node {victim} lost")
+    moves = m.log_times(m.head, f"moved by Ray from {victim}")
+    restarted = sorted(k for k in IDS if after[k]["pid"] != first[k]["pid"])
+    recover = (max(moves) - killed) if len(moves) >= len(lost) else None
+    rows.append(
+        _row(
+            "worker-host", victim,
+            detect_s=round(losses[0] - killed, 2) if losses else None,
+            recover_s=round(recover, 2) if recover is not None else None,
+            restarted=len(restarted), restarted_ids=restarted,
+            ok=recover is not None and recover <= WORKER_RECOVER_S and set(restarted) == lost,
+            error="" if losses and recover is not None else m.log(m.head)[-2000:],
+        )
+    )  # fmt: skip
+
+    m.copy_keystore(survivor)
+    m.up(survivor)
+    st = wait_for(
+        f"the standby on {survivor}",
+        lambda: (
+            (s := m.status()) is not None
+            and [x["role"] for x in s["supervisors"]] == ["active", "standby"]
+            and s
+        ),
+        180,
+    )
+    active_pid = st["supervisors"][0]["pid"]
+    before = running(st)
+    killed = time.time()
+    lab.exec(m.head, ["sh", "-c", f"kill -9 {active_pid}"])  # the shell's kill: no procps
+    adopted = wait_for(
+        "the standby's adoption",
+        lambda: m.log_times(survivor, f"adopted {len(IDS)} running instances"),
+        60,
+    )
+    st2 = wait_for(
+        "the status from the new active supervisor",
+        lambda: (s := m.status()) is not None and s["supervisors"][0]["pid"] != active_pid and s,
+        60,
+    )
+    now = running(st2)
+    restarted = sorted(k for k in before if now.get(k, {}).get("pid") != before[k]["pid"])
+    recover = adopted[0] - killed
+    rows.append(
+        _row(
+            "supervisor", f"{m.head} mcc up",
+            recover_s=round(recover, 2), restarted=len(restarted), restarted_ids=restarted,
+            ok=recover <= SUPERVISOR_RECOVER_S and not restarted,
+        )
+    )  # fmt: skip
+
+    started = time.time()
+    m.ray.restart_head()
+    head_s = time.time() - started
+    wait_for(
+        "the mission after the head's restart",
+        lambda: (
+            (s := m.status()) is not None
+            and set(running(s)) == IDS
+            and s["supervisors"][0]["pid"] == st2["supervisors"][0]["pid"]
+        ),
+        120,
+    )
+    scale = [
+        "mcc", "scale", "w", "3", "--mission", MISSION, "--domain", str(DOMAIN), "--as", "alice",
+    ]  # fmt: skip
+    lab.exec(survivor, scale, timeout_s=60)
+    st4 = wait_for(
+        "a third worker after the head's restart",
+        lambda: (s := m.status()) is not None and len(running(s)) == len(IDS) + 1 and s,
+        120,
+    )
+    now = running(st4)
+    restarted = sorted(k for k in before if now.get(k, {}).get("pid") != before[k]["pid"])
+    rows.append(
+        _row(
+            "ray-head", f"{m.head} ray stop/start",
+            recover_s=round(head_s, 1), restarted=len(restarted), restarted_ids=restarted,
+            ok=not restarted,
+        )
+    )  # fmt: skip
+    return rows
+
+
+def bench(name: str = "chaos") -> list[dict[str, Any]]:
+    """``mcc bench chaos --net lab``: a lab of three ``localhost/mcc-ray`` hosts (built by
+    ``make images``), the mission, the three faults; the rows. The lab is removed after."""
+    from mcc.lab.podman import PodmanError, podman
+    from mcc.lab.raycluster import RAY_IMAGE
+
+    if podman(["image", "exists", RAY_IMAGE], check=False).returncode != 0:
+        raise PodmanError(f"image {RAY_IMAGE} is not built: run `make images`")
+    with ContainerLab(3, name=name, image=RAY_IMAGE) as lab:
+        m = RayMissionLab(RayLab(lab, head="h1", workers=("h2", "h3")).start())
+        return run_host_faults(m, m.start())
