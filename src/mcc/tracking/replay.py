@@ -21,7 +21,8 @@ What the recording holds that is not a sound CAT048/CAT034 record is counted in 
   detection (so that the tracker counts its misses).
 * SENSORS.yaml: per ``sensor_id``: ``position_m: [x, y, z]``, ``sigma_range_m``,
   ``sigma_azimuth_rad``, optional ``sigma_elevation_rad``, ``sigma_range_rate_mps``, ``pd``,
-  ``clutter_per_scan``, and for an ASTERIX recording ``sac`` and ``sic`` (0..255).
+  ``clutter_per_scan`` (each scan carries them to the tracker; absent, it measures them), and
+  for an ASTERIX recording ``sac`` and ``sic`` (0..255).
 * TRUTH.csv: ``time_s,target_id,x_m,y_m`` and optionally ``z_m`` (ENU metres, the frame of
   ``position_m``); positions are interpolated linearly to each scan time, within each
   target's first and last rows.
