@@ -280,6 +280,7 @@ class LocalBackend(Backend):
         line = reader.readline(agent.MAX_LINE)
         reply = json.loads(line).get("hello") if line else None
         if not isinstance(reply, dict):
+            reader.close()
             sock.close()
             raise OrchestratorError(f"the node agent {paths.key} answered {line[:200]!r}")
         sock.settimeout(None)
@@ -659,7 +660,13 @@ class LocalBackend(Backend):
         self._connected.clear()
         was_active, epoch = self._active, self.epoch
         log.warning("the node agent %s is gone; starting another", self.paths.key)
-        self._sock = None
+        with self._lock:
+            sock, reader = self._sock, self._sock_reader
+            self._sock, self._sock_reader = None, None
+        for closing in (reader, sock):  # the dead agent's connection, closed, not dropped
+            if closing is not None:
+                with contextlib.suppress(OSError):
+                    closing.close()
         deadline = time.monotonic() + 30.0
         while not self._closing:
             try:
