@@ -81,7 +81,7 @@ LABEL_SHARE = 0.001  # what an instance asks of each node label: a label places,
 NODE_CHECK_S = 0.5  # how often the backend looks for lost nodes
 KILLED = -signal.SIGKILL  # the return code of an instance whose actor is dead for good
 POLL_S = 0.1  # how often the active supervisor renews its lease and a standby asks for it
-LEASE_S = 1.0  # a lease not renewed for this long passes to a standby
+LEASE_S = 0.8  # a lease not renewed for this long passes to a standby
 
 
 # -- the driver side: the supervisor's process ----------------------------------------------
@@ -164,6 +164,7 @@ class RayBackend(Closeable, Backend):
         self._node_names: dict[str, str] = {}
         self._alive_ids: set[str] = set()  # the alive nodes at the last check
         self._monitor: threading.Thread | None = None
+        self._leasing: threading.Thread | None = None
         self._closing = threading.Event()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -197,9 +198,16 @@ class RayBackend(Closeable, Backend):
         # mcc.orchestrate.limits.
         ray.cloudpickle.register_pickle_by_value(sys.modules[InstanceActor.__module__])
         self._actor_class = ray.remote(InstanceActor)
+        # Ray warns at every start of a detached restartable actor in a placement group that
+        # removing the group kills it: the backend removes a group only once its actors ended.
+        logging.getLogger("ray.actor").addFilter(_QUIET_GROUPS)
         self._closing.clear()
         self._monitor = threading.Thread(target=self._watch_loop, name="mcc-ray", daemon=True)
         self._monitor.start()
+        # The lease on a thread of its own: a slow ray.nodes() or a GCS restart must not delay
+        # the active supervisor's renewals into a failover.
+        self._leasing = threading.Thread(target=self._lease_loop, name="mcc-ray-lease", daemon=True)
+        self._leasing.start()
 
     def close(self, *, grace_s: float = 5.0) -> None:
         """Stop every instance (SIGTERM, SIGKILL after ``grace_s``), kill its actor, leave Ray.
@@ -212,9 +220,7 @@ class RayBackend(Closeable, Backend):
         ray = self._ray
         if self.role in ("standby", "fenced"):
             self._closing.set()
-            if self._monitor is not None:
-                self._monitor.join(5.0)
-                self._monitor = None
+            self._join_threads()
             with self._lock:
                 self._instances.clear()
             if self._connected:
@@ -231,9 +237,7 @@ class RayBackend(Closeable, Backend):
         if refs:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=grace_s + 2.0)
         self._closing.set()
-        if self._monitor is not None:
-            self._monitor.join(5.0)
-            self._monitor = None
+        self._join_threads()
         with self._lock:
             self._collect(ready)
             for inst in list(self._instances.values()):  # stuck: killing the actor kills it
@@ -241,7 +245,8 @@ class RayBackend(Closeable, Backend):
             for group in self._groups:
                 self._remove_group(group)
             self._groups.clear()
-        if self._leader is not None:
+        if self._leader is not None:  # the groups of the supervisors before this one too
+            _remove_groups_of(ray, self.namespace)
             try:
                 ray.kill(self._leader, no_restart=True)
             except Exception as exc:  # the cluster may be gone already
@@ -251,6 +256,12 @@ class RayBackend(Closeable, Backend):
             ray.shutdown()
             self._connected = False
         self._ray = None
+
+    def _join_threads(self) -> None:
+        for thread in (self._monitor, self._leasing):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(5.0)
+        self._monitor = self._leasing = None
 
     # -- Backend protocol -------------------------------------------------------------
 
@@ -796,14 +807,7 @@ class RayBackend(Closeable, Backend):
         """Report exits and moves as they happen, so ``on_event`` fires without polling."""
         ray = self._ray
         next_check = time.monotonic() + NODE_CHECK_S
-        next_lease = time.monotonic()
         while not self._closing.is_set():
-            if time.monotonic() >= next_lease:
-                next_lease = time.monotonic() + POLL_S
-                try:
-                    self._leadership_step()
-                except Exception:  # the leadership must outlive a bug in one step
-                    log.exception("ray backend: leadership step failed")
             with self._lock:
                 refs = self._refs()
             if not refs:
@@ -823,6 +827,14 @@ class RayBackend(Closeable, Backend):
                 return
             if exited and self.on_event is not None:
                 self.on_event()
+
+    def _lease_loop(self) -> None:
+        """Renew the lease (active) or ask for it (standby) every ``POLL_S``."""
+        while not self._closing.wait(POLL_S):
+            try:
+                self._leadership_step()
+            except Exception:  # the leadership must outlive a bug in one step
+                log.exception("ray backend: leadership step failed")
 
     def _check_lost(self, nodes: list[dict[str, Any]]) -> bool:
         """Give up on instances whose node died and that Ray cannot (or did not) re-place.
@@ -865,6 +877,30 @@ class RayBackend(Closeable, Backend):
                 self._forget(inst)
                 exited = True
         return exited
+
+
+class _NotRestartableInGroup(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "restartable detached actor with a placement group" not in record.getMessage()
+
+
+_QUIET_GROUPS = _NotRestartableInGroup()  # one instance: added once, however many opens
+
+
+def _remove_groups_of(ray: Any, namespace: str) -> None:
+    """Remove the (detached) placement groups of ``namespace``'s missions still in place."""
+    try:
+        table = ray.util.placement_group_table()
+    except Exception as exc:  # the cluster may be gone already
+        log.debug("listing placement groups: %s", exc)
+        return
+    for entry in table.values():
+        name = str(entry.get("name") or "")
+        if name.startswith(f"{namespace}/") and entry.get("state") != "REMOVED":
+            try:
+                ray.util.remove_placement_group(ray.util.get_placement_group(name))
+            except Exception as exc:
+                log.debug("removing placement group %s: %s", name, exc)
 
 
 def _fits_somewhere(nodes: Sequence[Mapping[str, Any]], demand: Mapping[str, float]) -> bool:
