@@ -489,6 +489,8 @@ def _run(
         if keep_logs is not None:
             for run_dir in _run_dirs(m):
                 shutil.copytree(run_dir / "logs", keep_logs / run_dir.name, dirs_exist_ok=True)
+            for up_log in m.tmp.glob("up-*.log"):  # the supervisors': why an instance restarted
+                shutil.copy2(up_log, keep_logs / up_log.name)
     restarted = {
         k.removeprefix(f"{m.name}/"): n - restarts_at_start.get(k, 0)
         for k, n in restarts_at_end.items()
