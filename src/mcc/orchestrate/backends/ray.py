@@ -122,7 +122,9 @@ class RayBackend(Closeable, Backend):
     ``address``: None starts a private local Ray (``num_cpus``, ``system_config``); "auto"
     or "HOST:PORT" joins a running cluster. ``namespace``: the actors' namespace, one per
     mission (``mcc-<mission>``). ``start_timeout_s``: how long ``start`` waits for Ray to
-    place an instance before giving up.
+    place an instance before giving up. ``lease_s``: how long the active supervisor's lease
+    outlives its last renewal before a standby takes over (`lead`); ``orphan_s``: how long the
+    mission runs with no supervisor at all (default ``MCC_AGENT_ORPHAN_S``).
     """
 
     name = "ray"
