@@ -45,7 +45,7 @@ IMAGES = {
 #: image → its build arguments: the lab's Ray hosts have MCC's ``ray`` extra and Debian's
 #: ``redis-server`` (the head's GCS fault tolerance)
 BUILD_ARGS = {
-    "localhost/mcc-ray:latest": {"MCC_EXTRAS": "[ray]", "MCC_PACKAGES": "redis-server"},
+    "localhost/mcc-ray:latest": {"WHEEL_EXTRAS": "[ray]", "APT_PACKAGES": "redis-server"},
 }
 SUITE = "bookworm"
 BUILD_TIMEOUT_S = 1200.0
