@@ -87,12 +87,12 @@ def test_retention_deletes_old_samples_but_the_newest_of_each_instance(tmp_path:
     with pytest.raises(StoreError, match=r"retention_s=0: must be a number of seconds > 0"):
         PersistLimits(retention_s=0)
     assert PersistLimits(retention_s=float("inf")).retention_s == float("inf")
-    from mcc.persist.service import _retention  # the service app's --retention
+    from mcc.persist.limits import retention_seconds  # the service app's --retention
 
-    assert _retention("3600") == 3600.0 and _retention("inf") == float("inf")
+    assert retention_seconds("3600") == 3600.0 and retention_seconds("inf") == float("inf")
     for bad in ("0", "-1", "nan", "soon"):
         with pytest.raises(argparse.ArgumentTypeError, match=f"got '{bad}'"):
-            _retention(bad)
+            retention_seconds(bad)
 
 
 def test_keep_last_replacements_at_the_quota_are_stored(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import signal
 import sys
 import threading
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc import settings
-from mcc.persist.limits import PersistLimits
+from mcc.persist.limits import PersistLimits, retention_seconds
 
 
 def add_parser(subparsers: Any) -> None:
@@ -47,7 +46,7 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument("--replica", help="replica name, unique per running replica (host/pid)")
     serve.add_argument(
         "--retention",
-        type=_retention,
+        type=retention_seconds,
         default=24 * 3600.0,
         metavar="SECONDS",
         help="keep samples this long, the newest of each instance always (default %(default)g "
@@ -66,19 +65,6 @@ def add_parser(subparsers: Any) -> None:
         "--limit", type=int, help="samples listed, newest first (default: 20 in tables, all JSON)"
     )
     inspect.set_defaults(func=cmd_inspect)
-
-
-def _retention(text: str) -> float:
-    """``--retention``: seconds > 0, or ``inf`` (no retention)."""
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, or inf (got {text!r})")
-    return value
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

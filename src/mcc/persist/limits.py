@@ -16,7 +16,7 @@ import math
 
 from mcc.errors import StoreError
 
-__all__ = ["PersistLimits"]
+__all__ = ["PersistLimits", "retention_seconds"]
 
 _MiB = 1 << 20
 
@@ -76,3 +76,17 @@ def _wanted(name: str) -> str:
     if name == "retention_s":
         return "a number of seconds > 0 (math.inf: no retention)"
     return "a finite number of seconds > 0" if name.endswith("_s") else "a count >= 1"
+
+
+def retention_seconds(text: str) -> float:
+    """``--retention`` of `mcc persist serve` and of the service app: seconds > 0, or ``inf``
+    (no retention)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, or inf (got {text!r})")
+    return value

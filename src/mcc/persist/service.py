@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import re
 import socket
@@ -53,7 +52,7 @@ from mcc.bus.topics import TOPICS
 from mcc.errors import TopicError
 from mcc.orchestrate.appspec import app
 from mcc.persist.alignment import Alignment
-from mcc.persist.limits import PersistLimits
+from mcc.persist.limits import PersistLimits, retention_seconds
 from mcc.persist.policy import Action, Authorize, DefaultPolicy, Principal
 from mcc.persist.serving import HistoryReplies
 from mcc.persist.state import (  # noqa: F401
@@ -690,19 +689,6 @@ def open_service(
         opened.close()
 
 
-def _retention(text: str) -> float:
-    """``--retention``: seconds > 0, or ``inf`` (no retention)."""
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, or inf (got {text!r})")
-    return value
-
-
 def store_path_for(run_dir: Path, index: int) -> Path:
     """Instance 0 keeps ``<run dir>/persist.sqlite``, instance N ``persist-N.sqlite``."""
     return run_dir / ("persist.sqlite" if index == 0 else f"persist-{index}.sqlite")
@@ -720,7 +706,7 @@ def main(ctx: AppContext) -> int:
     )
     parser.add_argument(
         "--retention",
-        type=_retention,
+        type=retention_seconds,
         default=PersistLimits.retention_s,
         metavar="SECONDS",
         help="keep samples this long (the newest of each instance always); inf: no retention",
