@@ -97,6 +97,21 @@ class ComputeClient(Closeable):
     ) -> Future[tuple[tuple[np.ndarray, ...], CallTiming]]:
         """Send one checked call; the future resolves to ``(results, timing)`` or fails with
         `RequestTimeoutError`, `PeerLostError` or the service's `ComputeError`."""
+        return self._rpc.submit(self._call(spec, arrays, params))
+
+    def call(
+        self, spec: KernelSpec, arrays: tuple[np.ndarray, ...], params: dict[str, Any]
+    ) -> tuple[tuple[np.ndarray, ...], CallTiming]:
+        """`submit` and wait, the reply taken in this thread (`RpcClient.call`: no hand-off
+        to another thread on the way back)."""
+        result: tuple[tuple[np.ndarray, ...], CallTiming] = self._rpc.call(
+            self._call(spec, arrays, params)
+        )
+        return result
+
+    def _call(
+        self, spec: KernelSpec, arrays: tuple[np.ndarray, ...], params: dict[str, Any]
+    ) -> Call:
         if self._closed:
             raise ComputeError(f"the client of compute service {self.service!r} is closed")
         t0 = time.perf_counter()
@@ -127,7 +142,7 @@ class ComputeClient(Closeable):
             context=_Context(spec, sum(a.nbytes for a in arrays)),
             t0=t0,
         )
-        return self._rpc.submit(call)
+        return call
 
     def _send(self, call: Call) -> None:
         try:

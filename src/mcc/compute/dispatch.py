@@ -71,6 +71,10 @@ class Executor(Protocol):
         self, spec: KernelSpec, arrays: tuple[np.ndarray, ...], params: dict[str, Any]
     ) -> Future[tuple[tuple[np.ndarray, ...], CallTiming]]: ...
 
+    def call(
+        self, spec: KernelSpec, arrays: tuple[np.ndarray, ...], params: dict[str, Any]
+    ) -> tuple[tuple[np.ndarray, ...], CallTiming]: ...
+
     def close(self) -> None: ...
 
 
@@ -108,16 +112,20 @@ class LocalExecutor:
         self, spec: KernelSpec, arrays: tuple[np.ndarray, ...], params: dict[str, Any]
     ) -> Future[tuple[tuple[np.ndarray, ...], CallTiming]]:
         future: Future[tuple[tuple[np.ndarray, ...], CallTiming]] = Future()
-        t0 = time.perf_counter()
         try:
-            xp = self._xp if self.device == "cpu" else get_xp(self.device)  # current device
-            results = run_kernel(spec, xp, arrays, params)
+            future.set_result(self.call(spec, arrays, params))
         except BaseException as exc:
             future.set_exception(exc)
-            return future
-        ms = (time.perf_counter() - t0) * 1e3
-        future.set_result((results, CallTiming(spec.name, self.device, ms, ms)))
         return future
+
+    def call(
+        self, spec: KernelSpec, arrays: tuple[np.ndarray, ...], params: dict[str, Any]
+    ) -> tuple[tuple[np.ndarray, ...], CallTiming]:
+        t0 = time.perf_counter()
+        xp = self._xp if self.device == "cpu" else get_xp(self.device)  # current device
+        results = run_kernel(spec, xp, arrays, params)
+        ms = (time.perf_counter() - t0) * 1e3
+        return results, CallTiming(spec.name, self.device, ms, ms)
 
     def close(self) -> None:
         """Nothing to release: the array module stays loaded."""
@@ -155,7 +163,7 @@ class Kernels(Closeable):
         """Run ``kernel`` on ``arrays`` with ``params``; its named tuple of results."""
         t0 = time.perf_counter()
         spec, host, checked = self._prepare(kernel, arrays, params)
-        results, timing = self._executor.submit(spec, host, checked).result()
+        results, timing = self._executor.call(spec, host, checked)
         total_ms = (time.perf_counter() - t0) * 1e3
         self.last_timing = dataclasses.replace(timing, total_ms=total_ms)
         return spec.result_type(*results)

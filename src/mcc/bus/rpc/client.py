@@ -8,6 +8,14 @@ reader matched) while calls are in flight they are sent again, up to their ``ret
 for idempotent calls: the caller decides), then fail with the caller's lost-peer error. A
 send that the writer's reliability throttled (a reader killed without leaving keeps
 unacknowledged data until its lease expires) is retried from the watcher.
+
+Taking replies: `call` sends a request and waits for its reply in the calling thread, on a
+waitset over the reply reader (`mcc.bus._native.wait` and ``take`` release the GIL): the thread
+that waits is the thread that takes, so a reply reaches its caller without a hand-off to
+another thread. One thread at a time takes (the *taker*); a caller that finds another taking
+waits for it to hand over its reply (or the role). A thread of its own takes the replies of
+calls made with `submit` (futures), started with the first one and taking only while such
+calls are pending.
 """
 
 from __future__ import annotations
@@ -22,14 +30,19 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from cyclonedds.core import DDSException
+from cyclonedds.core import DDSException, GuardCondition, WaitSet
 
+from mcc.bus import _native
 from mcc.bus.endpoints import poll_until
-from mcc.bus.loop import ReaderLoop
 from mcc.lifecycle import Closeable
 
 log = logging.getLogger("mcc.bus.rpc")
 WATCH_PERIOD_S = 0.02
+#: The longest a taker sleeps in the waitset before it looks at its calls again (a call
+#: failed by the watcher or by `RpcClient.close` is seen within this).
+TAKE_SLICE_S = 0.05
+#: Replies taken from the reader at once.
+TAKE_BATCH = 64
 _SENDING = -2  # Call.sent_total while being sent
 _RESEND = -1  # Call.sent_total while waiting for a replier to send it to again
 
@@ -48,6 +61,7 @@ class Call:
     attempts: int = 0
     # request readers ever matched when last sent; _RESEND or _SENDING
     sent_total: int = _SENDING
+    waited: bool = False  # its caller waits in `RpcClient.call` (takes replies itself)
 
 
 class RpcClient(Closeable):
@@ -90,10 +104,20 @@ class RpcClient(Closeable):
         self._seq = itertools.count(1)
         self._pending: dict[str, Call] = {}
         self._lock = threading.RLock()  # futures' callbacks may call back in
+        self._turn = threading.Condition(self._lock)  # a call finished, or the taker left
+        self._taking = False  # a thread takes replies (see the module docstring)
+        self._unwaited = 0  # pending calls nobody waits for in `call`: the reply thread's
         self.counts: Counter[str] = Counter()
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._loop = ReaderLoop(bus).add(reader, self._on_replies).start(f"{name}-replies")
+        self._replies: threading.Thread | None = None
+        self._waitset = WaitSet(bus.participant)
+        self._wake = GuardCondition(bus.participant)  # set by close: the taker stops waiting
+        self._waitset_ref = int(self._waitset._ref)
+        for condition in (*reader.conditions, self._wake):
+            ret = _native.attach(self._waitset_ref, int(condition._ref))
+            if ret < 0:
+                raise DDSException(ret, f"{name}: attaching to a waitset")
 
     def statistics(self) -> dict[str, int]:
         """Counts: calls, retries, and failures by exception name."""
@@ -112,17 +136,47 @@ class RpcClient(Closeable):
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, call: Call) -> Future[Any]:
-        """Register ``call`` and send it; its future resolves to ``resolve``'s result."""
+        """Register ``call`` and send it; its future resolves to ``resolve``'s result (the
+        reply thread takes the reply)."""
+        self._register(call, waited=False)
+        self._send(call)
+        return call.future
+
+    def call(self, call: Call, *, timeout_s: float | None = None) -> Any:
+        """Send ``call`` and wait for it in this thread, which takes the reply itself: the
+        result of ``resolve``, raised when it is an exception (as are the watcher's timeout
+        and lost-peer errors). `TimeoutError` when nothing came within ``timeout_s`` (None:
+        the call's deadline bounds the wait); the call then stays pending (`forget` it)."""
+        self._register(call, waited=True)
+        self._send(call)
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        while not call.future.done():
+            left = TAKE_SLICE_S if end is None else min(end - time.monotonic(), TAKE_SLICE_S)
+            if left <= 0:
+                raise TimeoutError(f"no reply to {call.request_id} within {timeout_s:g} s")
+            self._take_or_wait(call, left)
+        return call.future.result()
+
+    def _register(self, call: Call, *, waited: bool) -> None:
+        call.waited = waited
         with self._lock:
+            if self._closed.is_set():
+                raise RuntimeError(f"{self.name} is closed")
             self._pending[call.request_id] = call
             self.counts["calls"] += 1
+            if not waited:
+                self._unwaited += 1
+                if self._replies is None:
+                    self._replies = threading.Thread(
+                        target=self._serve_replies, name=f"{self.name}-replies", daemon=True
+                    )
+                    self._replies.start()
+                self._turn.notify_all()
             if self._watcher is None and (call.deadline is not None or call.retries_left):
                 self._watcher = threading.Thread(
                     target=self._watch, name=f"{self.name}-watch", daemon=True
                 )
                 self._watcher.start()
-        self._send(call)
-        return call.future
 
     def forget(self, request_id: str) -> None:
         """Stop waiting for ``request_id`` (its caller gave up)."""
@@ -152,11 +206,69 @@ class RpcClient(Closeable):
         # Called with self._lock held: the pending entry decides who completes the future.
         if self._pending.pop(call.request_id, None) is None:
             return
+        if not call.waited:
+            self._unwaited -= 1
+        else:
+            self._turn.notify_all()  # its caller may wait for the taker to hand it over
         if isinstance(outcome, BaseException):
             self.counts[type(outcome).__name__] += 1
             call.future.set_exception(outcome)
         else:
             call.future.set_result(outcome)
+
+    # -- taking replies ----------------------------------------------------------------------
+    def _take_or_wait(self, call: Call, wait_s: float) -> None:
+        """Take replies for up to ``wait_s`` when no other thread takes, else wait until
+        ``call`` is finished or the taker leaves."""
+        with self._turn:
+            if call.future.done():
+                return
+            if self._taking:
+                self._turn.wait(wait_s)
+                return
+            self._taking = True
+        try:
+            self._take(wait_s)
+        finally:
+            with self._turn:
+                self._taking = False
+                self._turn.notify_all()
+
+    def _take(self, wait_s: float) -> None:
+        """Take the replies there are; none there: wait for some up to ``wait_s`` (GIL
+        released), then take. Called by the taker only."""
+        replies = self.reader.take(TAKE_BATCH)
+        if not replies:
+            _native.wait(self._waitset_ref, int(wait_s * 1e9))
+            if self._closed.is_set():
+                return
+            replies = self.reader.take(TAKE_BATCH)
+        while replies:
+            self._on_replies(replies)
+            if len(replies) < TAKE_BATCH:
+                break
+            replies = self.reader.take(TAKE_BATCH)
+
+    def _serve_replies(self) -> None:
+        """The reply thread: takes replies while calls made with `submit` are pending and no
+        caller of `call` takes them."""
+        while not self._closed.is_set():
+            with self._turn:
+                if self._taking or self._unwaited == 0:
+                    self._turn.wait(TAKE_SLICE_S)
+                    continue
+                self._taking = True
+            try:
+                self._take(TAKE_SLICE_S)
+            except Exception:  # the reply thread must outlive any one batch
+                if self._closed.is_set():
+                    return
+                log.exception("%s: taking replies", self.name)
+                time.sleep(TAKE_SLICE_S)
+            finally:
+                with self._turn:
+                    self._taking = False
+                    self._turn.notify_all()
 
     def _on_replies(self, replies: list[Any]) -> None:
         for reply in replies:
@@ -225,8 +337,10 @@ class RpcClient(Closeable):
         if self._closed.is_set():
             return
         self._closed.set()
-        if self._watcher is not None:
-            self._watcher.join(5.0)
+        self._wake.set(True)
+        for thread in (self._watcher, self._replies):
+            if thread is not None:
+                thread.join(5.0)
         with self._lock:
             for call in list(self._pending.values()):
                 if error is None:
@@ -234,4 +348,4 @@ class RpcClient(Closeable):
                     call.future.cancel()
                 else:
                     self._finish(call, error(call))
-        self._loop.stop()
+            self._turn.notify_all()

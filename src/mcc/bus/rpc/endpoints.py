@@ -15,7 +15,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar
 
 from mcc.bus.core import Bus
@@ -90,6 +89,10 @@ class Requester(Closeable, Generic[Req, Rep]):
 
     def request_async(self, request: Req, *, timeout_s: float = 5.0) -> Future[Rep]:
         """Send ``request``; the future resolves to the reply (no timeout applied to it)."""
+        return self._client.submit(self._call(request, timeout_s))
+
+    def _call(self, request: Req, timeout_s: float) -> Call:
+        """Stamp ``request``, wait up to ``timeout_s`` for a replier: its `Call`."""
         request_id = self._client.new_request_id()
         setattr(request, self._request_id, request_id)
         if hasattr(request, "client_id"):
@@ -101,16 +104,18 @@ class Requester(Closeable, Generic[Req, Rep]):
                 f"no replier on topic {self._writer.topic_name!r} within {timeout_s:g} s; "
                 "is the service running on this domain (and partition)?"
             )
-        return self._client.submit(Call(request_id, request, Future()))
+        return Call(request_id, request, Future())
 
     def request(self, request: Req, *, timeout_s: float = 5.0) -> Rep:
-        """Send ``request`` and return its reply; ``RequestTimeoutError`` after ``timeout_s``."""
+        """Send ``request`` and return its reply (taken in this thread: `RpcClient.call`);
+        ``RequestTimeoutError`` after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        future = self.request_async(request, timeout_s=timeout_s)
-        request_id = getattr(request, self._request_id)
+        call = self._call(request, timeout_s)
+        request_id = call.request_id
         try:
-            return future.result(timeout=max(deadline - time.monotonic(), 0.0))
-        except FutureTimeout:
+            reply: Rep = self._client.call(call, timeout_s=max(deadline - time.monotonic(), 1e-6))
+            return reply
+        except TimeoutError:
             raise RequestTimeoutError(
                 f"no reply to {self._writer.topic_name} {request_id!r} within {timeout_s:g} s"
             ) from None

@@ -5,7 +5,11 @@ writer's participant, `PeerCache`), answers an expired one with an error instead
 (``deadline_ns``, when the request type carries one), and lets ``admit`` check it and turn it
 into work. Work runs in the reader loop in arrival order (no queue), or goes into a queue
 (`mcc.bus.rpc.queues.FairQueue`) that a worker thread drains in batches; a deadline that passed
-while the work was queued is answered with an error, not run. Replies go out through `reply`:
+while the work was queued is answered with an error, not run. With a queue, the worker takes
+the requests itself while it is idle (it waits on a waitset over the request reader, takes
+them in batches, queues them, runs the next batch and replies, all in one thread), and an
+intake thread takes them only while the worker runs a batch, so a request that finds the
+worker idle is never handed from one thread to another. Replies go out through `reply`:
 optionally only once the requesting participant's reply reader is matched (a volatile reply
 written earlier would be lost), and optionally written as disposed and unregistered (no
 instance is left behind in any reader or writer).
@@ -20,8 +24,9 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from cyclonedds.core import DDSException
+from cyclonedds.core import DDSException, GuardCondition, WaitSet
 
+from mcc.bus import _native
 from mcc.bus.loop import ReaderLoop
 from mcc.bus.rpc.common import (
     MAX_PEERS,
@@ -42,6 +47,11 @@ log = logging.getLogger("mcc.bus.rpc")
 REPLY_PATH_WAIT_S = 2.0
 #: A requester that had no reply reader then is not waited for again for this long.
 NO_REPLY_PATH_S = 30.0
+#: Requests taken from the reader at once.
+TAKE_BATCH = 256
+#: The longest the intake thread sleeps in its waitset before it looks whether the worker is
+#: still busy.
+INTAKE_SLICE_S = 0.05
 
 
 @dataclasses.dataclass(eq=False)
@@ -101,6 +111,10 @@ class RpcServer(Service, Generic[W]):
         self._refuse, self._queued = refuse, queued
         self._loop = ReaderLoop(bus).add(reader, self._on_requests)
         self._stop = threading.Event()
+        self._busy = threading.Event()  # the worker runs a batch: the intake thread takes
+        self._intake_thread: threading.Thread | None = None
+        self._waitsets: list[tuple[WaitSet, int]] = []
+        self._kick = GuardCondition(bus.participant)  # wakes the worker from its waitset
         self._ready = threading.Event()
         self._worker: threading.Thread | None = None
         self._worker_error: BaseException | None = None
@@ -121,7 +135,12 @@ class RpcServer(Service, Generic[W]):
             if self._worker_error is not None:
                 self.stop()
                 raise self._worker_error
-        elif self._worker_init is not None:
+            self._intake_thread = threading.Thread(
+                target=self._intake_while_busy, name=f"{self.name}-intake", daemon=True
+            )
+            self._intake_thread.start()
+            return self
+        if self._worker_init is not None:
             self._worker_init()
         self._loop.start(f"{self.name}-intake")
         return self
@@ -134,10 +153,12 @@ class RpcServer(Service, Generic[W]):
         """Stop taking requests; the batch running finishes, queued ones are not run."""
         self._loop.stop()
         self._stop.set()
+        self._kick.set(True)
         if self.queue is not None:
             self.queue.close()
-        if self._worker is not None and self._worker is not threading.current_thread():
-            self._worker.join(join_s)
+        for thread in (self._intake_thread, self._worker):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(join_s)
 
     # -- intake (reader loop thread) ---------------------------------------------------------
     def client_of(self, request: Any) -> str:
@@ -178,30 +199,96 @@ class RpcServer(Service, Generic[W]):
     def _log_error(request: Any, exc: BaseException) -> None:
         log.error("request %.80r dropped: %s", getattr(request, "client_id", "?"), exc)
 
+    def _waitset(self, *extra: Any) -> int:
+        """A waitset over the request reader (and ``extra`` conditions): its handle."""
+        waitset = WaitSet(self.reader.bus.participant)
+        ref = int(waitset._ref)
+        for condition in (*self.reader.conditions, *extra):
+            ret = _native.attach(ref, int(condition._ref))
+            if ret < 0:
+                raise DDSException(ret, f"{self.name}: attaching to a waitset")
+        self._waitsets.append((waitset, ref))
+        return ref
+
+    def _take_requests(self, waitset: int, wait_s: float) -> tuple[int, list[int]]:
+        """Take the requests there are, in batches, and admit each; none there: wait up to
+        ``wait_s`` on ``waitset`` (GIL released) first. How many were taken, and the
+        conditions that woke the wait (their handles)."""
+        requests = self.reader.take(TAKE_BATCH)
+        woken: list[int] | int = []
+        if not requests:
+            woken = _native.wait(waitset, int(wait_s * 1e9))
+            if self._stop.is_set():
+                return 0, []
+            requests = self.reader.take(TAKE_BATCH)
+        taken = 0
+        while requests:
+            taken += len(requests)
+            self._on_requests(requests)
+            if len(requests) < TAKE_BATCH:
+                break
+            requests = self.reader.take(TAKE_BATCH)
+        return taken, woken if isinstance(woken, list) else []
+
+    def _intake_while_busy(self) -> None:
+        """The intake thread: takes requests while the worker runs a batch (refusals and
+        expiries answered at once, the queue's bounds enforced), sleeps while it is idle."""
+        waitset = self._waitset()
+        while not self._stop.is_set():
+            if not self._busy.wait(0.5):
+                continue
+            try:
+                if self._take_requests(waitset, INTAKE_SLICE_S)[0]:
+                    self._kick.set(True)  # the worker may have gone idle meanwhile
+            except Exception:
+                if self._stop.is_set() or self.reader.bus._closed:
+                    return
+                log.exception("%s: intake", self.name)
+                time.sleep(INTAKE_SLICE_S)
+
     # -- worker ------------------------------------------------------------------------------
     def _work(self) -> None:
         try:
             if self._worker_init is not None:
                 self._worker_init()
+            waitset = self._waitset(self._kick)
         except BaseException as exc:
             self._worker_error = exc
             self._ready.set()
             return
         self._ready.set()
         assert self.queue is not None
+        kick, kicked = int(self._kick._ref), False
         while not self._stop.is_set():
-            batch = self.queue.get_batch(
-                max_items=self.max_batch, key=lambda p: p.key, timeout_s=0.5
-            )
-            now_ns = time.time_ns()
-            live = []
-            for pending in batch:
-                if deadline_passed(pending.request, now_ns):
-                    self._expire(pending, (time.perf_counter() - pending.received_s) * 1e3)
-                else:
-                    live.append(pending)
-            if live:
-                self._run(live)
+            if kicked:  # reset before looking at the queue: a later kick is not lost
+                self._kick.set(False)
+            batch = self.queue.get_batch(max_items=self.max_batch, key=lambda p: p.key, timeout_s=0)
+            if not batch:
+                try:
+                    kicked = kick in self._take_requests(waitset, 0.5)[1]
+                except Exception:
+                    if self._stop.is_set() or self.reader.bus._closed:
+                        return
+                    log.exception("%s: taking requests", self.name)
+                    time.sleep(INTAKE_SLICE_S)
+                continue
+            self._busy.set()
+            try:
+                self._run_batch(batch)
+            finally:
+                self._busy.clear()
+
+    def _run_batch(self, batch: list[Pending[W]]) -> None:
+        """Answer the expired requests of ``batch``, run the others."""
+        now_ns = time.time_ns()
+        live = []
+        for pending in batch:
+            if deadline_passed(pending.request, now_ns):
+                self._expire(pending, (time.perf_counter() - pending.received_s) * 1e3)
+            else:
+                live.append(pending)
+        if live:
+            self._run(live)
 
     # -- replies -----------------------------------------------------------------------------
     def reply_path_ready(self, request: Any) -> bool:
