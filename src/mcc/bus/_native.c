@@ -4,7 +4,7 @@
  * cyclonedds-python's C layer does not do: every call that can block inside Cyclone (a write
  * that waits on flow control, a take that contends with the receive thread for the reader's
  * lock) runs with the GIL released, so no Python thread can stall Cyclone's threads and no
- * Cyclone thread ever needs the GIL. Samples cross as serialized CDR (encapsulation header
+ * Cyclone thread needs the GIL but to call an inline handler (set_on_data). Samples cross as serialized CDR (encapsulation header
  * included), in batches; entities are the integer handles cyclonedds-python created, in the one
  * Cyclone library of the process (this module links the same libddsc).
  *
@@ -25,6 +25,8 @@
  *     Cyclone's dds_durability_kind_t (0 volatile … 3 persistent)
  *   matched_one(entity, of_writer, handle) -> endpoint | None
  *   library_features() -> dict of what this Cyclone build can do
+ *   set_on_data(reader, callback | None) -> retcode: callback() on the thread that delivers
+ *     the reader's data (Cyclone's receive thread), see native_set_on_data
  *   LIBRARY: the path of the libddsc this module runs on, as the dynamic loader found it
  *     (cyclonedds-python must load the same file)
  */
@@ -616,6 +618,117 @@ static PyObject *native_library_features(PyObject *self, PyObject *unused)
   );
 }
 
+/* Handlers on Cyclone's receive thread. set_on_data(reader, callback) -> retcode installs a
+ * data-available listener that calls callback() (no arguments) on the thread that delivered
+ * the data: Cyclone's receive thread for a remote writer, the writing thread for a local one.
+ * No thread wakes to serve it, which is the lowest latency there is (Cyclone's ddsperf echoes
+ * the same way); the callback runs with the GIL, so it must be short and must not wait for
+ * other samples: while it runs, this participant receives nothing. callback None removes the
+ * listener; either way the previous callback's reference is dropped once no call of it is in
+ * progress (dds_set_listener waits for one), so never call this from inside the callback.
+ * Every Cyclone call here runs with the GIL released: a receive thread waiting for the GIL
+ * never stalls a Python thread that is waiting on Cyclone. */
+static void on_data_available(dds_entity_t reader, void *arg)
+{
+  (void)reader;
+  if (_Py_IsFinalizing())
+    return;
+  if (PyGILState_GetThisThreadState() == NULL)
+  {
+    /* A thread Python has not seen: its thread state is made once and kept (this Ensure is
+     * never released), so each call below only takes and gives back the GIL. */
+    PyGILState_Ensure();
+    PyEval_SaveThread();
+  }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *result = PyObject_CallNoArgs((PyObject *)arg);
+  if (result == NULL)
+    PyErr_WriteUnraisable((PyObject *)arg);
+  Py_XDECREF(result);
+  PyGILState_Release(gil);
+}
+
+static PyObject *native_set_on_data(PyObject *self, PyObject *args)
+{
+  int reader;
+  PyObject *callback;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iO", &reader, &callback))
+    return NULL;
+  if (callback != Py_None && !PyCallable_Check(callback))
+  {
+    PyErr_SetString(PyExc_TypeError, "set_on_data: callback must be callable or None");
+    return NULL;
+  }
+  dds_listener_t *lst = dds_create_listener(NULL);
+  dds_listener_t *prev = dds_create_listener(NULL);
+  if (lst == NULL || prev == NULL)
+  {
+    dds_delete_listener(lst);
+    dds_delete_listener(prev);
+    return PyErr_NoMemory();
+  }
+  if (callback != Py_None)
+  {
+    Py_INCREF(callback);
+    dds_lset_data_available_arg(lst, on_data_available, callback, true);
+  }
+  void *old = NULL;
+  dds_return_t ret;
+  Py_BEGIN_ALLOW_THREADS
+  ret = dds_get_listener(reader, prev);
+  if (ret >= 0)
+  {
+    dds_on_data_available_fn fn = 0;
+    if (dds_lget_data_available_arg(prev, &fn, &old, NULL) < 0 || fn != on_data_available)
+      old = NULL;
+    ret = dds_set_listener(reader, lst);
+  }
+  if (ret >= 0 && callback != Py_None)
+  {
+    uint32_t mask = 0;
+    ret = dds_get_status_mask(reader, &mask);
+    if (ret >= 0)
+      ret = dds_set_status_mask(reader, mask | DDS_DATA_AVAILABLE_STATUS);
+  }
+  Py_END_ALLOW_THREADS
+  dds_delete_listener(lst);
+  dds_delete_listener(prev);
+  if (ret < 0 && callback != Py_None)
+  {
+    /* The listener may be installed with the mask refused: take it off again. */
+    Py_BEGIN_ALLOW_THREADS
+    (void)dds_set_listener(reader, NULL);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(callback);
+  }
+  Py_XDECREF((PyObject *)old);
+  return PyLong_FromLong((long)ret);
+}
+
+/* write_disposed(writer, data) -> retcode: one serialized sample of a keyed topic written,
+ * disposed and unregistered in one message (a request or reply of mcc.bus.rpc): a reader frees
+ * the instance once it took the sample, the writer keeps nothing of it, and no second message
+ * (an unregister of its own) wakes the readers again. */
+static PyObject *native_write_disposed(PyObject *self, PyObject *args)
+{
+  int writer;
+  Py_buffer data;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iy*", &writer, &data))
+    return NULL;
+  dds_return_t ret;
+  Py_BEGIN_ALLOW_THREADS
+  const struct ddsi_sertype *st;
+  ret = dds_get_entity_sertype(writer, &st);
+  if (ret >= 0)
+    ret = write_cdr(writer, st, data.buf, (size_t)data.len, -1,
+                    DDSI_STATUSINFO_DISPOSE | DDSI_STATUSINFO_UNREGISTER);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&data);
+  return PyLong_FromLong((long)ret);
+}
+
 static PyMethodDef methods[] = {
     {"write", (PyCFunction)(void (*)(void))native_write, METH_VARARGS | METH_KEYWORDS,
      "write(writer, data, timestamp_ns=-1, dispose=False) -> retcode"},
@@ -641,6 +754,8 @@ static PyMethodDef methods[] = {
      "matched_one(entity, of_writer, handle) -> the same tuple | None"},
     {"library_features", native_library_features, METH_NOARGS,
      "library_features() -> dict"},
+    {"set_on_data", native_set_on_data, METH_VARARGS,
+     "set_on_data(reader, callback | None) -> retcode: callback() on Cyclone's receive thread"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",

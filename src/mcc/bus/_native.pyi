@@ -1,5 +1,5 @@
 # Type stub of the C extension mcc.bus._native (src/mcc/bus/_native.c).
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 LIBRARY: str
@@ -36,3 +36,4 @@ Endpoint = tuple[int, bytes, bytes, tuple[str, ...] | None, str, str, int]
 
 def matched(entity: int, of_writer: bool) -> list[Endpoint] | int: ...
 def matched_one(entity: int, of_writer: bool, handle: int) -> Endpoint | None: ...
+def set_on_data(reader: int, callback: Callable[[], object] | None) -> int: ...

@@ -306,6 +306,7 @@ class Bus(Closeable):
         history: bool = True,
         history_timeout_s: float | None = None,
         partitions: Sequence[str] | None = None,
+        inline: bool = False,
     ) -> Reader[Any]:
         """A reader on ``topic`` with QoS ``profile`` (default: the catalogue's), in the bus's
         partitions unless ``partitions`` are given.
@@ -313,6 +314,11 @@ class Bus(Closeable):
         ``on_data(reader)`` is called on the bus's dispatcher thread as unread data arrives
         (never on a Cyclone thread), for short handlers that ``take`` and maybe write; the bus
         keeps the reader until it or the bus is closed. Use a ``ReaderLoop`` for anything longer.
+        With ``inline`` the handler runs on the thread that delivered the data instead
+        (Cyclone's receive thread; no thread wake-up: the lowest latency): it must be short and
+        must never wait for other samples (no RPC call, no ``wait``), since this participant
+        receives nothing while it runs, and it must not close its reader or the bus. Not for
+        TRANSIENT or PERSISTENT profiles.
 
         For a TRANSIENT or PERSISTENT profile it is a ``HistoryReader``: the samples that the
         persistence service retained come first (docs/persistence.md), unless ``history`` is
@@ -325,7 +331,16 @@ class Bus(Closeable):
         with self._permitted(topic, "subscribe to"):
             if partitions is not None:
                 dds_topic = self.topic(topic, type, profile=profile)
-                return Reader(self, dds_topic, profile, on_data=on_data, partitions=partitions)
+                return Reader(
+                    self, dds_topic, profile, on_data=on_data, partitions=partitions, inline=inline
+                )
+            if inline:
+                dds_topic = self.topic(topic, type, profile=profile)
+                if self._is_durable(profile):
+                    raise MccError(
+                        f"topic {topic!r}: inline=True is not for the durable profile {profile!r}"
+                    )
+                return Reader(self, dds_topic, profile, on_data=on_data, inline=True)
             return self._reader(topic, type, profile, on_data, history, history_timeout_s)
 
     def _reader(

@@ -225,8 +225,10 @@ class Writer(_Endpoint, Generic[T]):
 class Reader(_Endpoint, Generic[T]):
     """A typed reader bound to a topic and a QoS profile.
 
-    ``on_data(reader)`` runs on the bus's dispatcher thread when unread samples arrive; the
-    bus keeps such a reader alive (and calling) until ``close()`` or the bus closes.
+    ``on_data(reader)`` runs on the bus's dispatcher thread when unread samples arrive, or
+    with ``inline`` on the thread that delivered them (Cyclone's receive thread: no thread
+    wake-up, for short handlers that never wait for other samples); the bus keeps such a
+    reader alive (and calling) until ``close()`` or the bus closes.
     Received samples are checked like written ones (``validate``); one that fails is dropped,
     counted in ``bus.stats.samples_dropped`` and logged once per writer.
     """
@@ -243,7 +245,13 @@ class Reader(_Endpoint, Generic[T]):
         on_data: Callable[[Reader[T]], None] | None = None,
         validate: bool = True,
         partitions: Sequence[str] | None = None,
+        inline: bool = False,
     ) -> None:
+        if inline and (on_data is None or self._extra_conditions):
+            raise MccError(
+                f"topic {topic.name!r}: inline=True needs an on_data handler on a plain reader "
+                "(not a durable profile's history reader)"
+            )
         super().__init__(bus, topic, profile, validate=validate)
         self._on_data = on_data
         subscriber = cast(Subscriber, bus._group(partitions, writer=False))
@@ -260,7 +268,9 @@ class Reader(_Endpoint, Generic[T]):
         self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
         self._waitset: WaitSet | None = None
         bus._dispatcher.watch(self._dds, topic.name, profile, writer=False)
-        if on_data is not None:
+        if on_data is not None and inline:
+            bus._dispatcher.serve_inline(self)
+        elif on_data is not None:
             # Unread samples only: a handler that reads (or takes) clears it.
             fresh = ReadCondition(self._dds, _NOT_READ)
             bus._dispatcher.serve(self, (fresh, *self._extra_conditions))
