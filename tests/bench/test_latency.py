@@ -19,11 +19,12 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "interval_ms", "reliable", "keyed"),
     [
+        ("inline", 0.0, True, False),
         ("listener", 0.0, True, False),
         ("waitset", 5.0, True, False),
-        ("listener", 5.0, False, True),
+        ("inline", 5.0, False, True),
     ],
-    ids=["listener-flat-out", "waitset-paced", "listener-paced-best-effort-keyed"],
+    ids=["inline-flat-out", "listener-flat-out", "waitset-paced", "inline-paced-best-effort-keyed"],
 )
 def test_mcc_pingpong_measures_round_trips(
     mode: str, interval_ms: float, reliable: bool, keyed: bool, domain_id: int

@@ -39,6 +39,11 @@ _LOSS_TIMEOUT_BEST_EFFORT_NS = 100_000_000
 _LOSS_TIMEOUT_RELIABLE_NS = 2_000_000_000
 
 
+#: How a side handles a sample: an inline on_data (Cyclone's receive thread), an on_data on the
+#: bus's dispatcher thread, or a waitset loop of the bench's own.
+MODES = ("inline", "listener", "waitset")
+
+
 def perf_profile(reliable: bool) -> str:
     return "perf_reliable" if reliable else "perf_best_effort"
 
@@ -51,7 +56,7 @@ def run_pong(
     *,
     reliable: bool,
     tag: str | None = None,
-    mode: str = "listener",
+    mode: str = "inline",
     keyed: bool = False,
 ) -> int:
     """Echo every ``PerfPing`` sample on ``PerfPong`` until a sample with seq 0 arrives.
@@ -73,8 +78,14 @@ def run_pong(
                 else:
                     write(sample)
 
-        if mode == "listener":
-            reader = bus.reader(PING, type=kind, profile=perf_profile(reliable), on_data=echo)
+        if mode in ("listener", "inline"):
+            reader = bus.reader(
+                PING,
+                type=kind,
+                profile=perf_profile(reliable),
+                on_data=echo,
+                inline=mode == "inline",
+            )
             done.wait()
             del reader
         else:
@@ -109,16 +120,18 @@ def run_mcc_pingpong(
     warmup: int = 200,
     max_samples: int = 1_000_000,
     tag: str | None = None,
-    mode: str = "listener",
+    mode: str = "inline",
     interval_ms: float = 0.0,
     keyed: bool = False,
 ) -> LatencyStats:
     """Ping-pong on loopback for ``duration_s`` seconds (or ``max_samples`` round trips);
     one-way latency statistics in microseconds.
 
-    ``mode="listener"`` handles each sample in ``Reader.on_data`` (the bus's dispatcher
-    thread); ``mode="waitset"`` in a waitset loop of the bench's own. Both wake a Python thread
-    per hop, where ``ddsperf`` handles samples on Cyclone's receive thread.
+    ``mode="inline"`` handles each sample in an inline ``Reader.on_data`` (on Cyclone's
+    receive thread, as ``ddsperf`` does: no thread wakes but the receive thread);
+    ``mode="listener"`` in ``Reader.on_data`` on the bus's dispatcher thread;
+    ``mode="waitset"`` in a waitset loop of the bench's own. The last two wake a Python
+    thread per hop besides the receive thread.
     """
     options = PerfOptions(reliable=reliable, keyed=keyed)
     with perftest.open_network("host", 2) as nodes:
@@ -145,7 +158,7 @@ def mcc_pingpong(
     domain_id: int,
     warmup: int = 200,
     max_samples: int = 1_000_000,
-    mode: str = "listener",
+    mode: str = "inline",
     interval_ms: float = 0.0,
     tag: str | None = None,
 ) -> PingPong:
@@ -158,8 +171,8 @@ def mcc_pingpong(
     A run in which a process died of a signal is run again, up to `MAX_ATTEMPTS` in all; the
     result counts the lost attempts (``PingPong.crashes``, the row's ``crashes``).
     """
-    if mode not in ("listener", "waitset"):
-        raise MccError(f"mode = {mode!r}: use 'listener' or 'waitset'")
+    if mode not in MODES:
+        raise MccError(f"mode = {mode!r}: use one of {', '.join(MODES)}")
     if size_bytes < 0:
         raise MccError(f"size_bytes = {size_bytes}: must be >= 0")
     if not interval_ms >= 0:
@@ -324,7 +337,8 @@ def ping_here(
             PONG,
             type=kind,
             profile=profile,
-            on_data=ping.on_echo if spec.mode == "listener" else None,
+            on_data=ping.on_echo if spec.mode != "waitset" else None,
+            inline=spec.mode == "inline",
         )
         if not (
             writer.wait_for_readers(1, timeout_s=30) and reader.wait_for_writers(1, timeout_s=30)
@@ -334,7 +348,7 @@ def ping_here(
             raise MccError("the pong process matched but echoed nothing within 30 s")
         ping.end = time.monotonic() + spec.duration_s  # from now: discovery took its time
         ping.warmup_end_ns = time.perf_counter_ns() + int(spec.duration_s * 0.1e9)
-        if spec.mode == "listener":
+        if spec.mode != "waitset":
             ping.run_listener()
         else:
             ping.run_waitset(bus, reader)
@@ -343,7 +357,7 @@ def ping_here(
         result = PingPong(recorder, ping.lost)
         if recorder.count and on_result is not None:
             on_result(result)
-        writer.dds.write(kind(writer_id="ping", seq=0, send_ns=0, payload=b""))
+        writer.write(kind(writer_id="ping", seq=0, send_ns=0, payload=b""))
         with contextlib.suppress(Exception):
             writer.dds.wait_for_acks(duration(seconds=2))
         if recorder.count == 0:
@@ -506,7 +520,7 @@ def main() -> int:
     parser.add_argument("--tag")
     parser.add_argument("--best-effort", action="store_true")
     parser.add_argument("--keyed", action="store_true")
-    parser.add_argument("--mode", choices=["listener", "waitset"], default="listener")
+    parser.add_argument("--mode", choices=MODES, default="inline")
     parser.add_argument("--spec", help="ping: JSON of the run")
     args = parser.parse_args()
     if args.role == "ping":

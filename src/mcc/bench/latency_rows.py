@@ -82,7 +82,7 @@ def peer_pingpong(r: RowSpec, peer: str, count: int) -> PingPong:
             keyed=False,
             warmup=200,
             max_samples=count,
-            mode="listener",
+            mode="inline",
             interval_ms=r.interval_ms,
         )
         # The ping runs in a child whose environment has no discovery tag (a bus in this
