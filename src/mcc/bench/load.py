@@ -12,6 +12,12 @@ For each load condition the load starts first, then the latency rows of the
 ``ratio_p50_vs_unloaded`` / ``ratio_p99_vs_unloaded`` compare each row with the same
 implementation and size under ``none`` in the same run. ``bus_load_mb_s`` is what the load's
 subscriber took meanwhile.
+
+``--load`` of ``mcc bench latency|throughput|compute|hpc``
+(`mcc.bench.runner.add_load_option`, `mcc.bench.runner.beside_load`) runs this bench's
+``cpu`` load beside them: latency and throughput run their rows quiet, then again under the
+load, each pass beside its anchor measured under the same load; compute and hpc run under
+the load. Rows carry ``load`` = ``none`` or ``cpu``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from mcc.bench import latency, perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec, SubSpec
 from mcc.errors import MccError
 
-__all__ = ["COLUMNS", "LOADS", "LoadPlan", "add_parser", "run_load"]
+__all__ = ["COLUMNS", "LOADS", "LoadPlan", "add_parser", "applied_load", "run_load"]
 
 LOADS = ("none", "cpu", "bus", "cpu+bus")
 QUICK_LOADS = ("none", "cpu+bus")
@@ -156,9 +162,7 @@ def applied_load(
     with perftest.workers() as ws:
         if "cpu" in load:
             info.cpu_procs = os.cpu_count() or 1
-            burn = (
-                f"import time\nend = time.monotonic() + {max_s}\nwhile time.monotonic() < end: pass"
-            )
+            burn = _BURN.format(max_s=max_s, parent=os.getpid())
             for i in range(info.cpu_procs):
                 ws.start(
                     f"cpu-{i}", nodes[0], [sys.executable, "-S", "-c", burn], env=dict(os.environ)
@@ -204,6 +208,17 @@ def applied_load(
             pub.bg.proc.terminate()  # the publisher stops, sends its end and reports
             sent = pub.result(30)["sent_samples"]
             info.bus_mb_s = round(perftest.throughput_of(sub.result(30), sent).mb_per_s, 1)
+
+
+#: One busy loop; it ends after ``max_s`` or when its parent (the bench) is gone.
+_BURN = """import os, time
+end = time.monotonic() + {max_s}
+i = 0
+while time.monotonic() < end:
+    i += 1
+    if i % 200000 == 0 and os.getppid() != {parent}:
+        break
+"""
 
 
 def _wait_flowing(sub: perftest.Worker, timeout_s: float = 60.0) -> None:

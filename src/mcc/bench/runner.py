@@ -230,15 +230,21 @@ class PerfMode:
 
         plan = self.plan_from_args(args, options)
         nets = nets_from_args(args)
-        with progress(self.rows(plan) * len(nets), self.name) as step:
-            out = over_nets(
-                args,
-                plan.options,
-                lambda o: self.run(dataclasses.replace(plan, options=o), progress=step),
-                key=self.key,
-                metric=self.metric,
-                higher_is_better=self.higher_is_better,
-            )
+        passes = load_passes(args)  # with --load: quiet, then beside the CPU load
+        out: list[dict[str, Any]] = []
+        with progress(self.rows(plan) * len(nets) * len(passes), self.name) as step:
+            for load in passes:
+                with beside_load(load) as label:
+                    out += label(
+                        over_nets(
+                            args,
+                            plan.options,
+                            lambda o: self.run(dataclasses.replace(plan, options=o), progress=step),
+                            key=self.key,
+                            metric=self.metric,
+                            higher_is_better=self.higher_is_better,
+                        )
+                    )
         return finish(
             self.name,
             out,
@@ -263,6 +269,56 @@ def per_net(
         for row in targets([r for r in rows if r.get("net") == net]):
             out.append({**row, "target": f"{row['target']} [{net}]"})
     return out
+
+
+# -- --load: the benches beside a CPU load ------------------------------------------------------
+
+#: The longest a ``--load`` CPU load runs (its processes also stop when the bench is gone).
+BESIDE_MAX_S = 6 * 3600.0
+
+
+def add_load_option(parser: argparse.ArgumentParser) -> None:
+    """``--load``: run the bench beside ``mcc bench load``'s CPU load (`beside_load`)."""
+    parser.add_argument(
+        "--load",
+        action="store_true",
+        help="run beside the CPU load of `mcc bench load` (one busy-loop process per core): "
+        "rows labelled load=cpu; latency and throughput run quiet (load=none) first, then "
+        "loaded, each beside its anchor under the same load",
+    )
+
+
+def load_passes(args: argparse.Namespace) -> tuple[str | None, ...]:
+    """The passes a bench with `add_load_option` runs: ``(None,)`` unlabelled without
+    ``--load``, else quiet then loaded."""
+    return ("none", "cpu") if getattr(args, "load", False) else (None,)
+
+
+@contextlib.contextmanager
+def beside_load(
+    load: str | None | argparse.Namespace,
+) -> Iterator[Callable[[list[dict[str, Any]]], list[dict[str, Any]]]]:
+    """The CPU load for the duration of the block when ``load`` is ``"cpu"`` (or ``args``
+    with ``--load``); yields ``label(rows)``, which sets each row's ``load`` (none when quiet;
+    nothing without a load asked for) and returns the rows."""
+    if isinstance(load, argparse.Namespace):
+        load = "cpu" if getattr(load, "load", False) else None
+
+    def label(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if load is not None:
+            for row in rows:
+                row["load"] = load
+        return rows
+
+    if load != "cpu":
+        yield label
+        return
+    from mcc.bench.load import applied_load
+    from mcc.bench.perftest import Node, PerfOptions
+
+    host = Node("host", "127.0.0.1")
+    with applied_load("cpu", PerfOptions(), [host], max_s=BESIDE_MAX_S):
+        yield label
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ QUICK_DURATION_S = 1.5
 DEFAULT_APP_BATCH = 16
 COLUMNS = (
     "impl",
+    "load",
     "size_bytes",
     "batching",
     "rate_hz",
@@ -208,8 +209,11 @@ def _ddsperf_row(plan: ThroughputPlan, size: int, nodes: Sequence[Node]) -> dict
 
 def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Throughput against ddsperf's: samples/s at 1 KiB without application batching (plain
-    writes, and Cyclone's write batching), bytes/s at 64 KiB."""
+    writes, and Cyclone's write batching), bytes/s at 64 KiB; quiet rows (``--load``'s
+    loaded rows are for reading beside them)."""
     from mcc.bench.runner import target_row
+
+    rows = [r for r in rows if r.get("load") in (None, "none")]
 
     def ratio(size: int, batching: str) -> float | None:
         row = next(
@@ -288,6 +292,7 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         help="samples per written sample with app batching (default %(default)s)",
     )
     MODE.add_options(p, impls=IMPLS, duration_s=(DEFAULT_DURATION_S, QUICK_DURATION_S))
+    runner.add_load_option(p)
     return p
 
 
@@ -310,7 +315,7 @@ MODE = runner.PerfMode(
     plan_from_args=plan_from_args,
     run=run_throughput,
     rows=lambda plan: plan.rows,
-    key=("impl", "size_bytes", "batching"),
+    key=("impl", "load", "size_bytes", "batching"),
     metric="samples_per_s",
     higher_is_better=True,
     columns=COLUMNS,
