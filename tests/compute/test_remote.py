@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -107,6 +108,43 @@ def test_remote_results_equal_local_ones(kernels: Kernels) -> None:
     assert timing is not None and timing.device == "remote:svc (cpu)"
     assert timing.request_bytes == 41 * 41 * 4 and timing.reply_bytes == 41 * 41 * 4
     assert timing.total_ms > timing.compute_ms > 0 and timing.attempts == 1
+
+
+def test_a_call_takes_its_own_reply_and_drops_stray_ones(kernels: Kernels, domain_id: int) -> None:
+    """`Kernels.call` waits for its reply in the calling thread (no reply thread is started);
+    replies to ids it never sent, and undecodable ones, are counted and dropped."""
+    client = kernels.executor
+    assert isinstance(client, ComputeClient)
+    arrays, params = _example("gospa", 20)
+    with open_compute("cpu") as local:
+        want = local.call("gospa", *arrays, **params)
+    got = kernels.call("gospa", *arrays, **params)  # matched now: the strays reach us
+    with Bus(domain_id, partitions=[service_partition("svc")]) as bus:
+        rogue = bus.writer("ComputeReply", validate=False)  # hostile: sends what it likes
+        assert rogue.wait_for_readers(1, timeout_s=10)
+        dropped_before = client._bus.stats.samples_dropped
+        rogue.write(ComputeReply(request_id=f"{client.client_id}/999", client_id=client.client_id))
+        short = NDArray(dtype="<f8", shape=[3, 3], data=b"\x00" * 5)  # 5 bytes for 9 floats
+        rogue.write(
+            ComputeReply(request_id="x/1", client_id=client.client_id, ok=True, results=[short])
+        )
+        for _ in range(3):
+            got = kernels.call("gospa", *arrays, **params)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+        wait_for(
+            lambda: client.statistics().get("replies dropped") == 1,
+            10,
+            "the stray reply to be counted",
+        )
+        wait_for(
+            lambda: client._bus.stats.samples_dropped == dropped_before + 1,
+            10,
+            "the undecodable reply to be dropped",
+        )
+    assert client.statistics()["calls"] == 4
+    names = [t.name for t in threading.enumerate()]
+    assert not any(n.startswith("mcc-compute-client-svc-replies") for n in names), names
 
 
 def test_queued_requests_from_many_clients_run_as_one_batch(

@@ -120,7 +120,8 @@ class RpcClient(Closeable):
                 raise DDSException(ret, f"{name}: attaching to a waitset")
 
     def statistics(self) -> dict[str, int]:
-        """Counts: calls, retries, and failures by exception name."""
+        """Counts: calls, retries, failures by exception name, ``replies refused`` (from a
+        replier not trusted) and ``replies dropped`` (to no pending call)."""
         with self._lock:
             return dict(self.counts)
 
@@ -281,10 +282,24 @@ class RpcClient(Closeable):
             try:
                 with self._lock:
                     call = self._pending.get(getattr(reply, self._reply_id))
-                    if call is not None:  # None: answered already (an earlier attempt)
+                    if call is None:  # answered already (an earlier attempt), or never asked
+                        self._drop_unknown(reply)
+                    else:
                         self._finish(call, self._resolve(call, reply))
             except Exception:  # the reply loop must outlive any one reply
                 log.exception("reply %s dropped", getattr(reply, self._reply_id, "?"))
+
+    def _drop_unknown(self, reply: Any) -> None:
+        """Count (``counts["replies dropped"]``) a reply to no pending call: late, a second
+        answer, or an id this client never sent; log the first. Called with self._lock held."""
+        self.counts["replies dropped"] += 1
+        if self.counts["replies dropped"] == 1:
+            log.info(
+                "%s: reply to %.80r dropped: no such call pending (late, answered already, or "
+                "never sent); further ones are counted, not logged",
+                self.name,
+                getattr(reply, self._reply_id, "?"),
+            )
 
     # -- watcher -----------------------------------------------------------------------------
     def _watch(self) -> None:
