@@ -22,7 +22,7 @@ from mcc.hpc.farm import MAX_ITEM_NUMBERS, FarmMaster, FarmWorker
 from mcc.hpc.primes import PrimeScan
 from mcc.hpc.stream import run_echo, run_source
 from mcc.persist.service import open_service
-from mcc.types import Checkpoint, WorkItem, WorkResult
+from mcc.types import BulkChunk, Checkpoint, WorkItem, WorkResult
 from tests.conftest import wait_for
 
 from .test_farm_protocol import JOB, PlayedWorker
@@ -120,13 +120,17 @@ def test_an_echo_allocates_no_more_than_its_bound_for_a_rogue_chunk(
         echo = pool.submit(
             run_echo, echo_bus, job_id="s", echo_id="e", stop=stop, max_bytes=1 << 20
         )
-        rogue = rogue_bus.writer("WorkItem")
+        rogue = rogue_bus.writer("Bulk")
         assert rogue.wait_for_readers(1, timeout_s=20)
-        rogue_chunks = ((0, 1 << 40, 4096), (100, 1 << 19, 4096), (0, 1 << 19, 8 << 20))
-        for k, (lo, hi, size) in enumerate(rogue_chunks):
-            # a terabyte buffer; a chunk off the block grid; a chunk larger than its buffer
+        rogue_chunks = (
+            (1, 0, 1 << 40, 4096),
+            (2, 1 << 19, 1 << 19, 4096),
+            (3, 0, 1 << 19, 1 << 20),
+        )
+        for transfer, offset, total, size in rogue_chunks:
+            # a terabyte buffer; a chunk past its buffer's end; a chunk larger than its buffer
             rogue.write(
-                WorkItem(job_id="s", item_id=k, worker_id="e", lo=lo, hi=hi, payload=bytes(size))
+                BulkChunk(transfer=transfer, count=1, offset=offset, total=total, data=bytes(size))
             )
         try:
             result = run_source(
@@ -141,7 +145,7 @@ def test_an_echo_allocates_no_more_than_its_bound_for_a_rogue_chunk(
         finally:
             stop.set()
     assert result.verified is True
-    assert "chunk dropped: a stream of 1099511627776 bytes (at most 1048576)" in caplog.text
+    assert "transfer dropped: a stream of 1099511627776 bytes (at most 1048576)" in caplog.text
 
 
 def test_a_checkpoint_stamped_in_the_future_or_impossible_is_not_restored(

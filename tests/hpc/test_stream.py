@@ -7,13 +7,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from mcc.bus import Bus
+from mcc.bus import Bus, bulk
 from mcc.hpc.base import CONTROL_ID
 from mcc.hpc.jobs import run_stream
 from mcc.hpc.stream import run_source
-from mcc.types import WorkItem, WorkResult
+from mcc.types import WorkResult
 
 
 def test_dds_stream_round_trip_between_two_processes(
@@ -49,25 +50,16 @@ def test_a_corrupted_byte_on_the_way_back_is_caught(buses: tuple[Bus, Bus]) -> N
             stop=stop,
             start_timeout_s=30,
         )
-        back = echo_bus.writer("WorkResult")
-        items = echo_bus.reader("WorkItem")
-        assert back.wait_for_readers(1, timeout_s=20)
-        back.write(WorkResult(job_id="corrupt", item_id=CONTROL_ID, worker_id="bad-echo"))
-        got: list[WorkItem] = items.take_until(16, timeout_s=30)
-        assert len(got) == 16, f"{len(got)} of 16 chunks came"
-        for item in got:
-            payload = bytearray(item.payload)
-            if item.item_id == 5:
-                payload[100] ^= 0xFF  # one bit pattern flipped in one chunk
-            back.write(
-                WorkResult(
-                    job_id="corrupt",
-                    item_id=item.item_id,
-                    worker_id="bad-echo",
-                    value=item.lo,
-                    payload=bytes(payload),
-                )
-            )
+        hello, back = echo_bus.writer("WorkResult"), echo_bus.writer("BulkReturn")
+        incoming = echo_bus.reader("Bulk")
+        assert hello.wait_for_readers(1, timeout_s=20)
+        hello.write(WorkResult(job_id="corrupt", item_id=CONTROL_ID, worker_id="bad-echo"))
+        head = bulk.peek(incoming, timeout_s=30)
+        assert head is not None and (head.total, head.count) == (1 << 20, 16)
+        buffer = np.empty(head.total, np.uint8)
+        assert bulk.receive(incoming, head, buffer, idle_s=30).chunks == 16
+        buffer[5 * (64 << 10) + 100] ^= 0xFF  # one bit pattern flipped in one chunk
+        bulk.send(back, head.transfer, buffer, 64 << 10)
         try:
             result = future.result(timeout=60)
         finally:

@@ -405,6 +405,319 @@ static PyObject *native_read(PyObject *self, PyObject *args)
   return readtake(args, 0);
 }
 
+/* Bulk transfers (mcc.bus.bulk): a buffer crosses as BulkChunk samples written and read here,
+ * the whole transfer in one call with the GIL released and no Python object per chunk, as
+ * MPI's Send/Recv of a buffer is one call: the only copies are into the writer's serdata and
+ * from the received serdata into the caller's buffer. A BulkChunk's CDR is the 4-byte
+ * encapsulation header, transfer (u64), index, count (u32), offset, total (u64), the data's
+ * length (u32) and the data: the same offsets in XCDR1 and XCDR2, little-endian. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "mcc.bus._native's bulk transfers assume a little-endian host"
+#endif
+#define BULK_HEADER 40
+#define BULK_TAKE 64
+
+typedef struct
+{
+  uint64_t transfer, offset, total;
+  uint32_t index, count, length;
+} bulk_chunk_t;
+
+static void bulk_encode(unsigned char *h, const bulk_chunk_t *c)
+{
+  static const unsigned char xcdr2_le[4] = {0, 0x07, 0, 0};
+  memcpy(h, xcdr2_le, 4);
+  memcpy(h + 4, &c->transfer, 8);
+  memcpy(h + 12, &c->index, 4);
+  memcpy(h + 16, &c->count, 4);
+  memcpy(h + 20, &c->offset, 8);
+  memcpy(h + 28, &c->total, 8);
+  memcpy(h + 36, &c->length, 4);
+}
+
+/* The chunk's header, or -1 when the sample is not a well-formed little-endian BulkChunk whose
+ * data fits what the sample holds and, by its header, its transfer. */
+static int bulk_decode(struct ddsi_serdata *sd, bulk_chunk_t *c)
+{
+  unsigned char h[BULK_HEADER];
+  uint32_t size = ddsi_serdata_size(sd);
+  if (size < BULK_HEADER)
+    return -1;
+  ddsi_serdata_to_ser(sd, 0, BULK_HEADER, h);
+  if (h[0] != 0 || (h[1] != 0x01 && h[1] != 0x07))
+    return -1;
+  memcpy(&c->transfer, h + 4, 8);
+  memcpy(&c->index, h + 12, 4);
+  memcpy(&c->count, h + 16, 4);
+  memcpy(&c->offset, h + 20, 8);
+  memcpy(&c->total, h + 28, 8);
+  memcpy(&c->length, h + 36, 4);
+  if (c->length > size - BULK_HEADER || size - BULK_HEADER - c->length > 3)
+    return -1;
+  if (c->count == 0 || c->index >= c->count || c->offset > c->total ||
+      c->length > c->total - c->offset)
+    return -1;
+  return 0;
+}
+
+/* send_bulk(writer, transfer, buffer, chunk_bytes, patience_ns) -> (sent_bytes, retcode): each
+ * chunk is retried while flow control holds it back (the writer's max_blocking_time), for at
+ * most patience_ns. */
+static PyObject *native_send_bulk(PyObject *self, PyObject *args)
+{
+  int writer;
+  unsigned long long transfer;
+  Py_buffer buf;
+  Py_ssize_t chunk;
+  long long patience_ns;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iKy*nL", &writer, &transfer, &buf, &chunk, &patience_ns))
+    return NULL;
+  Py_ssize_t count = buf.len > 0 && chunk > 0 ? (buf.len + chunk - 1) / chunk : 0;
+  if (count == 0 || count > (Py_ssize_t)UINT32_MAX || chunk > (Py_ssize_t)UINT32_MAX - BULK_HEADER)
+  {
+    PyErr_Format(PyExc_ValueError, "bulk: %zd bytes in chunks of %zd: want a non-empty buffer "
+                 "in 1 to 2^32-1 chunks of at most 2^32-41 bytes", buf.len, chunk);
+    PyBuffer_Release(&buf);
+    return NULL;
+  }
+  dds_return_t ret;
+  Py_ssize_t sent = 0;
+  Py_BEGIN_ALLOW_THREADS
+  const struct ddsi_sertype *st;
+  ret = dds_get_entity_sertype(writer, &st);
+  for (Py_ssize_t k = 0; ret >= 0 && k < count; k++)
+  {
+    size_t offset = (size_t)k * (size_t)chunk;
+    size_t n = (size_t)buf.len - offset < (size_t)chunk ? (size_t)buf.len - offset : (size_t)chunk;
+    bulk_chunk_t c = {.transfer = transfer, .offset = offset, .total = (uint64_t)buf.len,
+                      .index = (uint32_t)k, .count = (uint32_t)count, .length = (uint32_t)n};
+    unsigned char head[BULK_HEADER];
+    bulk_encode(head, &c);
+    ddsrt_iovec_t iov[2] = {{.iov_base = head, .iov_len = BULK_HEADER},
+                            {.iov_base = (char *)buf.buf + offset, .iov_len = (ddsrt_iov_len_t)n}};
+    dds_time_t give_up = dds_time() + (dds_duration_t)patience_ns;
+    do
+    {
+      struct ddsi_serdata *sd = ddsi_serdata_from_ser_iov(st, SDK_DATA, 2, iov, BULK_HEADER + n);
+      if (sd == NULL)
+      {
+        ret = DDS_RETCODE_BAD_PARAMETER;
+        break;
+      }
+      sd->statusinfo = 0;
+      sd->timestamp.v = dds_time();
+      ret = dds_forwardcdr(writer, sd); /* consumes the reference */
+    } while (ret == DDS_RETCODE_TIMEOUT && dds_time() < give_up);
+    if (ret >= 0)
+      sent += (Py_ssize_t)n;
+  }
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&buf);
+  return Py_BuildValue("(ni)", sent, ret < 0 ? (int)ret : 0);
+}
+
+typedef struct
+{
+  Py_ssize_t received, chunks, stray, bad, duplicate;
+} bulk_tally_t;
+
+/* One taken sample into the transfer: its data copied into out at its offset (only counted
+ * when out is NULL: a transfer discarded). */
+static void bulk_place(struct ddsi_serdata *sd, const dds_sample_info_t *si, uint64_t transfer,
+                       unsigned char *out, uint64_t total, unsigned char **seen, uint32_t *count,
+                       bulk_tally_t *t)
+{
+  bulk_chunk_t c;
+  if (!si->valid_data)
+    return;
+  if (bulk_decode(sd, &c) < 0)
+  {
+    t->bad++;
+    return;
+  }
+  if (c.transfer != transfer)
+  {
+    t->stray++;
+    return;
+  }
+  if (out == NULL)
+  {
+    t->received += (Py_ssize_t)c.length;
+    t->chunks++;
+    return;
+  }
+  if (c.total != total || (*seen != NULL && c.count != *count))
+  {
+    t->bad++;
+    return;
+  }
+  if (*seen == NULL)
+  {
+    if ((*seen = calloc(c.count, 1)) == NULL)
+    {
+      t->bad++;
+      return;
+    }
+    *count = c.count;
+  }
+  if ((*seen)[c.index])
+  {
+    t->duplicate++;
+    return;
+  }
+  (*seen)[c.index] = 1;
+  if (c.length > 0)
+    ddsi_serdata_to_ser(sd, BULK_HEADER, c.length, out + c.offset);
+  t->received += (Py_ssize_t)c.length;
+  t->chunks++;
+}
+
+/* receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, chunks, stray,
+ * bad, duplicate, retcode): takes chunks of `transfer` (only those of the reader's instance
+ * `instance` when it is not 0: what peek_bulk said; others stay for later) into the writable buffer `out` (the
+ * transfer's size) until all arrived, or DDS_RETCODE_TIMEOUT when none came for idle_ns.
+ * Samples of other transfers (stray), malformed or not fitting (bad) and repeated chunks are
+ * taken, counted and dropped. With out None, the transfer's chunks are taken and dropped
+ * (counted as received) until none came for idle_ns: a transfer refused. */
+static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
+{
+  int reader;
+  unsigned long long transfer;
+  PyObject *out_obj;
+  Py_buffer out = {0};
+  long long idle_ns;
+  (void)self;
+  unsigned long long instance = 0;
+  if (!PyArg_ParseTuple(args, "iKOL|K", &reader, &transfer, &out_obj, &idle_ns, &instance))
+    return NULL;
+  int discard = out_obj == Py_None;
+  if (!discard && PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE) < 0)
+    return NULL;
+  bulk_tally_t t = {0};
+  dds_return_t ret = 0;
+  Py_BEGIN_ALLOW_THREADS
+  struct ddsi_serdata *sds[BULK_TAKE];
+  dds_sample_info_t infos[BULK_TAKE];
+  unsigned char *seen = NULL;
+  uint32_t count = 0;
+  /* Taking one instance leaves other transfers' chunks in the cache: the wait is then for
+   * samples not read yet, and what is left is marked read before waiting. */
+  uint32_t wake = instance != 0 ? DDS_NOT_READ_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
+                                      DDS_ANY_INSTANCE_STATE
+                                : DDS_ANY_STATE;
+  dds_entity_t ws = dds_create_waitset(dds_get_participant(reader));
+  dds_entity_t cond = ws < 0 ? ws : dds_create_readcondition(reader, wake);
+  ret = cond < 0 ? cond : dds_waitset_attach(ws, cond, 0);
+  while (ret >= 0 && (discard || seen == NULL || t.chunks < (Py_ssize_t)count))
+  {
+    dds_return_t n =
+        instance != 0
+            ? dds_takecdr_instance(reader, sds, BULK_TAKE, infos, instance, DDS_ANY_STATE)
+            : dds_takecdr(reader, sds, BULK_TAKE, infos, DDS_ANY_STATE);
+    if (n == DDS_RETCODE_PRECONDITION_NOT_MET || n == DDS_RETCODE_BAD_PARAMETER)
+      n = 0; /* the instance is not (or no longer) in the cache: wait for its chunks */
+    if (n < 0)
+    {
+      ret = n;
+      break;
+    }
+    for (dds_return_t i = 0; i < n; i++)
+    {
+      bulk_place(sds[i], &infos[i], transfer, out.buf, (uint64_t)out.len, &seen, &count, &t);
+      ddsi_serdata_unref(sds[i]);
+    }
+    if (n == 0 && instance != 0)
+    {
+      dds_return_t m = dds_readcdr(reader, sds, BULK_TAKE, infos, wake);
+      for (dds_return_t i = 0; i < m; i++)
+        ddsi_serdata_unref(sds[i]);
+      if (m > 0)
+        continue; /* some may be this instance's, arrived since the take */
+    }
+    if (n == 0)
+    {
+      dds_return_t w = dds_waitset_wait(ws, NULL, 0, (dds_duration_t)idle_ns);
+      ret = w < 0 ? w : (w == 0 ? DDS_RETCODE_TIMEOUT : 0);
+      if (discard && ret == DDS_RETCODE_TIMEOUT)
+      {
+        ret = 0;
+        break;
+      }
+    }
+  }
+  free(seen);
+  if (ws >= 0)
+    dds_delete(ws);
+  if (cond >= 0)
+    dds_delete(cond);
+  Py_END_ALLOW_THREADS
+  if (!discard)
+    PyBuffer_Release(&out);
+  return Py_BuildValue("(nnnnni)", t.received, t.chunks, t.stray, t.bad, t.duplicate,
+                       ret < 0 ? (int)ret : 0);
+}
+
+/* peek_bulk(reader, timeout_ns) -> (transfer, total, count, bad, instance) | retcode: the
+ * header of the first chunk in the reader's cache, left there (what a receiver needs to size
+ * its buffer), and the reader's instance handle of its transfer; malformed samples before it
+ * are taken and counted. */
+static PyObject *native_peek_bulk(PyObject *self, PyObject *args)
+{
+  int reader;
+  long long timeout_ns;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "iL", &reader, &timeout_ns))
+    return NULL;
+  bulk_chunk_t c = {0};
+  dds_instance_handle_t instance = 0;
+  Py_ssize_t bad = 0;
+  dds_return_t ret;
+  Py_BEGIN_ALLOW_THREADS
+  dds_entity_t ws = dds_create_waitset(dds_get_participant(reader));
+  dds_entity_t cond = ws < 0 ? ws : dds_create_readcondition(reader, DDS_ANY_STATE);
+  ret = cond < 0 ? cond : dds_waitset_attach(ws, cond, 0);
+  dds_time_t give_up = dds_time() + (dds_duration_t)timeout_ns;
+  while (ret >= 0)
+  {
+    struct ddsi_serdata *sd = NULL;
+    dds_sample_info_t si;
+    dds_return_t n = dds_readcdr(reader, &sd, 1, &si, DDS_ANY_STATE);
+    if (n > 0)
+    {
+      int ok = si.valid_data && bulk_decode(sd, &c) == 0;
+      ddsi_serdata_unref(sd);
+      if (ok)
+      {
+        instance = si.instance_handle;
+        break;
+      }
+      bad += si.valid_data;
+      n = dds_takecdr(reader, &sd, 1, &si, DDS_ANY_STATE); /* the same, first sample */
+      if (n > 0)
+        ddsi_serdata_unref(sd);
+      continue;
+    }
+    if (n < 0)
+      ret = n;
+    else
+    {
+      dds_time_t now = dds_time();
+      dds_return_t w = now >= give_up ? 0 : dds_waitset_wait(ws, NULL, 0, give_up - now);
+      ret = w < 0 ? w : (w == 0 ? DDS_RETCODE_TIMEOUT : 0);
+    }
+  }
+  if (ws >= 0)
+    dds_delete(ws);
+  if (cond >= 0)
+    dds_delete(cond);
+  Py_END_ALLOW_THREADS
+  if (ret < 0)
+    return PyLong_FromLong((long)ret);
+  return Py_BuildValue("(KKInK)", (unsigned long long)c.transfer, (unsigned long long)c.total,
+                       (unsigned int)c.count, bad, (unsigned long long)instance);
+}
+
 /* Discovery introspection, race-free. Written here because cyclonedds-python's matched-endpoint
  * calls ask Cyclone for a count, allocate that many handles, ask again and index up to the second
  * answer: a peer discovered in between makes them read past their array (IndexError), and a
@@ -706,29 +1019,6 @@ static PyObject *native_set_on_data(PyObject *self, PyObject *args)
   return PyLong_FromLong((long)ret);
 }
 
-/* write_disposed(writer, data) -> retcode: one serialized sample of a keyed topic written,
- * disposed and unregistered in one message (a request or reply of mcc.bus.rpc): a reader frees
- * the instance once it took the sample, the writer keeps nothing of it, and no second message
- * (an unregister of its own) wakes the readers again. */
-static PyObject *native_write_disposed(PyObject *self, PyObject *args)
-{
-  int writer;
-  Py_buffer data;
-  (void)self;
-  if (!PyArg_ParseTuple(args, "iy*", &writer, &data))
-    return NULL;
-  dds_return_t ret;
-  Py_BEGIN_ALLOW_THREADS
-  const struct ddsi_sertype *st;
-  ret = dds_get_entity_sertype(writer, &st);
-  if (ret >= 0)
-    ret = write_cdr(writer, st, data.buf, (size_t)data.len, -1,
-                    DDSI_STATUSINFO_DISPOSE | DDSI_STATUSINFO_UNREGISTER);
-  Py_END_ALLOW_THREADS
-  PyBuffer_Release(&data);
-  return PyLong_FromLong((long)ret);
-}
-
 static PyMethodDef methods[] = {
     {"write", (PyCFunction)(void (*)(void))native_write, METH_VARARGS | METH_KEYWORDS,
      "write(writer, data, timestamp_ns=-1, dispose=False) -> retcode"},
@@ -756,6 +1046,13 @@ static PyMethodDef methods[] = {
      "library_features() -> dict"},
     {"set_on_data", native_set_on_data, METH_VARARGS,
      "set_on_data(reader, callback | None) -> retcode: callback() on Cyclone's receive thread"},
+    {"send_bulk", native_send_bulk, METH_VARARGS,
+     "send_bulk(writer, transfer, buffer, chunk_bytes, patience_ns) -> (sent_bytes, retcode)"},
+    {"receive_bulk", native_receive_bulk, METH_VARARGS,
+     "receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, chunks, "
+     "stray, bad, duplicate, retcode)"},
+    {"peek_bulk", native_peek_bulk, METH_VARARGS,
+     "peek_bulk(reader, timeout_ns) -> (transfer, total, count, bad, instance) | retcode"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",

@@ -360,6 +360,19 @@ class WorkResult(idl.IdlStruct, typename="mcc.WorkResult"):
 
 
 @dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class BulkChunk(idl.IdlStruct, typename="mcc.BulkChunk"):
+    transfer: types.uint64 = 0
+    annotate.key("transfer")
+    index: types.uint32 = 0
+    count: types.uint32 = 0
+    offset: types.uint64 = 0
+    total: types.uint64 = 0
+    data: bytes = b''
+
+
+@dataclass
 @annotate.appendable
 @annotate.autoid("sequential")
 class Checkpoint(idl.IdlStruct, typename="mcc.Checkpoint"):
@@ -529,4 +542,4 @@ OPTIONAL_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     },
 }
 
-__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "IffAnswer", "Identity", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS", "OPTIONAL_ARRAYS"]
+__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "IffAnswer", "Identity", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "BulkChunk", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS", "OPTIONAL_ARRAYS"]
