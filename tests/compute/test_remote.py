@@ -110,9 +110,12 @@ def test_remote_results_equal_local_ones(kernels: Kernels) -> None:
     assert timing.total_ms > timing.compute_ms > 0 and timing.attempts == 1
 
 
-def test_a_call_takes_its_own_reply_and_drops_stray_ones(kernels: Kernels, domain_id: int) -> None:
+def test_a_call_takes_its_own_reply_and_drops_stray_ones(
+    service: ComputeService, kernels: Kernels, domain_id: int
+) -> None:
     """`Kernels.call` waits for its reply in the calling thread (no reply thread is started);
-    replies to ids it never sent, and undecodable ones, are counted and dropped."""
+    replies to ids it never sent, and undecodable ones, are counted and dropped; the service
+    unregisters its replies once idle (its writer keeps no instance)."""
     client = kernels.executor
     assert isinstance(client, ComputeClient)
     arrays, params = _example("gospa", 20)
@@ -143,6 +146,12 @@ def test_a_call_takes_its_own_reply_and_drops_stray_ones(kernels: Kernels, domai
             "the undecodable reply to be dropped",
         )
     assert client.statistics()["calls"] == 4
+    keys = [ComputeReply(request_id=f"{client.client_id}/{n}") for n in range(1, 5)]
+    wait_for(
+        lambda: all(service._writer.dds.lookup_instance(k) is None for k in keys),
+        10,
+        "the service to unregister its replies",
+    )
     names = [t.name for t in threading.enumerate()]
     assert not any(n.startswith("mcc-compute-client-svc-replies") for n in names), names
 

@@ -8,15 +8,17 @@ into work. Work runs in the reader loop in arrival order (no queue), or goes int
 while the work was queued is answered with an error, not run. With a queue, the worker takes
 the requests itself while it is idle (it waits on a waitset over the request reader, takes
 them in batches, queues them, runs the next batch and replies, all in one thread), and an
-intake thread takes them only while the worker runs a batch, so a request that finds the
-worker idle is never handed from one thread to another. Replies go out through `reply`:
-optionally only once the requesting participant's reply reader is matched (a volatile reply
-written earlier would be lost), and optionally written as disposed and unregistered (no
-instance is left behind in any reader or writer).
+intake thread takes them only while the worker runs a long batch (over `INTAKE_POLL_S`), so a
+request that finds the worker idle is never handed from one thread to another. Replies go out
+through `reply`: optionally only once the requesting participant's reply reader is matched (a
+volatile reply written earlier would be lost), and optionally written as disposed and
+unregistered (no instance is left behind in any reader or writer; with a worker, the
+unregisters go out once it is idle, off the path of the replies).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -49,9 +51,13 @@ REPLY_PATH_WAIT_S = 2.0
 NO_REPLY_PATH_S = 30.0
 #: Requests taken from the reader at once.
 TAKE_BATCH = 256
+#: Replies whose unregister may wait for the worker to be idle; more are unregistered at once.
+MAX_UNREGISTERED = 256
+#: How often the intake thread looks whether the worker has been running a batch that long.
+INTAKE_POLL_S = 0.02
 #: The longest the intake thread sleeps in its waitset before it looks whether the worker is
 #: still busy.
-INTAKE_SLICE_S = 0.05
+INTAKE_SLICE_S = 0.01
 
 
 @dataclasses.dataclass(eq=False)
@@ -111,10 +117,12 @@ class RpcServer(Service, Generic[W]):
         self._refuse, self._queued = refuse, queued
         self._loop = ReaderLoop(bus).add(reader, self._on_requests)
         self._stop = threading.Event()
-        self._busy = threading.Event()  # the worker runs a batch: the intake thread takes
+        self._busy_since: float | None = None  # when the batch running began (monotonic)
         self._intake_thread: threading.Thread | None = None
         self._waitsets: list[tuple[WaitSet, int]] = []
         self._kick = GuardCondition(bus.participant)  # wakes the worker from its waitset
+        self._lock = threading.Lock()
+        self._unregistered: list[Any] = []  # replies written, to unregister when idle
         self._ready = threading.Event()
         self._worker: threading.Thread | None = None
         self._worker_error: BaseException | None = None
@@ -210,13 +218,17 @@ class RpcServer(Service, Generic[W]):
         self._waitsets.append((waitset, ref))
         return ref
 
-    def _take_requests(self, waitset: int, wait_s: float) -> tuple[int, list[int]]:
-        """Take the requests there are, in batches, and admit each; none there: wait up to
-        ``wait_s`` on ``waitset`` (GIL released) first. How many were taken, and the
-        conditions that woke the wait (their handles)."""
+    def _take_requests(
+        self, waitset: int, wait_s: float, idle: Callable[[], None] | None = None
+    ) -> tuple[int, list[int]]:
+        """Take the requests there are, in batches, and admit each; none there: call
+        ``idle`` and wait up to ``wait_s`` on ``waitset`` (GIL released) first. How many were
+        taken, and the conditions that woke the wait (their handles)."""
         requests = self.reader.take(TAKE_BATCH)
         woken: list[int] | int = []
         if not requests:
+            if idle is not None:
+                idle()
             woken = _native.wait(waitset, int(wait_s * 1e9))
             if self._stop.is_set():
                 return 0, []
@@ -231,20 +243,23 @@ class RpcServer(Service, Generic[W]):
         return taken, woken if isinstance(woken, list) else []
 
     def _intake_while_busy(self) -> None:
-        """The intake thread: takes requests while the worker runs a batch (refusals and
-        expiries answered at once, the queue's bounds enforced), sleeps while it is idle."""
+        """The intake thread: takes requests while the worker runs a long batch (refusals and
+        expiries answered at once, the queue's bounds enforced). It looks every
+        `INTAKE_POLL_S`, and takes only from a batch that has run that long: a short batch
+        never wakes it, and it never competes with an idle worker for a request."""
         waitset = self._waitset()
-        while not self._stop.is_set():
-            if not self._busy.wait(0.5):
+        while not self._stop.wait(INTAKE_POLL_S):
+            started = self._busy_since
+            if started is None or time.monotonic() - started < INTAKE_POLL_S:
                 continue
             try:
-                if self._take_requests(waitset, INTAKE_SLICE_S)[0]:
-                    self._kick.set(True)  # the worker may have gone idle meanwhile
+                while self._busy_since == started and not self._stop.is_set():
+                    if self._take_requests(waitset, INTAKE_SLICE_S)[0]:
+                        self._kick.set(True)  # the worker may have gone idle meanwhile
             except Exception:
                 if self._stop.is_set() or self.reader.bus._closed:
                     return
                 log.exception("%s: intake", self.name)
-                time.sleep(INTAKE_SLICE_S)
 
     # -- worker ------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -265,18 +280,19 @@ class RpcServer(Service, Generic[W]):
             batch = self.queue.get_batch(max_items=self.max_batch, key=lambda p: p.key, timeout_s=0)
             if not batch:
                 try:
-                    kicked = kick in self._take_requests(waitset, 0.5)[1]
+                    kicked = kick in self._take_requests(waitset, 0.5, self._unregister)[1]
                 except Exception:
                     if self._stop.is_set() or self.reader.bus._closed:
                         return
                     log.exception("%s: taking requests", self.name)
                     time.sleep(INTAKE_SLICE_S)
                 continue
-            self._busy.set()
+            self._busy_since = time.monotonic()
             try:
                 self._run_batch(batch)
             finally:
-                self._busy.clear()
+                self._busy_since = None
+        self._unregister()
 
     def _run_batch(self, batch: list[Pending[W]]) -> None:
         """Answer the expired requests of ``batch``, run the others."""
@@ -318,6 +334,29 @@ class RpcServer(Service, Generic[W]):
         self._no_reply_path.pop(peer, None)
         return True
 
+    def _write_reply(self, data: bytes, key: Any) -> None:
+        """Write ``data`` disposed; with a worker, its unregister (a message of its own, which
+        wakes the requester again) waits until the worker is idle: off the path of the reply
+        and of the next request. The requester's reader frees the instance then."""
+        if self._worker is None:
+            write_dispose(self.writer, data, key)
+            return
+        self.writer.write_cdr(data, dispose=True)
+        with self._lock:
+            self._unregistered.append(key)
+            flush = len(self._unregistered) >= MAX_UNREGISTERED
+        if flush:
+            self._unregister()
+
+    def _unregister(self) -> None:
+        """Unregister the instances of the replies written since the last time (the worker
+        does it when idle, and before it ends)."""
+        with self._lock:
+            keys, self._unregistered = self._unregistered, []
+        for key in keys:
+            with contextlib.suppress(DDSException):  # bookkeeping: the reply went out
+                self.writer.dds.unregister_instance(key)
+
     def reply(self, request: Any, reply: Any, *, data: bytes | None = None) -> bool:
         """Write ``reply`` to ``request``: typed, or when ``data`` (its serialised form) is
         given, written disposed and unregistered (``reply`` is then only its key). False when
@@ -329,7 +368,7 @@ class RpcServer(Service, Generic[W]):
             if data is None:
                 self.writer.write(reply)
             else:
-                write_dispose(self.writer, data, reply)
+                self._write_reply(data, reply)
         except DDSException as exc:
             log.warning("%s: reply not sent: %s", self.name, exc)
             return False
