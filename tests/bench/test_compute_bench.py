@@ -100,6 +100,26 @@ def test_notes_check_the_target_at_the_largest_compute_bound_size() -> None:
     assert text.endswith("Load average: 1.0")
 
 
+def test_small_call_note_checks_the_half_millisecond_target() -> None:
+    small = {
+        "device": "cpu",
+        "kernel": "gospa",
+        "size": 100,
+        "reps": 300,
+        "ms": 0.9,
+        "overhead_ms": 0.4,
+        "overhead_p90_ms": 0.6,
+        "overhead_ratio": 0.8,
+    }
+    text = notes([], small_calls=[small], load="Load average: 1.0")
+    assert (
+        "remote overhead p50 for the small call (gospa 100, 300 calls): 0.400 ms (p90 0.600 ms) "
+        "vs target 0.5 ms (met); anchor: the local kernel call 0.500 ms" in text
+    )
+    assert text.endswith("Load average: 1.0")
+    assert "(MISSED)" in notes([], small_calls=[{**small, "overhead_ms": 0.7}])
+
+
 def test_bad_options_are_refused() -> None:
     with pytest.raises(MccError, match=r"--kernels: unknown \['fft'\]"):
         run_compute_bench(kernels=["fft"])

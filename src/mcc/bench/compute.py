@@ -23,9 +23,18 @@ arrays, so a GPU's host↔device copies count on both.
   CPU time, and ``overhead_ratio`` carries that noise; on an idle machine the two agree.
 * ``copy_share`` (remote rows): median over calls of (remote ``ms`` − ``compute_ms``) /
   remote ``ms``: the share of the remote call spent getting the data there and back —
-  serialising, the wire, deserialising — plus the fixed cost of a call (two bus hops, three
-  thread hand-offs; ~1 ms on the 2-core VM).
+  serialising, the wire, deserialising — plus the fixed cost of a call (two bus hops; the
+  caller takes its reply itself and an idle service takes the request in the thread that runs
+  it, so no thread hands a call to another; ~0.4 ms on the 2-core VM, see the small call).
+* ``overhead_ms``/``overhead_p90_ms`` (remote rows): median and 90th percentile over calls of
+  remote ``ms`` − ``compute_ms``: what a remote call adds to its kernel, in milliseconds.
 * ``request_mb``/``reply_mb``: array data each way.
+
+The small call: for each device, the kernel and size with the shortest local call of the run is
+called `SMALL_CALL_REPS` more times, local and remote alternating, and its remote overhead
+(``overhead_ms`` p50, beside the local kernel call as the anchor) is checked against
+`TARGET_SMALL_OVERHEAD_MS`: the fixed cost of one remote call on one host (the requester waits
+for its reply in its own thread, the service takes requests in the thread that runs them).
 
 Every remote result is compared with the local one (bit-identical on the same device, else
 within the kernel's tolerance); a mismatch makes the row an error and the bench exit 1. The
@@ -83,6 +92,8 @@ COLUMNS = (
     "bound",
     "ms",
     "compute_ms",
+    "overhead_ms",
+    "overhead_p90_ms",
     "overhead_ratio",
     "api_overhead_ratio",
     "copy_share",
@@ -90,6 +101,10 @@ COLUMNS = (
     "reply_mb",
 )
 TARGET_OVERHEAD = 0.10
+#: Target for the small call: remote minus kernel time, median, ms (one host).
+TARGET_SMALL_OVERHEAD_MS = 0.5
+#: Calls of the small call (local and remote each) for its overhead's median and p90.
+SMALL_CALL_REPS = 300
 DEFAULT_REPS = 7
 QUICK_REPS = 3
 SEED = 2024
@@ -213,6 +228,8 @@ def _measure(
             **base,
             "ms": round(med_local, 3),
             "compute_ms": round(med_local, 3),
+            "overhead_ms": None,
+            "overhead_p90_ms": None,
             "overhead_ratio": None,
             "api_overhead_ratio": None,
             "copy_share": None,
@@ -222,11 +239,33 @@ def _measure(
             **base,
             "ms": round(med_remote, 3),
             "compute_ms": round(statistics.median(remote_compute), 3),
+            "overhead_ms": round(statistics.median(outside), 3),
+            "overhead_p90_ms": round(_percentile(outside, 0.9), 3),
             "overhead_ratio": round(med_remote / med_local - 1.0, 3),
             "api_overhead_ratio": round(statistics.median(outside) / med_local, 3),
             "copy_share": round(statistics.median(shares), 3),
         },
     ]
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def _small_call(
+    rows: Sequence[dict[str, Any]], local: Kernels, remote: Kernels, device: str
+) -> dict[str, Any] | None:
+    """The shortest local call of ``rows`` measured again `SMALL_CALL_REPS` times: its remote
+    overhead (p50, p90) beside the local kernel call."""
+    ok = [r for r in rows if r["impl"] == "local" and not r.get("error")]
+    if not ok:
+        return None
+    best = min(ok, key=lambda r: r["ms"])
+    (row,) = _measure(
+        KERNELS[best["kernel"]], best["size"], local, remote, SMALL_CALL_REPS, device
+    )[1:]
+    return row
 
 
 def run_compute_bench(
@@ -237,8 +276,10 @@ def run_compute_bench(
     sizes: Sequence[int] | None = None,
     devices: Sequence[str] | None = None,
     transport: str = "bulk",
+    small_calls: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of local and remote timings for each device, kernel and size (see the module doc)."""
+    """Rows of local and remote timings for each device, kernel and size (see the module doc);
+    with ``small_calls``, each device's small call (`_small_call`) is appended to it."""
     unknown = sorted(set(kernels) - set(KERNELS))
     if unknown:
         raise MccError(f"--kernels: unknown {unknown}; registered: {', '.join(KERNELS)}")
@@ -272,6 +313,13 @@ def run_compute_bench(
                     new = _measure(spec, size, local, remote, reps, device)
                     rows.extend(new)
                     print(_progress(new[-1]), flush=True)
+            if small_calls is not None:
+                small = _small_call(
+                    [r for r in rows if r["device"] == device_kind(device)], local, remote, device
+                )
+                if small is not None:
+                    small_calls.append(small)
+                    print(f"{_progress(small)} (small call, {small['reps']} calls)", flush=True)
     return rows
 
 
@@ -285,8 +333,30 @@ def _progress(row: dict[str, Any]) -> str:
     )
 
 
-def notes(rows: Sequence[dict[str, Any]], *, load: str = "") -> str:
-    """The target check for compute-bound kernels and the copy-bound ones, in words."""
+def small_call_note(small: dict[str, Any]) -> str:
+    """The small call's overhead against `TARGET_SMALL_OVERHEAD_MS`, beside its local call."""
+    if small.get("error"):
+        return f"{small['device']}: small call {small['kernel']} {small['size']}: {small['error']}."
+    local_ms = small["ms"] / (1.0 + small["overhead_ratio"])
+    met = "met" if small["overhead_ms"] <= TARGET_SMALL_OVERHEAD_MS else "MISSED"
+    return (
+        f"{small['device']}: remote overhead p50 for the small call ({small['kernel']} "
+        f"{small['size']}, {small['reps']} calls): {small['overhead_ms']:.3f} ms (p90 "
+        f"{small['overhead_p90_ms']:.3f} ms) vs target {TARGET_SMALL_OVERHEAD_MS} ms ({met}); "
+        f"anchor: the local kernel call {local_ms:.3f} ms, remote p50 {small['ms']:.3f} ms = "
+        f"{small['ms'] / local_ms:.2f}x local, overhead = {small['overhead_ms'] / local_ms:.2f}x "
+        "the local call."
+    )
+
+
+def notes(
+    rows: Sequence[dict[str, Any]],
+    *,
+    load: str = "",
+    small_calls: Sequence[dict[str, Any]] = (),
+) -> str:
+    """The target checks, in words: compute-bound kernels at their largest size, the
+    copy-bound ones, and the small call of each device."""
     remote = [r for r in rows if r["impl"] == "remote" and not r.get("error")]
     lines = []
     for device in sorted({r["device"] for r in remote}):
@@ -315,6 +385,7 @@ def notes(rows: Sequence[dict[str, Any]], *, load: str = "") -> str:
                 f"{worst['reply_mb']} MB out, {100 * worst['copy_share']:.0f}% of the remote "
                 "time)."
             )
+    lines.extend(small_call_note(small) for small in small_calls)
     if load:
         lines.append(load)
     return " ".join(lines)
@@ -429,6 +500,7 @@ def cmd_compute(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     devices = args.devices.split(",") if args.devices else None
     load_before = _load_average()
+    small_calls: list[dict[str, Any]] = []
     rows = run_compute_bench(
         kernels=kernels,
         quick=args.quick,
@@ -436,14 +508,16 @@ def cmd_compute(args: argparse.Namespace) -> int:
         sizes=sizes,
         devices=devices,
         transport=args.transport,
+        small_calls=small_calls,
     )
     doc = report.document("compute", rows, command=_command(args))
+    doc["small_calls"] = small_calls
     report.print_table("compute kernels: local vs remote (same device)", rows, COLUMNS)
     load = (
         f"Load average (1, 5, 15 min) before / after the run: {load_before} / "
         f"{_load_average()} on {os.cpu_count()} cores."
     )
-    text = notes(rows, load=load)
+    text = notes(rows, load=load, small_calls=small_calls)
     if text:
         print(text)
     if args.json:

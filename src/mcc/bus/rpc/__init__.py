@@ -7,13 +7,14 @@ Cyclone DDS has no DDS-RPC, so a request topic and a reply topic carry it. The c
   only its own replies, each once.
 - **calling** (`client.RpcClient`): pending calls, deadlines, and — opt-in, for idempotent
   calls — resending when the replier goes away or restarts (`PeerLostError` once retries are
-  spent).
+  spent). A synchronous call (`RpcClient.call`) waits for its reply in the calling thread and
+  takes it there; futures (`RpcClient.submit`) are served by a reply thread.
 - **serving** (`server.RpcServer`): who asked (the writer's participant from discovery), a
   request whose ``deadline_ns`` passed — on arrival or while queued — is answered with an
   error and not run, pluggable queueing (in the reader loop in arrival order by default;
-  `queues.FairQueue` per client with batching for the compute service), replies written only
-  once the requester's reply reader is matched and as disposed + unregistered instances where
-  asked.
+  `queues.FairQueue` per client with batching for the compute service, whose worker takes the
+  requests itself while idle), replies written only once the requester's reply reader is
+  matched and as disposed + unregistered instances where asked.
 - **scatter-gather** (`gather.ScatterGather`): one request to every matched replier, one reply
   from each, within bounds (the history of the persistence service's replicas).
 - `Requester`/`Replier` (`endpoints`): the typed control-plane pair (``Command``/

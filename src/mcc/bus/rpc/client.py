@@ -182,7 +182,9 @@ class RpcClient(Closeable):
     def forget(self, request_id: str) -> None:
         """Stop waiting for ``request_id`` (its caller gave up)."""
         with self._lock:
-            self._pending.pop(request_id, None)
+            call = self._pending.pop(request_id, None)
+            if call is not None and not call.waited:
+                self._unwaited -= 1
 
     def _send(self, call: Call) -> None:
         """Write the request (without holding the lock: a write may block up to 1 s)."""
