@@ -73,6 +73,14 @@ EXPECTED: dict[str, Qos] = {
             max_samples=256, max_instances=UNLIMITED, max_samples_per_instance=256
         ),
     ),
+    "bulk_transfer": Qos(
+        Policy.Reliability.Reliable(max_blocking_time=duration(seconds=1)),
+        Policy.Durability.Volatile,
+        Policy.History.KeepAll,
+        Policy.ResourceLimits(
+            max_samples=UNLIMITED, max_instances=UNLIMITED, max_samples_per_instance=UNLIMITED
+        ),
+    ),
     "durable": Qos(
         RELIABLE,
         Policy.Durability.Transient,
@@ -131,7 +139,12 @@ XCDR2 = Policy.DataRepresentation(use_xcdrv2_representation=True)
 EITHER = Policy.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True)
 # perf_*: a list in <topic_qos> (the perftest rewrites those profiles by text): writers write the
 # first, XCDR1.
-WRITES = {"bulk": XCDR2, "perf_reliable": EITHER, "perf_best_effort": EITHER}
+WRITES = {
+    "bulk": XCDR2,
+    "bulk_transfer": XCDR2,
+    "perf_reliable": EITHER,
+    "perf_best_effort": EITHER,
+}
 
 
 @pytest.mark.parametrize("profile", sorted(EXPECTED))

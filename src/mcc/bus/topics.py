@@ -59,8 +59,8 @@ _SPECS = (
     TopicSpec("WorkResult", types.WorkResult, "bulk", "HPC task farm results"),
     # Bulk transfers (mcc.bus.bulk), one topic a direction: a participant's reader would
     # otherwise be handed its own writer's chunks.
-    TopicSpec("Bulk", types.BulkChunk, "bulk", "bulk transfers: a buffer in chunks"),
-    TopicSpec("BulkReturn", types.BulkChunk, "bulk", "bulk transfers: the way back"),
+    TopicSpec("Bulk", types.BulkChunk, "bulk_transfer", "bulk transfers: a buffer in chunks"),
+    TopicSpec("BulkReturn", types.BulkChunk, "bulk_transfer", "bulk transfers: the way back"),
     TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
     TopicSpec("PersistRequest", types.PersistRequest, "bulk", "history asked of the store"),
     TopicSpec("PersistReply", types.PersistReply, "bulk", "retained samples, per replica"),

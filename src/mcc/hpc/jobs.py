@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc.bus import Bus, Reader, Transport
+from mcc.bus.transport import TransportKind
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult, read_result
 from mcc.hpc.farm_protocol import MAX_N, MAX_WORKERS, result_path
 from mcc.hpc.mpi import TCP_ENV, find_mpiexec
@@ -396,8 +397,10 @@ def run_stream(
     run_dir: Path | None = None,
     domain: int | None = None,
     timeout_s: float = 900.0,
+    kind: TransportKind = "udp",
 ) -> JobResult:
-    """Send ``size_bytes`` in ``chunk_bytes`` chunks to another process and back, checked."""
+    """Send ``size_bytes`` in ``chunk_bytes`` chunks to another process and back, checked;
+    ``kind`` is the DDS transport between them (``shm``: iceoryx shared memory)."""
     _check(None, 1, impl)
     if size_bytes < 1 or chunk_bytes < 1:
         raise HpcError(f"stream: size {size_bytes} B and chunk {chunk_bytes} B must be >= 1")
@@ -417,7 +420,7 @@ def run_stream(
             job_id=job_id,
             run_dir=folder,
             result_system="source",
-            transport=_job_transport(bulk=True),
+            transport=dataclasses.replace(_job_transport(bulk=True), kind=kind),
             timeout_s=timeout_s,
         )
 
