@@ -32,7 +32,7 @@ def test_bench_hpc_quick_rows(tmp_path: Path, bus_env: dict[str, str]) -> None:
         assert row["correct"] is True, row
     assert by_app == {
         "primes": {"dds", "mpi"},
-        "stream": {"dds", "mpi", "mpi-tcp"},
+        "stream": {"dds", "dds-shm", "mpi", "mpi-tcp", "ddsperf"},
         "primes-kill": {"dds", "mpi"},
     }
     primes = [r for r in rows if r["app"] == "primes"]
@@ -46,6 +46,9 @@ def test_bench_hpc_quick_rows(tmp_path: Path, bus_env: dict[str, str]) -> None:
     for row in rows:
         if row["app"] == "stream":
             assert row["mb_per_s"] > 0
+            if row["impl"] in ("dds", "dds-shm"):  # beside its anchors, same run
+                assert row["ratio_vs_ddsperf"] > 0 and row["ratio_vs_mpi_tcp"] > 0, row
+    assert "stream over UDP / ddsperf" in proc.stdout
     dds_kill, mpi_kill = sorted(
         (r for r in rows if r["app"] == "primes-kill"), key=lambda r: r["impl"]
     )

@@ -99,7 +99,7 @@ QUICK = Plan(
     n_workers=20_000_000,
     ns=(),
     stream_bytes=_GIB // 32,
-    chunks_kib=(64, 1024),
+    chunks_kib=(64,),
     # items of 2.5e8 numbers: long enough that the kill lands after two mid-item checkpoints
     recovery_n=1_000_000_000,
     recovery_items=4,
@@ -335,7 +335,7 @@ def _stream_rows(
             }
             ours, udp = mb.get(impl), mb.get("dds")
             mpi, tcp, ddsperf = mb.get("mpi"), mb.get("mpi-tcp"), mb.get("ddsperf")
-            if impl.startswith("dds-") or impl == "dds":
+            if impl in ("dds", "dds-shm"):
                 for column, anchor in (
                     ("ratio_vs_mpi", mpi),
                     ("ratio_vs_mpi_tcp", tcp),
