@@ -153,7 +153,7 @@ def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> N
     assert f"{path}:6: systems.source.config.bytes: Field required" in problems
     assert (
         f"{path}:7: systems.echo.args: mcc.hpc.stream:echo takes a config: block, not args "
-        "(fields: job, start_timeout_s, max_bytes) (got ['--job', 'j'])"
+        "(fields: job, start_timeout_s, max_bytes, expect_bytes) (got ['--job', 'j'])"
     ) in problems
     assert len(problems) == 6
     mission = primes_mission(n=1000, workers=2, job_id="j1", items=4, persist=False)

@@ -191,7 +191,7 @@ domain: {21 if domain is None else domain}
 systems:
   echo:
     app: "mcc.hpc.stream:echo"
-    config: {{job: "{job_id}"}}
+    config: {{job: "{job_id}", expect_bytes: {size_bytes}}}
     resources: {{cpus: 0.5}}
     restart: never
     health: {{timeout_s: 30}}   # a GiB copied in and out of NumPy can hold the GIL a while

@@ -248,6 +248,13 @@ class EchoConfig(AppConfig):
     max_bytes: int = Field(
         default=MAX_STREAM_BYTES, ge=1, le=MAX_STREAM_BYTES, description="largest buffer accepted"
     )
+    expect_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_STREAM_BYTES,
+        description="a buffer of this size allocated before the first hello (as an MPI "
+        "receiver posts its buffer before the transfer)",
+    )
 
 
 def run_echo(
@@ -259,11 +266,15 @@ def run_echo(
     start_timeout_s: float = 120.0,
     hello_interval_s: float = 0.25,
     max_bytes: int = MAX_STREAM_BYTES,
+    expect_bytes: int | None = None,
 ) -> int:
     """Receive a buffer, send it back; repeat until the source says it is over
     (``CONTROL_ID``) or ``stop``. The bytes echoed. A buffer is at most ``max_bytes`` (what
-    the echo allocates): a larger transfer is dropped, counted and logged."""
+    the echo allocates): a larger transfer is dropped, counted and logged. With
+    ``expect_bytes``, a buffer of that size is ready before the first hello; a buffer is kept
+    for the next transfer of its size."""
     over = threading.Event()
+    spare = touched_buffer(min(expect_bytes, max_bytes)) if expect_bytes else None
 
     def on_items(items: list[WorkItem]) -> None:
         if any(item.job_id == job_id and item.item_id == CONTROL_ID for item in items):
@@ -295,7 +306,10 @@ def run_echo(
                     )
                 bulk.discard(incoming, head)
                 continue
-            buffer = touched_buffer(head.total)
+            if spare is not None and spare.size == head.total:
+                buffer = spare
+            else:
+                buffer = touched_buffer(head.total)
             try:
                 _receive(incoming, head, buffer, idle_s=_ECHO_IDLE_S)
             except HpcError as exc:  # a sender that stopped half-way: forget its transfer
@@ -305,6 +319,7 @@ def run_echo(
                 continue
             _send(back, head.transfer, buffer, -(-head.total // head.count))
             echoed += head.total
+            spare = buffer
     return echoed
 
 
@@ -327,6 +342,7 @@ def echo(ctx: AppContext) -> int:
         stop=ctx.stop,
         start_timeout_s=args.start_timeout_s,
         max_bytes=min(args.max_bytes, MAX_STREAM_BYTES),
+        expect_bytes=args.expect_bytes,
     )
     ctx.log.info("stream %s: echoed %d bytes", job_id, echoed)
     return 0
