@@ -317,8 +317,10 @@ class Bus(Closeable):
         With ``inline`` the handler runs on the thread that delivered the data instead
         (Cyclone's receive thread; no thread wake-up: the lowest latency): it must be short and
         must never wait for other samples (no RPC call, no ``wait``), since this participant
-        receives nothing while it runs, and it must not close its reader or the bus. Not for
-        TRANSIENT or PERSISTENT profiles.
+        receives nothing while it runs, and it must not close its reader or the bus. A writer
+        in the same process delivers to it inside its ``write`` call, on the writing thread
+        (so never write while holding a lock the handler takes). Not for TRANSIENT or
+        PERSISTENT profiles.
 
         For a TRANSIENT or PERSISTENT profile it is a ``HistoryReader``: the samples that the
         persistence service retained come first (docs/persistence.md), unless ``history`` is
