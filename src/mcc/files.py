@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 
 def write_atomic(path: str | Path, text: str, *, private: bool = False) -> None:
@@ -49,3 +50,28 @@ def write_private_folder(folder: str | Path, files: Mapping[str, bytes]) -> Path
         with os.fdopen(os.open(folder / name, flags, 0o600), "wb") as out:
             out.write(content)
     return folder
+
+
+def rotate_log(path: str | Path, max_bytes: int) -> bool:
+    """Rotate the log at ``path`` once it is larger than ``max_bytes``: its content is copied to
+    ``path.1`` (replacing the previous one) and the file emptied in place. Copy-and-truncate
+    rather than rename because the writers (instances whose stdout/stderr is the file, opened
+    O_APPEND) keep their descriptor: after the truncation they write at the new end, offset 0.
+    Lines written between the copy and the truncation are lost (microseconds). True when it
+    rotated; False when the file is smaller, absent, or ``max_bytes`` is 0."""
+    path = Path(path)
+    try:
+        if max_bytes <= 0 or path.stat().st_size <= max_bytes:
+            return False
+        kept = path.with_name(path.name + ".1")
+        with path.open("rb") as src, _open_private(kept) as dst:
+            shutil.copyfileobj(src, dst)
+        os.truncate(path, 0)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _open_private(path: Path) -> BinaryIO:
+    """``path`` opened for writing from empty, 0600."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")

@@ -143,6 +143,14 @@ class Settings(BaseSettings):
         description="`json`: JSON lines for a log shipper; in the environment of `mcc up` (or "
         "a mission's `env:`) every process of the mission logs so.",
     )
+    log_max_bytes: int = Field(
+        default=16 << 20,
+        ge=0,
+        description="An instance's log (`logs/SYSTEM-INDEX.log` of the run folder) past this "
+        "size is rotated by its supervisor: copied to `….log.1` (the previous one replaced) and "
+        "emptied, so a mission that runs for weeks keeps at most twice this per instance; 0: "
+        "never rotated.",
+    )
     # -- one instance: set by the supervisor ------------------------------------------------------
     mission: str | None = Field(
         default=None, description="Name of the mission this instance belongs to."

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, HeartbeatPublisher, Reader, Replier, Transport
 from mcc.errors import OrchestratorError
+from mcc.files import rotate_log
 from mcc.lifecycle import Service
 from mcc.observe.audit import AUDIT_FILE, AuditLog
 from mcc.orchestrate import registry
@@ -43,6 +44,7 @@ from mcc.orchestrate.instances import LIVE, Instance, S
 from mcc.orchestrate.manifest import Cluster, Mission
 from mcc.orchestrate.planner import Planner
 from mcc.orchestrate.services import mission_transports, system_topics, with_services
+from mcc.settings import current
 from mcc.types import Command, CommandReply, Heartbeat
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ log = logging.getLogger("mcc.orchestrate")
 #: A supervisor's heartbeat period, and how long a standby waits for a silent active one
 #: (while it hears the mission's instances) before it claims.
 SUPERVISOR_BEAT_S = 0.1
+#: How often the instances' log sizes are checked against ``log_max_bytes``.
+LOG_CHECK_S = 10.0
 LEASE_S = 1.5
 
 
@@ -110,6 +114,7 @@ class Supervisor(Service):
         self._planner: Planner | None = None
         self._thread: threading.Thread | None = None
         self._last_status = 0.0
+        self._last_rotation = 0.0
         self._status_dirty = True
         self._readers: list[Reader[Any]] = []
         # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
@@ -446,6 +451,16 @@ class Supervisor(Service):
             leading.save_state(self)
         if self._status_dirty or now - self._last_status >= self.status_period_s:
             on_bus.publish_status(self)
+        if now - self._last_rotation >= LOG_CHECK_S:
+            self._last_rotation = now
+            self._rotate_logs()
+
+    def _rotate_logs(self) -> None:
+        """Rotate the instances' logs that grew past ``log_max_bytes`` (a setting)."""
+        limit = current().log_max_bytes
+        for path in (self.run_dir / "logs").glob("*.log"):
+            if rotate_log(path, limit):
+                log.info("%s: past %d bytes, rotated to %s.1", path.name, limit, path.name)
 
     def _desired(self) -> dict[str, tuple[str, int]]:
         if self._going_down:
