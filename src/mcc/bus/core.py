@@ -479,6 +479,7 @@ class Bus(Closeable):
         """Delete the participant and everything it owns."""
         if self._closed:
             return
+        self._dispatcher.refuse_inside("closing a bus")
         self._closed = True
         if self._history_client is not None:
             self._history_client.close()

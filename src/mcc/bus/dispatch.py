@@ -143,8 +143,9 @@ class Dispatcher:
                 raise DDSException(ret, f"installing the inline handler of {reader.topic_name!r}")
             self._inline[ref] = reader
 
-    def _refuse_inside(self, what: str) -> None:
-        # Removing a listener waits for its calls in progress: from inside one, forever.
+    def refuse_inside(self, what: str) -> None:
+        """`MccError` when called from inside an inline handler: removing a listener (or
+        deleting its reader) waits for its calls in progress, from inside one forever."""
         if getattr(self._inside, "depth", 0):
             raise MccError(
                 f"{what} from inside an inline on_data handler: do it from another thread"
@@ -153,7 +154,7 @@ class Dispatcher:
     def _stop_inline(self, ref: int) -> None:
         """Remove the inline handler of the reader ``ref`` (waits for a call in progress)."""
         if ref in self._inline:
-            self._refuse_inside("closing a reader with an inline handler")
+            self.refuse_inside("closing a reader with an inline handler")
         with self._inline_lock:
             if self._inline.pop(ref, None) is not None:
                 _native.set_on_data(ref, None)
@@ -199,7 +200,7 @@ class Dispatcher:
         """Stop the thread and the inline handlers (called by ``Bus.close`` before the
         participant is deleted)."""
         if self._inline:
-            self._refuse_inside("closing a bus with inline handlers")
+            self.refuse_inside("closing a bus with inline handlers")
         with self._inline_lock:
             self._closed = True
             for ref in list(self._inline):
