@@ -355,7 +355,12 @@ def _check_probabilities(name: str, p: Any, xp: ModuleType) -> None:
 
 
 def imm_mix(
-    state: IMMState, trans_prob: Any, *, xp: ModuleType | None = None, validate: bool = True
+    state: IMMState,
+    trans_prob: Any,
+    *,
+    xp: ModuleType | None = None,
+    validate: bool = True,
+    floor: float = 0.0,
 ) -> IMMState:
     """IMM mixing step: model-conditioned initial conditions and predicted model probabilities.
 
@@ -363,6 +368,9 @@ def imm_mix(
     ``(N, M, M)`` per track (e.g. from each track's step, `imm_transition`), rows summing to 1.
     Returns mixed ``x0``, ``P0`` and ``mu`` = the predicted probabilities c̄.
     ``validate=False`` skips the checks of ``trans_prob`` (a caller that checked it once).
+    ``floor`` > 0: a mixing weight μ_(i|j) below it is dropped and the other weights of model j
+    renormalised (the tracker's guard against a near-zero turn model widening the straight
+    model's covariance through the spread of the means); 0 mixes by the textbook.
     """
     xp = _xp(xp, state.x)
     pi = as_float_array("trans_prob", trans_prob, xp=xp) if validate else trans_prob
@@ -382,6 +390,9 @@ def imm_mix(
         c_bar = (mu[:, None, :] @ pi)[:, 0, :]
         w = mu[:, :, None] * pi
     w = w / xp.maximum(c_bar[:, None, :], 1e-300)
+    if floor > 0.0:
+        w = xp.where(w < floor, 0.0, w)
+        w = w / xp.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     n_tracks, n_models, n = x.shape
     # A contiguous (N, j, i): the batched products below stay on their fast path.
     wT = xp.ascontiguousarray(_mT(w))

@@ -286,31 +286,7 @@ def imm_mix(state: kalman.IMMState, pi: F64, floor: float) -> kalman.IMMState:
     through the spread of the means (Σ_i μ_(i|j) (x_i − x0_j)(x_i − x0_j)ᵀ, the turned velocity
     differing by ~100 m/s over a few seconds), while each turn model still mixes with the
     straight model and itself. ``floor`` 0: `kalman.imm_mix` itself."""
-    if floor <= 0.0:
-        return kalman.imm_mix(state, pi, xp=np, validate=False)
-    x, P, mu = state
-    if pi.ndim == 2:
-        c_bar = mu @ pi  # (N, M)
-        w = mu[:, :, None] * pi[None, :, :]  # (N, i, j)
-    else:
-        c_bar = (mu[:, None, :] @ pi)[:, 0, :]
-        w = mu[:, :, None] * pi
-    w /= np.maximum(c_bar[:, None, :], 1e-300)
-    w[w < floor] = 0.0
-    w /= np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
-    n_tracks, n_models, n = x.shape
-    wT = np.ascontiguousarray(w.transpose(0, 2, 1))
-    x0 = wT @ x
-    # As in `kalman.imm_mix`: P0_j = Σ_i w_ij (P_i + d_i d_iᵀ) − e_j e_jᵀ, d and e from the
-    # first model's state.
-    ref = x[:, :1, :]
-    d = x - ref
-    e = x0 - ref
-    second = np.einsum("...i,...j->...ij", d, d)
-    second += P
-    P0 = (wT @ second.reshape(n_tracks, n_models, n * n)).reshape(P.shape)
-    P0 -= np.einsum("...i,...j->...ij", e, e)
-    return kalman.IMMState(x0, 0.5 * (P0 + P0.swapaxes(-1, -2)), c_bar)
+    return kalman.imm_mix(state, pi, xp=np, validate=False, floor=floor)
 
 
 def imm_transition(
