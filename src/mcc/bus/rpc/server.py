@@ -52,7 +52,7 @@ NO_REPLY_PATH_S = 30.0
 #: Requests taken from the reader at once.
 TAKE_BATCH = 256
 #: Replies whose unregister may wait for the worker to be idle; more are unregistered at once.
-MAX_UNREGISTERED = 256
+MAX_UNREGISTERED = 32
 #: How often the intake thread looks whether the worker has been running a batch that long.
 INTAKE_POLL_S = 0.02
 #: The longest the intake thread sleeps in its waitset before it looks whether the worker is
