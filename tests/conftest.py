@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -298,14 +297,15 @@ def running_ids(env: dict[str, str]) -> set[str]:
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
-    """Poll ``condition`` until it returns something truthy (returned); fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
+    """`mcc.waiting.wait_for` every 50 ms: ``condition()``'s first truthy value; the test fails
+    at the deadline."""
+    from mcc.waiting import WaitTimeoutError
+    from mcc.waiting import wait_for as poll
+
+    try:
+        return poll(condition, timeout_s, what or str(condition), period_s=0.05)
+    except WaitTimeoutError as exc:
+        pytest.fail(str(exc))
 
 
 def mission_transport(

@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
         "errors files lifecycle",
-        "settings",
+        "settings waiting",
         "mcc resources yamlsource _entry netlab lab",
         "types",
         "bus",

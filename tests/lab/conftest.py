@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from mcc import waiting
 from mcc.lab import images
 from tests.conftest import REPO
 
@@ -31,11 +33,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> list[images.Built]:
     return made
 
 
-def wait_for(what: str, check, timeout_s: float = 90.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(1)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 90.0) -> Any:
+    """`mcc.waiting.wait_for` once a second (a container host's files, a status over the lab's
+    network): ``check()``'s first truthy value; the test fails at the deadline."""
+    try:
+        return waiting.wait_for(check, timeout_s, what, period_s=1.0)
+    except waiting.WaitTimeoutError as exc:
+        pytest.fail(str(exc))

@@ -34,6 +34,7 @@ from mcc.orchestrate.client import ControlClient
 from mcc.orchestrate.runtime import RUNTIME_ARGV
 from mcc.settings import child_env
 from mcc.types import Heartbeat, MissionStatus, SystemState
+from mcc.waiting import WaitTimeoutError, wait_for
 
 COLUMNS = (
     "impl",
@@ -166,14 +167,12 @@ class _StatusWatch:
 def wait_until(
     condition: Callable[[], Any], timeout_s: float, what: str, *, bench: str = "deploy"
 ) -> Any:
-    """``condition()``'s first true value, polled every 10 ms; ``MccError`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise MccError(f"bench {bench}: timed out after {timeout_s:g} s waiting for {what}")
+    """`mcc.waiting.wait_for` every 10 ms: ``condition()``'s first true value; ``MccError``
+    naming the bench after ``timeout_s``."""
+    try:
+        return wait_for(condition, timeout_s, what, period_s=0.01)
+    except WaitTimeoutError as exc:
+        raise MccError(f"bench {bench}: {exc}") from None
 
 
 def _mcc_row(

@@ -25,13 +25,12 @@ import datetime as dt
 import json
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mcc.errors import MccError
 from mcc.lab.hosts import ContainerLab
 from mcc.lab.raycluster import RayLab
+from mcc.waiting import wait_for
 
 __all__ = ["IDS", "MANIFEST", "MISSION", "RayMissionLab", "run_host_faults"]
 
@@ -66,17 +65,7 @@ IDS = frozenset({f"{MISSION}/truth/0", f"{MISSION}/radar/0", f"{MISSION}/w/0", f
 #: The issue's targets: a worker host's instances running elsewhere, a standby commanding.
 WORKER_RECOVER_S = 5.0
 SUPERVISOR_RECOVER_S = 1.0
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 90.0) -> Any:
-    """Poll ``check`` every second until it returns something truthy; MccError at the end."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(1)
-    raise MccError(f"timed out after {timeout_s:g} s waiting for {what}")
+POLL_S = 1.0  # a status or a log line read on a container host: once a second
 
 
 def running(st: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -120,13 +109,15 @@ class RayMissionLab:
                 lab.copy_in(host, manifest, f"{HOME}/mission.yaml")
             self.up(self.head)
             wait_for(
-                f"the mission's keystore on {self.head}",
                 lambda: (
                     lab.exec(
                         self.head, ["test", "-f", f"{self.keystore}/governance.p7s"], check=False
                     ).returncode
                     == 0
                 ),
+                90,
+                f"the mission's keystore on {self.head}",
+                period_s=POLL_S,
             )
             lab.exec(
                 self.head,
@@ -144,9 +135,10 @@ class RayMissionLab:
         lab.exec(self.watcher, ["mcc", "security", "import", f"{HOME}/alice.mcc-identity"])
         return dict(
             wait_for(
-                "the mission running on the Ray workers",
                 lambda: (now := running(self.status())) and set(now) == IDS and now,
                 240,
+                "the mission running on the Ray workers",
+                period_s=POLL_S,
             )
         )
 
@@ -207,7 +199,6 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     killed = time.time()
     lab.kill(victim)
     after = wait_for(
-        f"{victim}'s instances running on {survivor}",
         lambda: (
             (now := running(m.status()))
             and set(now) == IDS
@@ -215,6 +206,8 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
             and now
         ),
         120,
+        f"{victim}'s instances running on {survivor}",
+        period_s=POLL_S,
     )
     losses = m.log_times(m.head, f"Ray node {victim} lost")
     moves = m.log_times(m.head, f"moved by Ray from {victim}")
@@ -234,27 +227,30 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     m.copy_keystore(survivor)
     m.up(survivor)
     st = wait_for(
-        f"the standby on {survivor}",
         lambda: (
             (s := m.status()) is not None
             and [x["role"] for x in s["supervisors"]] == ["active", "standby"]
             and s
         ),
         180,
+        f"the standby on {survivor}",
+        period_s=POLL_S,
     )
     active_pid = st["supervisors"][0]["pid"]
     before = running(st)
     killed = time.time()
     lab.exec(m.head, ["sh", "-c", f"kill -9 {active_pid}"])  # the shell's kill: no procps
     adopted = wait_for(
-        "the standby's adoption",
         lambda: m.log_times(survivor, f"adopted {len(IDS)} running instances"),
         60,
+        "the standby's adoption",
+        period_s=POLL_S,
     )
     st2 = wait_for(
-        "the status from the new active supervisor",
         lambda: (s := m.status()) is not None and s["supervisors"][0]["pid"] != active_pid and s,
         60,
+        "the status from the new active supervisor",
+        period_s=POLL_S,
     )
     now = running(st2)
     restarted = sorted(k for k in before if now.get(k, {}).get("pid") != before[k]["pid"])
@@ -271,22 +267,24 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     m.ray.restart_head()
     head_s = time.time() - started
     wait_for(
-        "the mission after the head's restart",
         lambda: (
             (s := m.status()) is not None
             and set(running(s)) == IDS
             and s["supervisors"][0]["pid"] == st2["supervisors"][0]["pid"]
         ),
         120,
+        "the mission after the head's restart",
+        period_s=POLL_S,
     )
     scale = [
         "mcc", "scale", "w", "3", "--mission", MISSION, "--domain", str(DOMAIN), "--as", "alice",
     ]  # fmt: skip
     lab.exec(survivor, scale, timeout_s=60)
     st4 = wait_for(
-        "a third worker after the head's restart",
         lambda: (s := m.status()) is not None and len(running(s)) == len(IDS) + 1 and s,
         120,
+        "a third worker after the head's restart",
+        period_s=POLL_S,
     )
     now = running(st4)
     restarted = sorted(k for k in before if now.get(k, {}).get("pid") != before[k]["pid"])
