@@ -13,8 +13,8 @@ import pytest
 from mcc.apps.scenario import classic_2d
 from mcc.bench.tracker import (
     COLUMNS,
-    _discrete_cv_class,
     add_parser,
+    discrete_cv_class,
     run_scenario_bench,
     run_stonesoup_classic,
 )
@@ -56,7 +56,7 @@ def test_tiny_bench_writes_json_with_both_implementations(
 
 def test_stonesoup_gets_the_data_s_process_noise() -> None:
     data = classic_2d(5, scans=2, sigma_v=3.0, dt_s=2.0)
-    model = _discrete_cv_class()(noise_diff_coeff=9.0)
+    model = discrete_cv_class()(noise_diff_coeff=9.0)
     Q = np.asarray(model.covar(dt.timedelta(seconds=2.0)))
     np.testing.assert_allclose(Q, data.Q[:2, :2])
 

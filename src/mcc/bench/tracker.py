@@ -66,14 +66,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import math
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -84,14 +85,25 @@ from mcc.bench import report
 from mcc.errors import MccError
 from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
 
+if TYPE_CHECKING:
+    from mcc.tracking.replay import PictureScore
+
 __all__ = [
     "COLUMNS",
+    "Feed",
     "add_parser",
     "classic_config",
+    "discrete_cv_class",
+    "polar_feed",
     "run_mcc_classic",
+    "run_mcc_scans",
+    "run_scans",
     "run_scenario_bench",
     "run_stonesoup_classic",
+    "run_stonesoup_scans",
     "run_tracker_bench",
+    "say",
+    "versions",
 ]
 
 COLUMNS = (
@@ -233,7 +245,7 @@ def run_stonesoup_classic(
     config = config or classic_config(data)
     q = config.sigma_a_mps2**2
     transition = CombinedLinearGaussianTransitionModel(
-        [_discrete_cv_class()(noise_diff_coeff=q), _discrete_cv_class()(noise_diff_coeff=q)]
+        [discrete_cv_class()(noise_diff_coeff=q), discrete_cv_class()(noise_diff_coeff=q)]
     )
     measurement = LinearGaussian(ndim_state=4, mapping=(0, 2), noise_covar=data.R)
     predictor = KalmanPredictor(transition)
@@ -280,7 +292,7 @@ def run_stonesoup_classic(
     tracker = StoneSoupTracker(
         initiator=initiator,
         deleter=UpdateTimeStepsDeleter(config.max_misses + 1),
-        detector=_Feed(feed),
+        detector=Feed(feed),
         data_associator=associator(),
         updater=updater,
     )
@@ -297,7 +309,7 @@ def run_stonesoup_classic(
     return row
 
 
-class _Feed:
+class Feed:
     """A Stone Soup detector over prepared ``(time, detections)`` pairs."""
 
     def __init__(self, scans: list[tuple[dt.datetime, set[Any]]]) -> None:
@@ -310,7 +322,7 @@ class _Feed:
 _DISCRETE_CV: Any = None
 
 
-def _discrete_cv_class() -> Any:
+def discrete_cv_class() -> Any:
     """``ConstantVelocity`` with the discrete white-noise covariance q [[dt⁴/4, dt³/2],
     [dt³/2, dt²]] (classic_2d's and MCC's ``noise_model="discrete"``), built on first use so
     that Stone Soup is imported only when it runs."""
@@ -329,6 +341,96 @@ def _discrete_cv_class() -> Any:
 
         _DISCRETE_CV = DiscreteWhiteNoiseConstantVelocity
     return _DISCRETE_CV
+
+
+def polar_feed(scans: Iterable[tuple[float, F64, F64, Any]]) -> Feed:
+    """Stone Soup's detector over radar scans ``(time_s, range_m, azimuth_rad, model)``: each
+    detection a (bearing, range) pair of the scan's ``CartesianToBearingRange`` ``model``, the
+    azimuth (from north, clockwise) turned into Stone Soup's bearing (from x, anticlockwise)."""
+    from stonesoup.types.angle import Bearing
+    from stonesoup.types.array import StateVector
+    from stonesoup.types.detection import Detection
+
+    epoch = dt.datetime(2024, 1, 1)
+    feed = []
+    for t_s, r, az, model in scans:
+        stamp = epoch + dt.timedelta(seconds=float(t_s))
+        dets = {
+            Detection(
+                StateVector([[Bearing(math.pi / 2 - a)], [ri]]),
+                timestamp=stamp,
+                measurement_model=model,
+            )
+            for ri, a in zip(r.tolist(), az.tolist(), strict=True)
+        }
+        feed.append((stamp, dets))
+    return Feed(feed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a tracker over the scans of a scenario (``--families`` and ``--scenarios``)
+
+
+def run_scans(
+    scans: Iterable[tuple[float, Any]],
+    step: Callable[[Any], object],
+    picture: Callable[[], tuple[Any, F64]],
+    score: PictureScore,
+    also: Callable[[float, F64], None] | None = None,
+) -> PictureScore:
+    """Each ``(time_s, scan)`` in turn: ``step(scan)`` timed (wall and process CPU), then
+    ``picture()``'s confirmed tracks (ids, positions) scored with those times, and given to
+    ``also`` (time, positions) when there is one. Returns ``score``."""
+    for t_s, scan in scans:
+        start, cpu = time.perf_counter(), time.process_time()
+        step(scan)
+        ms = (time.perf_counter() - start) * 1e3
+        cpu_ms = (time.process_time() - cpu) * 1e3
+        ids, positions = picture()
+        score.add(t_s, ids, positions, ms=ms, cpu_ms=cpu_ms)
+        if also is not None:
+            also(t_s, positions)
+    return score
+
+
+def run_mcc_scans(
+    tracker: MultiTargetTracker,
+    scans: Iterable[Scan],
+    score: PictureScore,
+    also: Callable[[float, F64], None] | None = None,
+) -> PictureScore:
+    """`run_scans` of MCC's tracker: ``tracker.step`` timed, its track table scored."""
+
+    def picture() -> tuple[Any, F64]:
+        table = tracker.tracks()
+        return table.ids, table.positions_m
+
+    return run_scans(((scan.time_s, scan) for scan in scans), tracker.step, picture, score, also)
+
+
+def run_stonesoup_scans(
+    tracker: Any,
+    times_s: Iterable[float],
+    score: PictureScore,
+    also: Callable[[float, F64], None] | None = None,
+) -> PictureScore:
+    """`run_scans` of a Stone Soup tracker, one iteration per time of ``times_s`` (those of its
+    detector's scans) timed; its tracks numbered in order of first appearance."""
+    steps = iter(tracker)
+    ids: dict[int, int] = {}
+    tracks: list[Any] = []
+
+    def step(_: object) -> None:
+        nonlocal tracks
+        _, tracks = next(steps)
+
+    def picture() -> tuple[Any, F64]:
+        held = list(tracks)
+        pos = np.array([[tr.state_vector[0, 0], tr.state_vector[2, 0]] for tr in held])
+        tid = [ids.setdefault(id(tr), len(ids) + 1) for tr in held]
+        return tid, pos.reshape(-1, 2)
+
+    return run_scans(((float(t_s), None) for t_s in times_s), step, picture, score, also)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,12 +459,12 @@ def run_tracker_bench(
         data = classic_2d(n, scans=scans, seed=seed)
         by_impl: dict[str, dict[str, Any]] = {}
         if "mcc" in impls:
-            _say(progress, f"mcc, {n} targets, {scans} scans")
+            say(progress, f"mcc, {n} targets, {scans} scans")
             by_impl["mcc"] = run_mcc_classic(data)
         if "stonesoup" in impls:
             limited = n > stonesoup_max_targets
             ss_scans = min(scans, stonesoup_large_scans) if limited else scans
-            _say(progress, f"stonesoup, {n} targets, {ss_scans} scans")
+            say(progress, f"stonesoup, {n} targets, {ss_scans} scans")
             row = run_stonesoup_classic(data, scans=ss_scans, assoc=stonesoup_assoc)
             if limited and ss_scans < scans:
                 row["note"] = (
@@ -378,7 +480,8 @@ def run_tracker_bench(
     return rows
 
 
-def _say(progress: bool, text: str) -> None:
+def say(progress: bool, text: str) -> None:
+    """``text`` on stderr as the bench's progress, when ``progress``."""
     if progress:
         print(f"bench tracker: {text} …", file=sys.stderr, flush=True)
 
@@ -406,7 +509,7 @@ def run_scenario_bench(
     scans = _scenario_scans(scenario, duration_s or scenario.duration_s)
     rows = []
     for model in models:
-        _say(progress, f"mcc {model}, scenario {scenario.id}, {len(scans)} scans")
+        say(progress, f"mcc {model}, scenario {scenario.id}, {len(scans)} scans")
         tracker = MultiTargetTracker(scenario_config(model))
         scores = _Scores(SCENARIO_GOSPA_C_M)
         for scan, truth in scans:
@@ -569,7 +672,7 @@ def cmd_tracker(args: argparse.Namespace) -> int:
         notes = _notes(rows)
     command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
     doc = report.document("tracker", rows, command=command or "mcc bench tracker")
-    doc["host"]["versions"].update(_versions())
+    doc["host"]["versions"].update(versions())
     report.print_table(title, rows, columns)
     for row in rows:
         if row.get("note"):
@@ -613,11 +716,11 @@ def _cmd_families(args: argparse.Namespace) -> int:
         variants=variants,
         seed=args.seed,
         quick=args.quick,
-        progress=lambda text: _say(True, text),
+        progress=lambda text: say(True, text),
     )
     command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
     doc = report.document("tracker-families", rows, command=command or "mcc bench tracker")
-    doc["host"]["versions"].update(_versions())
+    doc["host"]["versions"].update(versions())
     report.print_table("tracker on hard families, defaults vs Stone Soup", rows, FAMILY_COLUMNS)
     notes = [r for r in rows if r.get("note")]
     for row in notes:
@@ -644,7 +747,8 @@ def _cmd_families(args: argparse.Namespace) -> int:
     return 0
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The versions of Stone Soup and SciPy installed (for a result's host record)."""
     out = {}
     for dist in ("stonesoup", "scipy"):
         with contextlib.suppress(metadata.PackageNotFoundError):

@@ -52,10 +52,8 @@ rows in one process, one after the other; ``cpu_ms_per_scan`` = median CPU time 
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import statistics
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -64,6 +62,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mcc.bench.tracker import discrete_cv_class, polar_feed, run_mcc_scans, run_stonesoup_scans
 from mcc.compute import kalman
 from mcc.errors import MccError
 from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
@@ -342,14 +341,7 @@ def run_mcc(
     """MCC's row: the tracker's defaults in 2-D unless ``config`` is given."""
     config = config or TrackerConfig(ndim=2)
     tracker = MultiTargetTracker(config)
-    score = PictureScore(data.truth, GOSPA_C_M)
-    for scan in data.scans():
-        start, cpu = time.perf_counter(), time.process_time()
-        tracker.step(scan)
-        ms = (time.perf_counter() - start) * 1e3
-        cpu_ms = (time.process_time() - cpu) * 1e3
-        table = tracker.tracks()
-        score.add(scan.time_s, table.ids, table.positions_m, ms=ms, cpu_ms=cpu_ms)
+    score = run_mcc_scans(tracker, data.scans(), PictureScore(data.truth, GOSPA_C_M))
     row = _row("mcc", variant, data, score)
     if tracker.jpda is not None:  # clusters of 2+ tracks, and those past exact enumeration
         row["jpda_clusters"] = tracker.jpda.clusters
@@ -374,13 +366,9 @@ def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -
     from stonesoup.predictor.kalman import ExtendedKalmanPredictor, KalmanPredictor
     from stonesoup.tracker.simple import MultiTargetMixtureTracker
     from stonesoup.tracker.simple import MultiTargetTracker as SST
-    from stonesoup.types.angle import Bearing
     from stonesoup.types.array import CovarianceMatrix, StateVector
-    from stonesoup.types.detection import Detection
     from stonesoup.types.state import GaussianState
     from stonesoup.updater.kalman import ExtendedKalmanUpdater, UnscentedKalmanUpdater
-
-    from mcc.bench.tracker import _discrete_cv_class
 
     if variant not in STONESOUP_VARIANTS:
         raise MccError(
@@ -396,7 +384,7 @@ def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -
         predictor: Any = ExtendedKalmanPredictor(transition)
         ndim_state = 5
     else:
-        cv = _discrete_cv_class()
+        cv = discrete_cv_class()
         transition = CombinedLinearGaussianTransitionModel(
             [cv(noise_diff_coeff=q), cv(noise_diff_coeff=q)]
         )
@@ -427,22 +415,11 @@ def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -
         measurement_model=measurement,
         min_points=2,
     )
-    epoch = dt.datetime(2024, 1, 1)
-    feed = []
     times = data.times_s[:scans]
-    for t_s, r, az in zip(times, data.range_m, data.azimuth_rad, strict=False):
-        stamp = epoch + dt.timedelta(seconds=float(t_s))
-        dets = {
-            Detection(
-                StateVector([[Bearing(math.pi / 2 - a)], [ri]]),
-                timestamp=stamp,
-                measurement_model=measurement,
-            )
-            for ri, a in zip(r.tolist(), az.tolist(), strict=True)
-        }
-        feed.append((stamp, dets))
-    from mcc.bench.tracker import _Feed
-
+    feed = polar_feed(
+        (t_s, r, az, measurement)
+        for t_s, r, az in zip(times, data.range_m, data.azimuth_rad, strict=False)
+    )
     tracker: Any
     if variant.startswith("jpda"):
         area = math.pi * ((1.5 * f.range_m[1]) ** 2 - (0.5 * f.range_m[0]) ** 2)
@@ -461,7 +438,7 @@ def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -
         tracker = MultiTargetMixtureTracker(
             initiator=initiator,
             deleter=CovarianceBasedDeleter(covar_trace_thresh=4 * 2000.0**2, mapping=(0, 2)),
-            detector=_Feed(feed),
+            detector=feed,
             data_associator=jpda,
             updater=updater,
         )
@@ -469,22 +446,11 @@ def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -
         tracker = SST(
             initiator=initiator,
             deleter=UpdateTimeStepsDeleter(4),
-            detector=_Feed(feed),
+            detector=feed,
             data_associator=gnn,
             updater=updater,
         )
-    ids: dict[int, int] = {}
-    score = PictureScore(data.truth, GOSPA_C_M)
-    steps = iter(tracker)
-    for t_s in times:
-        start, cpu = time.perf_counter(), time.process_time()
-        _, tracks = next(steps)
-        ms = (time.perf_counter() - start) * 1e3
-        cpu_ms = (time.process_time() - cpu) * 1e3
-        tracks = list(tracks)
-        pos = np.array([[tr.state_vector[0, 0], tr.state_vector[2, 0]] for tr in tracks])
-        tid = [ids.setdefault(id(tr), len(ids) + 1) for tr in tracks]
-        score.add(float(t_s), tid, pos.reshape(-1, 2), ms=ms, cpu_ms=cpu_ms)
+    score = run_stonesoup_scans(tracker, times, PictureScore(data.truth, GOSPA_C_M))
     return _row("stonesoup", variant, data, score)
 
 

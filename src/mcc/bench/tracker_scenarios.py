@@ -61,7 +61,6 @@ one to one within max(c, 3 σ of the best radar's detection there));
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import signal
@@ -75,6 +74,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mcc.bench.tracker import discrete_cv_class, polar_feed, run_mcc_scans, run_stonesoup_scans
 from mcc.compute import kalman
 from mcc.errors import MccError
 from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
@@ -451,16 +451,10 @@ def run_mcc(
 ) -> dict[str, Any]:
     """MCC on one draw: its defaults in 2-D unless ``config`` is given."""
     tracker = MultiTargetTracker(config or TrackerConfig(ndim=2))
-    score = PictureScore(data.truth, GOSPA_C_M)
     held = Confirmed(data)
-    for scan in data.mcc_scans():
-        start, cpu = time.perf_counter(), time.process_time()
-        tracker.step(scan)
-        ms = (time.perf_counter() - start) * 1e3
-        cpu_ms = (time.process_time() - cpu) * 1e3
-        table = tracker.tracks()
-        score.add(scan.time_s, table.ids, table.positions_m, ms=ms, cpu_ms=cpu_ms)
-        held.add(scan.time_s, table.positions_m)
+    score = run_mcc_scans(
+        tracker, data.mcc_scans(), PictureScore(data.truth, GOSPA_C_M), also=held.add
+    )
     return _score_row("mcc", variant, data, score, held)
 
 
@@ -523,13 +517,9 @@ def run_stonesoup(
     from stonesoup.predictor.kalman import ExtendedKalmanPredictor, KalmanPredictor
     from stonesoup.tracker.simple import MultiTargetMixtureTracker
     from stonesoup.tracker.simple import MultiTargetTracker as SST
-    from stonesoup.types.angle import Bearing
     from stonesoup.types.array import CovarianceMatrix, StateVector
-    from stonesoup.types.detection import Detection
     from stonesoup.types.state import GaussianState
     from stonesoup.updater.kalman import ExtendedKalmanUpdater, UnscentedKalmanUpdater
-
-    from mcc.bench.tracker import _discrete_cv_class, _Feed
 
     ct = cfg.motion == "ct"
     if ct:
@@ -541,7 +531,7 @@ def run_stonesoup(
         ndim_state = 5
     else:
         q = float(cfg.motion[2:]) ** 2
-        cv = _discrete_cv_class()
+        cv = discrete_cv_class()
         transition = CombinedLinearGaussianTransitionModel(
             [cv(noise_diff_coeff=q), cv(noise_diff_coeff=q)]
         )
@@ -580,20 +570,7 @@ def run_stonesoup(
         if cfg.deleter == "covariance"
         else UpdateTimeStepsDeleter(int(cfg.deleter[5:]))
     )
-    epoch = dt.datetime(2024, 1, 1)
-    feed = []
-    for t_s, sid, r, az in data.scans:
-        stamp = epoch + dt.timedelta(seconds=float(t_s))
-        model = models[sid]
-        dets = {
-            Detection(
-                StateVector([[Bearing(math.pi / 2 - a)], [ri]]),
-                timestamp=stamp,
-                measurement_model=model,
-            )
-            for ri, a in zip(r.tolist(), az.tolist(), strict=True)
-        }
-        feed.append((stamp, dets))
+    feed = polar_feed((t_s, r, az, models[sid]) for t_s, sid, r, az in data.scans)
     tracker: Any
     if cfg.association == "jpda":
         radar = next(iter(data.radars.values()))
@@ -611,7 +588,7 @@ def run_stonesoup(
         tracker = MultiTargetMixtureTracker(
             initiator=initiator,
             deleter=deleter,
-            detector=_Feed(feed),
+            detector=feed,
             data_associator=jpda,
             updater=updater,
         )
@@ -619,14 +596,11 @@ def run_stonesoup(
         tracker = SST(
             initiator=initiator,
             deleter=deleter,
-            detector=_Feed(feed),
+            detector=feed,
             data_associator=gnn,
             updater=updater,
         )
-    ids: dict[int, int] = {}
-    score = PictureScore(data.truth, GOSPA_C_M)
     held = Confirmed(data)
-    steps = iter(tracker)
 
     def over(signum: int, frame: Any) -> None:
         raise _Budget(f"{cfg.name}: over {budget_s:.0f} s on {data.family}/{data.seed}")
@@ -635,16 +609,12 @@ def run_stonesoup(
     previous = signal.signal(signal.SIGALRM, over)
     signal.setitimer(signal.ITIMER_REAL, budget_s)
     try:
-        for t_s, _sid, _r, _az in data.scans:
-            start, cpu = time.perf_counter(), time.process_time()
-            _, tracks = next(steps)
-            ms = (time.perf_counter() - start) * 1e3
-            cpu_ms = (time.process_time() - cpu) * 1e3
-            tracks = list(tracks)
-            pos = np.array([[tr.state_vector[0, 0], tr.state_vector[2, 0]] for tr in tracks])
-            tid = [ids.setdefault(id(tr), len(ids) + 1) for tr in tracks]
-            score.add(float(t_s), tid, pos.reshape(-1, 2), ms=ms, cpu_ms=cpu_ms)
-            held.add(float(t_s), pos.reshape(-1, 2))
+        score = run_stonesoup_scans(
+            tracker,
+            (t_s for t_s, _sid, _r, _az in data.scans),
+            PictureScore(data.truth, GOSPA_C_M),
+            also=held.add,
+        )
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0.0)
         signal.signal(signal.SIGALRM, previous)
@@ -955,14 +925,13 @@ def parse_families(text: str) -> list[str]:
 
 def cmd_scenarios(args: Any, command: str) -> int:
     """``mcc bench tracker --scenarios``: the search (``--search``) or the report."""
-    from mcc.bench import report
-    from mcc.bench.tracker import _say, _versions
+    from mcc.bench import report, tracker
 
     families = parse_families(args.scenarios)
     search_path = Path(args.search_json) if args.search_json else SEARCH_JSON
 
     def say(text: str) -> None:
-        _say(True, text)
+        tracker.say(True, text)
 
     if args.search:
         # A recorded search is continued: its candidates are not run again.
@@ -970,7 +939,7 @@ def cmd_scenarios(args: Any, command: str) -> int:
         resume = {e["family"]: e for e in recorded.get("searches", [])}
         doc = run_search(families, progress=say, resume=resume)
         doc["command"] = command
-        doc["host"]["versions"].update(_versions())
+        doc["host"]["versions"].update(tracker.versions())
         if search_path.exists() and set(families) != set(FAMILIES):
             # Searching some families keeps the others' recorded searches.
             old = json.loads(search_path.read_text())
@@ -998,7 +967,7 @@ def cmd_scenarios(args: Any, command: str) -> int:
     scale = scale_runs(args.scale_targets, seeds[:3]) if args.scale_targets else []
     verdicts = check_targets(summary, scale)
     doc = report.document("tracker-scenarios", summary, command=command)
-    doc["host"]["versions"].update(_versions())
+    doc["host"]["versions"].update(tracker.versions())
     doc.update(
         report_seeds=list(seeds),
         train_seeds=list(TRAIN_SEEDS),
