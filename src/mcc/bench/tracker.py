@@ -417,7 +417,7 @@ def run_stonesoup_scans(
     """`run_scans` of a Stone Soup tracker, one iteration per time of ``times_s`` (those of its
     detector's scans) timed; its tracks numbered in order of first appearance."""
     steps = iter(tracker)
-    ids: dict[int, int] = {}
+    ids: dict[str, int] = {}  # by Stone Soup's track id (a uuid): id() of a deleted track recurs
     tracks: list[Any] = []
 
     def step(_: object) -> None:
@@ -427,7 +427,7 @@ def run_stonesoup_scans(
     def picture() -> tuple[Any, F64]:
         held = list(tracks)
         pos = np.array([[tr.state_vector[0, 0], tr.state_vector[2, 0]] for tr in held])
-        tid = [ids.setdefault(id(tr), len(ids) + 1) for tr in held]
+        tid = [ids.setdefault(tr.id, len(ids) + 1) for tr in held]
         return tid, pos.reshape(-1, 2)
 
     return run_scans(((float(t_s), None) for t_s in times_s), step, picture, score, also)
