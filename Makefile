@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml setup.py native/Cargo.toml native/build-cyclone.sh
 	    > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/mcc-cyclone.pth"
 	touch $(STAMP)
 
-$(NATIVE): $(STAMP) src/mcc/bus/_native.c
+$(NATIVE): $(STAMP) src/mcc/bus/_native.c idl/mcc.idl
 	$(PY) setup.py --quiet build_ext --inplace
 	touch $(NATIVE)
 

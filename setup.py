@@ -5,7 +5,9 @@
    ``.venv/cyclone``, whose ``lib/`` is the module's RUNPATH (the checkout's in-place build).
    ``_native.LIBRARY`` is the file the loader found at run time. A wheel for other hosts comes
    from ``make wheels`` (native/build-wheels.py): it relinks the module to the libddsc bundled
-   in its cyclonedds wheel (``$ORIGIN`` RUNPATH) and tags both with auditwheel.
+   in its cyclonedds wheel (``$ORIGIN`` RUNPATH) and tags both with auditwheel. The C topic
+   types it needs (``BulkBlock``, whose samples iceoryx can loan) are generated from
+   idl/mcc.idl by that Cyclone's ``idlc`` into ``build/idlc/`` first.
 2. The checkout's top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` are copied into
    the wheel as ``mcc/data/<name>/``, where ``mcc.resources`` finds them. An editable install
    copies nothing: it reads the checkout's folders themselves.
@@ -13,6 +15,7 @@
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -48,13 +51,26 @@ if not (home / "include" / "dds" / "dds.h").exists():
         "it with native/build-cyclone.sh"
     )
 lib = home / "lib"
+IDLC_OUT = Path("build") / "idlc"  # relative: setuptools wants sources inside the project
+(HERE / IDLC_OUT).mkdir(parents=True, exist_ok=True)
+subprocess.run(
+    [
+        str(home / "bin" / "idlc"),
+        "-l",
+        "c",
+        "-o",
+        str(HERE / IDLC_OUT),
+        str(HERE / "idl" / "mcc.idl"),
+    ],
+    check=True,
+)
 setup(
     cmdclass={"build_py": build_py_with_data},
     ext_modules=[
         Extension(
             "mcc.bus._native",
-            sources=["src/mcc/bus/_native.c"],
-            include_dirs=[str(home / "include")],
+            sources=["src/mcc/bus/_native.c", str(IDLC_OUT / "mcc.c")],
+            include_dirs=[str(home / "include"), str(HERE / IDLC_OUT)],
             library_dirs=[str(lib)],
             libraries=["ddsc"],
             runtime_library_dirs=[str(lib)],

@@ -1,17 +1,25 @@
 """Bulk transfers: a buffer in one call each way, placed at its offsets; strays, forgeries and
-repeats counted and dropped, other transfers left for later."""
+repeats counted and dropped, other transfers left for later; shared memory on `shm`."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from mcc.bus import Bus, bulk
+from mcc.bus import Bus
+from mcc.bus.bulk import BLOCK_BYTES, BulkReader, BulkWriter
+from mcc.bus.shm import RouDi
 from mcc.errors import PeerLostError, TopicError
-from mcc.types import BulkChunk
+from mcc.types import BulkBlock
+from tests.conftest import REPO
 
 
 @pytest.fixture
@@ -20,73 +28,116 @@ def pair(bus_env: dict[str, str], domain_id: int) -> Iterator[tuple[Bus, Bus]]:
         yield a, b
 
 
-def test_a_buffer_arrives_whole_at_its_offsets(pair: tuple[Bus, Bus]) -> None:
-    a, b = pair
-    writer, reader = a.writer("Bulk"), b.reader("Bulk")
-    assert writer.wait_for_readers(1, timeout_s=20)
-    data = np.random.default_rng(3).integers(0, 256, 3_000_001, dtype=np.uint8)
-    chunk = 65_537  # not a multiple of 4; the last chunk is short
+def _round_trip(a: Bus, b: Bus, data: np.ndarray) -> tuple[BulkWriter, np.ndarray, object]:
+    writer, reader = BulkWriter(a, "Bulk"), BulkReader(b, "Bulk")
+    assert writer.wait_matched(1, timeout_s=20) and reader.wait_matched(1, timeout_s=20)
     sent: list[int] = []
-    sender = threading.Thread(target=lambda: sent.append(bulk.send(writer, 42, data, chunk)))
+    sender = threading.Thread(target=lambda: sent.append(writer.send(42, data)))
     sender.start()
-    head = bulk.peek(reader, timeout_s=20)
+    head = reader.peek(timeout_s=20)
     assert head is not None
-    assert (head.transfer, head.total, head.count, head.bad) == (42, data.size, 46, 0)
+    assert (head.transfer, head.total, head.bad) == (42, data.size, 0)
+    assert head.count == -(-data.size // BLOCK_BYTES)
     out = np.zeros(head.total, np.uint8)
-    receipt = bulk.receive(reader, head, out, idle_s=20)
+    receipt = reader.receive(head, out, idle_s=20)
     sender.join(20)
     assert sent == [data.size]
-    assert (receipt.received_bytes, receipt.chunks, receipt.bad, receipt.duplicate) == (
-        data.size,
-        46,
-        0,
-        0,
-    )
+    return writer, out, receipt
+
+
+def test_a_buffer_arrives_whole_at_its_offsets(pair: tuple[Bus, Bus]) -> None:
+    data = np.random.default_rng(3).integers(0, 256, 3_000_001, dtype=np.uint8)  # short last
+    writer, out, receipt = _round_trip(*pair, data)
     assert np.array_equal(out, data)
+    assert receipt == dataclasses.replace(receipt, received_bytes=data.size, bad=0, duplicate=0)
+    assert writer.shared_memory is False  # the loopback transport is UDP
+
+
+_SHM_ROUND_TRIP = """
+import dataclasses, json, sys
+import numpy as np
+from mcc.bus import Bus, Transport
+from tests.bus.test_bulk import _round_trip
+domain, tag = int(sys.argv[1]), sys.argv[2]
+shm = dataclasses.replace(Transport.loopback(tag), kind="shm")
+with Bus(domain, transport=shm) as a, Bus(domain, transport=shm) as b:
+    data = np.random.default_rng(4).integers(0, 256, 40 << 20, dtype=np.uint8)
+    writer, out, _ = _round_trip(a, b, data)  # more blocks than iceoryx's pool: flow control
+    print(json.dumps({"shared_memory": writer.shared_memory, "equal": bool((out == data).all())}))
+"""
+
+
+def test_on_shm_a_block_is_a_loan_of_shared_memory(domain_id: int) -> None:
+    # In a process of its own: an iceoryx runtime stays registered with RouDi for the life of
+    # its process, and this test stops the RouDi it started.
+    roudi = RouDi.ensure()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _SHM_ROUND_TRIP, str(domain_id), f"bulk-shm-{os.getpid()}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+    finally:
+        if roudi is not None:
+            roudi.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "shared_memory": True,
+        "equal": True,
+    }
+
+
+def _block(transfer: int, index: int, count: int, total: int, data: bytes) -> BulkBlock:
+    return BulkBlock(
+        transfer=transfer,
+        index=index,
+        count=count,
+        offset=index * 4,
+        total=total,
+        length=len(data),
+        data=list(data.ljust(BLOCK_BYTES, b"\0")),
+    )
 
 
 def test_strays_forgeries_and_repeats_are_counted_and_another_transfer_waits(
     pair: tuple[Bus, Bus],
 ) -> None:
     a, b = pair
-    writer, reader = a.writer("Bulk"), b.reader("Bulk")
+    writer = a.writer("Bulk")  # a Python writer of the same type: a foreign sender
+    reader = BulkReader(b, "Bulk")
     assert writer.wait_for_readers(1, timeout_s=20)
-
-    def chunk(transfer: int, index: int, count: int, total: int, data: bytes) -> BulkChunk:
-        return BulkChunk(
-            transfer=transfer, index=index, count=count, offset=index * 4, total=total, data=data
-        )
-
-    writer.write(chunk(7, 0, 2, 8, b"abcd"))
-    writer.write(chunk(9, 0, 1, 4, b"wxyz"))  # another transfer: left in the cache
-    writer.write(chunk(7, 0, 2, 8, b"abcd"))  # a repeat
-    writer.write(chunk(7, 5, 2, 8, b"abcd"))  # index past count: forged
-    writer.write(chunk(7, 1, 2, 9, b"efgh"))  # another size than the first chunk said
-    writer.write(chunk(7, 1, 2, 8, b"efgh"))
-    head = bulk.peek(reader, timeout_s=20)
+    writer.write(_block(7, 0, 2, 8, b"abcd"))
+    writer.write(_block(9, 0, 1, 4, b"wxyz"))  # another transfer: left in the cache
+    writer.write(_block(7, 0, 2, 8, b"abcd"))  # a repeat
+    writer.write(_block(7, 5, 2, 8, b"abcd"))  # index past count: forged
+    writer.write(_block(7, 1, 2, 9, b"efgh"))  # another size than the first block said
+    writer.write(_block(7, 1, 2, 8, b"efgh"))
+    head = reader.peek(timeout_s=20)
     assert head is not None and (head.transfer, head.total) == (7, 8)
     out = bytearray(8)
-    receipt = bulk.receive(reader, head, out, idle_s=20)
+    receipt = reader.receive(head, out, idle_s=20)
     assert bytes(out) == b"abcdefgh"
-    assert (receipt.chunks, receipt.duplicate, receipt.bad, receipt.stray) == (2, 1, 2, 0)
-    other = bulk.peek(reader, timeout_s=20)
+    assert (receipt.blocks, receipt.duplicate, receipt.bad, receipt.stray) == (2, 1, 2, 0)
+    other = reader.peek(timeout_s=20)
     assert other is not None and (other.transfer, other.total) == (9, 4)
-    assert bulk.discard(reader, other, idle_s=0.2).chunks == 1
-    assert bulk.peek(reader, timeout_s=0.2) is None
+    assert reader.discard(other, idle_s=0.2).blocks == 1
+    assert reader.peek(timeout_s=0.2) is None
 
 
 def test_an_unfinished_transfer_times_out_with_what_came(pair: tuple[Bus, Bus]) -> None:
     a, b = pair
-    writer, reader = a.writer("Bulk"), b.reader("Bulk")
+    writer, reader = a.writer("Bulk"), BulkReader(b, "Bulk")
     assert writer.wait_for_readers(1, timeout_s=20)
-    writer.write(BulkChunk(transfer=1, index=0, count=2, offset=0, total=8, data=b"abcd"))
-    with pytest.raises(PeerLostError, match="no chunk for 0.3 s with 4 of 8 bytes"):
-        bulk.receive(reader, 1, bytearray(8), idle_s=0.3)
+    writer.write(_block(1, 0, 2, 8, b"abcd"))
+    with pytest.raises(PeerLostError, match="no block for 0.3 s with 4 of 8 bytes"):
+        reader.receive(1, bytearray(8), idle_s=0.3)
 
 
 def test_only_bulk_topics_and_sane_buffers(pair: tuple[Bus, Bus]) -> None:
     a, _ = pair
     with pytest.raises(TopicError, match="'WorkResult' is not a bulk topic"):
-        bulk.send(a.writer("WorkResult"), 1, b"x", 1)
-    with pytest.raises(ValueError, match="want a non-empty buffer"):
-        bulk.send(a.writer("Bulk"), 1, b"", 1)
+        BulkWriter(a, "WorkResult")
+    with BulkWriter(a, "Bulk") as writer, pytest.raises(ValueError, match="non-empty buffer"):
+        writer.send(1, b"")

@@ -16,7 +16,7 @@ from mcc.bus import Bus, _native, topic_spec
 from mcc.bus.codec import flat_codec
 from mcc.bus.topics import TOPICS
 from mcc.errors import MccError
-from mcc.types import BulkChunk, Track
+from mcc.types import BulkBlock, Track
 from tests.conftest import REPO
 from tests.integration.bus_peer import sample_for
 
@@ -330,8 +330,8 @@ def test_hostile_samples_on_every_topic_are_dropped_counted_and_the_reader_goes_
         # Cyclone checks the structure of every sample against the type (a writer's as here, a
         # remote one's on receipt): what reaches a reader is well-formed CDR with bad content.
         assert structural <= set(r["refused"]), f"{topic}: {r}"
-        # BulkChunk has no text: nothing to make invalid UTF-8 of
-        textless = TOPICS[topic].type is BulkChunk
+        # BulkBlock has no text: nothing to make invalid UTF-8 of
+        textless = TOPICS[topic].type is BulkBlock
         assert r["utf8"] >= 1 or textless, f"{topic}: no invalid UTF-8 went out: {r}"
         # Each one that went out was either dropped (counted) or decoded to a legal sample.
         assert r["dropped"] + r["delivered"] == r["sent"], f"{topic}: {r}"

@@ -22,7 +22,7 @@ from mcc.hpc.farm import MAX_ITEM_NUMBERS, FarmMaster, FarmWorker
 from mcc.hpc.primes import PrimeScan
 from mcc.hpc.stream import run_echo, run_source
 from mcc.persist.service import open_service
-from mcc.types import BulkChunk, Checkpoint, WorkItem, WorkResult
+from mcc.types import BulkBlock, Checkpoint, WorkItem, WorkResult
 from tests.conftest import wait_for
 
 from .test_farm_protocol import JOB, PlayedWorker
@@ -120,17 +120,17 @@ def test_an_echo_allocates_no_more_than_its_bound_for_a_rogue_chunk(
         echo = pool.submit(
             run_echo, echo_bus, job_id="s", echo_id="e", stop=stop, max_bytes=1 << 20
         )
-        rogue = rogue_bus.writer("Bulk")
+        rogue = rogue_bus.writer("Bulk")  # a Python writer of the native endpoints' type
         assert rogue.wait_for_readers(1, timeout_s=20)
-        rogue_chunks = (
-            (1, 0, 1 << 40, 4096),
-            (2, 1 << 19, 1 << 19, 4096),
-            (3, 0, 1 << 19, 1 << 20),
+        rogue_blocks = (
+            (1, 0, 1 << 40, 4096),  # a terabyte buffer
+            (2, 1 << 19, 1 << 19, 4096),  # a block past its buffer's end
+            (3, 0, 4096, 65536),  # a block larger than its buffer
+            (4, 0, 1 << 19, 70000),  # more data than a block holds
         )
-        for transfer, offset, total, size in rogue_chunks:
-            # a terabyte buffer; a chunk past its buffer's end; a chunk larger than its buffer
+        for transfer, offset, total, length in rogue_blocks:
             rogue.write(
-                BulkChunk(transfer=transfer, count=1, offset=offset, total=total, data=bytes(size))
+                BulkBlock(transfer=transfer, count=1, offset=offset, total=total, length=length)
             )
         try:
             result = run_source(

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcc.bus import Bus, bulk
+from mcc.bus import Bus
+from mcc.bus.bulk import BulkReader, BulkWriter
 from mcc.hpc.base import CONTROL_ID
 from mcc.hpc.jobs import run_stream
 from mcc.hpc.stream import run_source
@@ -50,16 +51,17 @@ def test_a_corrupted_byte_on_the_way_back_is_caught(buses: tuple[Bus, Bus]) -> N
             stop=stop,
             start_timeout_s=30,
         )
-        hello, back = echo_bus.writer("WorkResult"), echo_bus.writer("BulkReturn")
-        incoming = echo_bus.reader("Bulk")
+        hello = echo_bus.writer("WorkResult")
+        back, incoming = BulkWriter(echo_bus, "BulkReturn"), BulkReader(echo_bus, "Bulk")
         assert hello.wait_for_readers(1, timeout_s=20)
         hello.write(WorkResult(job_id="corrupt", item_id=CONTROL_ID, worker_id="bad-echo"))
-        head = bulk.peek(incoming, timeout_s=30)
+        head = incoming.peek(timeout_s=30)
         assert head is not None and (head.total, head.count) == (1 << 20, 16)
         buffer = np.empty(head.total, np.uint8)
-        assert bulk.receive(incoming, head, buffer, idle_s=30).chunks == 16
-        buffer[5 * (64 << 10) + 100] ^= 0xFF  # one bit pattern flipped in one chunk
-        bulk.send(back, head.transfer, buffer, 64 << 10)
+        assert incoming.receive(head, buffer, idle_s=30).blocks == 16
+        buffer[5 * (64 << 10) + 100] ^= 0xFF  # one bit pattern flipped in one block
+        assert back.wait_matched(1, timeout_s=20)
+        back.send(head.transfer, buffer)
         try:
             result = future.result(timeout=60)
         finally:

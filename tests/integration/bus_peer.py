@@ -135,8 +135,8 @@ def sample_for(topic: str) -> object:
         "WorkResult": t.WorkResult(
             job_id="primes", item_id=3, worker_id="w/1", count=21, value=199
         ),
-        "Bulk": t.BulkChunk(transfer=5, index=1, count=3, offset=8, total=20, data=b"abcdefgh"),
-        "BulkReturn": t.BulkChunk(transfer=5, index=0, count=1, offset=0, total=3, data=b"abc"),
+        "Bulk": t.BulkBlock(transfer=5, index=1, count=3, offset=8, total=20, length=8),
+        "BulkReturn": t.BulkBlock(transfer=5, index=0, count=1, offset=0, total=3, length=3),
         "Checkpoint": t.Checkpoint(
             job_id="primes", worker_id="w/1", items_done=3, last_item_id=3, state=b"\x01\x02"
         ),

@@ -15,6 +15,7 @@ from tests.conftest import REPO, require_tool
 
 C_TYPES = {
     "uint8": "uint8_t",
+    "byte": "uint8_t",  # an octet (XTypes TK_BYTE)
     "int16": "int16_t",
     "uint16": "uint16_t",
     "int32": "int32_t",

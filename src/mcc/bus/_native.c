@@ -4,9 +4,10 @@
  * cyclonedds-python's C layer does not do: every call that can block inside Cyclone (a write
  * that waits on flow control, a take that contends with the receive thread for the reader's
  * lock) runs with the GIL released, so no Python thread can stall Cyclone's threads and no
- * Cyclone thread needs the GIL but to call an inline handler (set_on_data). Samples cross as serialized CDR (encapsulation header
- * included), in batches; entities are the integer handles cyclonedds-python created, in the one
- * Cyclone library of the process (this module links the same libddsc).
+ * Cyclone thread needs the GIL but to call an inline handler (set_on_data). Samples cross as
+ * serialized CDR (encapsulation header included), in batches (bulk transfers excepted);
+ * entities are the integer handles cyclonedds-python created, in the one Cyclone library of
+ * the process (this module links the same libddsc).
  *
  * Functions (retcodes are Cyclone's: 0 or a negative DDS_RETCODE_*):
  *   write(writer, data, timestamp_ns=-1, dispose=False) -> retcode
@@ -27,6 +28,10 @@
  *   library_features() -> dict of what this Cyclone build can do
  *   set_on_data(reader, callback | None) -> retcode: callback() on the thread that delivers
  *     the reader's data (Cyclone's receive thread), see native_set_on_data
+ *   bulk_endpoint(parent, topic_name, qos_address, is_writer) -> entity | retcode, and
+ *   send_bulk, receive_bulk, peek_bulk, matched_count, delete, shm_available: bulk transfers
+ *     in BulkBlock samples of the C type idlc generates (loaned from iceoryx on `shm`), see
+ *     "Bulk transfers" below
  *   LIBRARY: the path of the libddsc this module runs on, as the dynamic loader found it
  *     (cyclonedds-python must load the same file)
  */
@@ -41,6 +46,7 @@
 #include "dds/ddsi/ddsi_serdata.h"
 #include "dds/ddsi/ddsi_sertype.h"
 #include "dds/ddsrt/random.h"
+#include "mcc.h" /* generated from idl/mcc.idl by Cyclone's idlc (setup.py) */
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -405,111 +411,106 @@ static PyObject *native_read(PyObject *self, PyObject *args)
   return readtake(args, 0);
 }
 
-/* Bulk transfers (mcc.bus.bulk): a buffer crosses as BulkChunk samples written and read here,
- * the whole transfer in one call with the GIL released and no Python object per chunk, as
- * MPI's Send/Recv of a buffer is one call: the only copies are into the writer's serdata and
- * from the received serdata into the caller's buffer. A BulkChunk's CDR is the 4-byte
- * encapsulation header, transfer (u64), index, count (u32), offset, total (u64), the data's
- * length (u32) and the data: the same offsets in XCDR1 and XCDR2, little-endian. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "mcc.bus._native's bulk transfers assume a little-endian host"
-#endif
-#define BULK_HEADER 40
+/* Bulk transfers (mcc.bus.bulk): a buffer crosses as BulkBlock samples, written and read here
+ * in one call each way with the GIL released and no Python object per block, as MPI's
+ * Send/Recv of a buffer is one call. The endpoints are made here with the C type idlc
+ * generates from idl/mcc.idl (a fixed-size type): between the processes of one host on the
+ * `shm` transport a block is a loan of iceoryx shared memory, filled in place by the sender and
+ * read in place by the receiver (one copy in, one copy out, as MPI's shared memory); to other
+ * hosts Cyclone sends it over UDP. cyclonedds-python's own topic types cannot be loaned (its
+ * sertype serializes), which is why these endpoints are not Python's. */
 #define BULK_TAKE 64
+#define BULK_BLOCK ((Py_ssize_t)sizeof(((mcc_BulkBlock *)0)->data))
 
-typedef struct
+/* bulk_endpoint(parent, topic_name, qos_address, is_writer) -> entity | retcode: a writer
+ * (parent a publisher) or reader (a subscriber) of BulkBlock on topic_name, with the QoS at
+ * qos_address (a dds_qos_t the caller made and still owns). */
+static PyObject *native_bulk_endpoint(PyObject *self, PyObject *args)
 {
-  uint64_t transfer, offset, total;
-  uint32_t index, count, length;
-} bulk_chunk_t;
-
-static void bulk_encode(unsigned char *h, const bulk_chunk_t *c)
-{
-  static const unsigned char xcdr2_le[4] = {0, 0x07, 0, 0};
-  memcpy(h, xcdr2_le, 4);
-  memcpy(h + 4, &c->transfer, 8);
-  memcpy(h + 12, &c->index, 4);
-  memcpy(h + 16, &c->count, 4);
-  memcpy(h + 20, &c->offset, 8);
-  memcpy(h + 28, &c->total, 8);
-  memcpy(h + 36, &c->length, 4);
+  int parent, is_writer;
+  const char *name;
+  unsigned long long qos_address;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "isKp", &parent, &name, &qos_address, &is_writer))
+    return NULL;
+  const dds_qos_t *qos = (const dds_qos_t *)(uintptr_t)qos_address;
+  dds_entity_t ret;
+  Py_BEGIN_ALLOW_THREADS
+  dds_entity_t participant = dds_get_participant(parent);
+  ret = participant < 0 ? participant
+                        : dds_create_topic(participant, &mcc_BulkBlock_desc, name, qos, NULL);
+  if (ret >= 0)
+    ret = is_writer ? dds_create_writer(parent, ret, qos, NULL)
+                    : dds_create_reader(parent, ret, qos, NULL);
+  Py_END_ALLOW_THREADS
+  return PyLong_FromLong((long)ret);
 }
 
-/* The chunk's header, or -1 when the sample is not a well-formed little-endian BulkChunk whose
- * data fits what the sample holds and, by its header, its transfer. */
-static int bulk_decode(struct ddsi_serdata *sd, bulk_chunk_t *c)
+/* Whether a block can be placed in a buffer of `total` bytes (0: any) of transfer `count`
+ * blocks (0: not known yet). */
+static int bulk_fits(const mcc_BulkBlock *b, uint64_t total, uint32_t count)
 {
-  unsigned char h[BULK_HEADER];
-  uint32_t size = ddsi_serdata_size(sd);
-  if (size < BULK_HEADER)
-    return -1;
-  ddsi_serdata_to_ser(sd, 0, BULK_HEADER, h);
-  if (h[0] != 0 || (h[1] != 0x01 && h[1] != 0x07))
-    return -1;
-  memcpy(&c->transfer, h + 4, 8);
-  memcpy(&c->index, h + 12, 4);
-  memcpy(&c->count, h + 16, 4);
-  memcpy(&c->offset, h + 20, 8);
-  memcpy(&c->total, h + 28, 8);
-  memcpy(&c->length, h + 36, 4);
-  if (c->length > size - BULK_HEADER || size - BULK_HEADER - c->length > 3)
-    return -1;
-  if (c->count == 0 || c->index >= c->count || c->offset > c->total ||
-      c->length > c->total - c->offset)
-    return -1;
-  return 0;
+  return b->count > 0 && b->index < b->count && b->length <= (uint32_t)BULK_BLOCK &&
+         b->offset <= b->total && b->length <= b->total - b->offset &&
+         (total == 0 || b->total == total) && (count == 0 || b->count == count);
 }
 
-/* send_bulk(writer, transfer, buffer, chunk_bytes, patience_ns) -> (sent_bytes, retcode): each
- * chunk is retried while flow control holds it back (the writer's max_blocking_time), for at
- * most patience_ns. */
+/* send_bulk(writer, transfer, buffer, patience_ns) -> (sent_bytes, retcode): the buffer in
+ * blocks of 64 KiB; each block is retried while flow control holds it back, for at most
+ * patience_ns. */
 static PyObject *native_send_bulk(PyObject *self, PyObject *args)
 {
   int writer;
   unsigned long long transfer;
   Py_buffer buf;
-  Py_ssize_t chunk;
   long long patience_ns;
   (void)self;
-  if (!PyArg_ParseTuple(args, "iKy*nL", &writer, &transfer, &buf, &chunk, &patience_ns))
+  if (!PyArg_ParseTuple(args, "iKy*L", &writer, &transfer, &buf, &patience_ns))
     return NULL;
-  Py_ssize_t count = buf.len > 0 && chunk > 0 ? (buf.len + chunk - 1) / chunk : 0;
-  if (count == 0 || count > (Py_ssize_t)UINT32_MAX || chunk > (Py_ssize_t)UINT32_MAX - BULK_HEADER)
+  Py_ssize_t count = (buf.len + BULK_BLOCK - 1) / BULK_BLOCK;
+  if (count == 0 || count > (Py_ssize_t)UINT32_MAX)
   {
-    PyErr_Format(PyExc_ValueError, "bulk: %zd bytes in chunks of %zd: want a non-empty buffer "
-                 "in 1 to 2^32-1 chunks of at most 2^32-41 bytes", buf.len, chunk);
+    PyErr_Format(PyExc_ValueError, "bulk: %zd bytes: want a non-empty buffer of fewer than "
+                 "2^32 blocks of %zd bytes", buf.len, BULK_BLOCK);
     PyBuffer_Release(&buf);
     return NULL;
   }
-  dds_return_t ret;
+  dds_return_t ret = 0;
   Py_ssize_t sent = 0;
   Py_BEGIN_ALLOW_THREADS
-  const struct ddsi_sertype *st;
-  ret = dds_get_entity_sertype(writer, &st);
   for (Py_ssize_t k = 0; ret >= 0 && k < count; k++)
   {
-    size_t offset = (size_t)k * (size_t)chunk;
-    size_t n = (size_t)buf.len - offset < (size_t)chunk ? (size_t)buf.len - offset : (size_t)chunk;
-    bulk_chunk_t c = {.transfer = transfer, .offset = offset, .total = (uint64_t)buf.len,
-                      .index = (uint32_t)k, .count = (uint32_t)count, .length = (uint32_t)n};
-    unsigned char head[BULK_HEADER];
-    bulk_encode(head, &c);
-    ddsrt_iovec_t iov[2] = {{.iov_base = head, .iov_len = BULK_HEADER},
-                            {.iov_base = (char *)buf.buf + offset, .iov_len = (ddsrt_iov_len_t)n}};
+    size_t offset = (size_t)k * (size_t)BULK_BLOCK;
+    size_t n = (size_t)buf.len - offset < (size_t)BULK_BLOCK ? (size_t)buf.len - offset
+                                                             : (size_t)BULK_BLOCK;
+    mcc_BulkBlock *b = NULL;
     dds_time_t give_up = dds_time() + (dds_duration_t)patience_ns;
-    do
+    /* On `shm` a loan is a chunk of the host's iceoryx pool, which a receiver behind holds:
+     * no chunk free is the shared-memory path's flow control, waited out like a write's. */
+    dds_duration_t pause = DDS_USECS(50); /* doubled up to 2 ms: iceoryx logs each refusal */
+    while ((ret = dds_request_loan(writer, (void **)&b)) < 0 && ret != DDS_RETCODE_BAD_PARAMETER &&
+           dds_time() < give_up)
     {
-      struct ddsi_serdata *sd = ddsi_serdata_from_ser_iov(st, SDK_DATA, 2, iov, BULK_HEADER + n);
-      if (sd == NULL)
-      {
-        ret = DDS_RETCODE_BAD_PARAMETER;
-        break;
-      }
-      sd->statusinfo = 0;
-      sd->timestamp.v = dds_time();
-      ret = dds_forwardcdr(writer, sd); /* consumes the reference */
-    } while (ret == DDS_RETCODE_TIMEOUT && dds_time() < give_up);
-    if (ret >= 0)
+      dds_sleepfor(pause);
+      pause = pause < DDS_MSECS(2) ? 2 * pause : pause;
+    }
+    if (ret < 0)
+      break;
+    b->transfer = transfer;
+    b->index = (uint32_t)k;
+    b->count = (uint32_t)count;
+    b->offset = offset;
+    b->total = (uint64_t)buf.len;
+    b->length = (uint32_t)n;
+    memcpy(b->data, (const char *)buf.buf + offset, n);
+    if (n < (size_t)BULK_BLOCK) /* no stale bytes of an earlier loan go out */
+      memset(b->data + n, 0, (size_t)BULK_BLOCK - n);
+    give_up = dds_time() + (dds_duration_t)patience_ns;
+    while ((ret = dds_write(writer, b)) == DDS_RETCODE_TIMEOUT && dds_time() < give_up)
+      ;
+    if (ret < 0)
+      dds_return_loan(writer, (void **)&b, 1); /* not written: the loan is still ours */
+    else
       sent += (Py_ssize_t)n;
   }
   Py_END_ALLOW_THREADS
@@ -519,67 +520,60 @@ static PyObject *native_send_bulk(PyObject *self, PyObject *args)
 
 typedef struct
 {
-  Py_ssize_t received, chunks, stray, bad, duplicate;
+  Py_ssize_t received, blocks, stray, bad, duplicate;
 } bulk_tally_t;
 
-/* One taken sample into the transfer: its data copied into out at its offset (only counted
- * when out is NULL: a transfer discarded). */
-static void bulk_place(struct ddsi_serdata *sd, const dds_sample_info_t *si, uint64_t transfer,
+/* One block into the transfer: its data copied into out at its offset (only counted when out
+ * is NULL: a transfer discarded). */
+static void bulk_place(const mcc_BulkBlock *b, const dds_sample_info_t *si, uint64_t transfer,
                        unsigned char *out, uint64_t total, unsigned char **seen, uint32_t *count,
                        bulk_tally_t *t)
 {
-  bulk_chunk_t c;
   if (!si->valid_data)
     return;
-  if (bulk_decode(sd, &c) < 0)
-  {
-    t->bad++;
-    return;
-  }
-  if (c.transfer != transfer)
+  if (b->transfer != transfer)
   {
     t->stray++;
     return;
   }
-  if (out == NULL)
-  {
-    t->received += (Py_ssize_t)c.length;
-    t->chunks++;
-    return;
-  }
-  if (c.total != total || (*seen != NULL && c.count != *count))
+  if (!bulk_fits(b, out == NULL ? 0 : total, *count))
   {
     t->bad++;
     return;
   }
+  if (out == NULL)
+  {
+    t->received += (Py_ssize_t)b->length;
+    t->blocks++;
+    return;
+  }
   if (*seen == NULL)
   {
-    if ((*seen = calloc(c.count, 1)) == NULL)
+    if ((*seen = calloc(b->count, 1)) == NULL)
     {
       t->bad++;
       return;
     }
-    *count = c.count;
+    *count = b->count;
   }
-  if ((*seen)[c.index])
+  if ((*seen)[b->index])
   {
     t->duplicate++;
     return;
   }
-  (*seen)[c.index] = 1;
-  if (c.length > 0)
-    ddsi_serdata_to_ser(sd, BULK_HEADER, c.length, out + c.offset);
-  t->received += (Py_ssize_t)c.length;
-  t->chunks++;
+  (*seen)[b->index] = 1;
+  memcpy(out + b->offset, b->data, b->length);
+  t->received += (Py_ssize_t)b->length;
+  t->blocks++;
 }
 
-/* receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, chunks, stray,
- * bad, duplicate, retcode): takes chunks of `transfer` (only those of the reader's instance
- * `instance` when it is not 0: what peek_bulk said; others stay for later) into the writable buffer `out` (the
- * transfer's size) until all arrived, or DDS_RETCODE_TIMEOUT when none came for idle_ns.
- * Samples of other transfers (stray), malformed or not fitting (bad) and repeated chunks are
- * taken, counted and dropped. With out None, the transfer's chunks are taken and dropped
- * (counted as received) until none came for idle_ns: a transfer refused. */
+/* receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, blocks, stray,
+ * bad, duplicate, retcode): takes the blocks of `transfer` (only those of the reader's
+ * instance `instance` when it is not 0: what peek_bulk said; others stay for later) into the
+ * writable buffer `out` (the transfer's size) until all arrived, or DDS_RETCODE_TIMEOUT when
+ * none came for idle_ns. Blocks of other transfers (stray), not fitting (bad) and repeated
+ * blocks are taken, counted and dropped. With out None, the transfer's blocks are taken and
+ * dropped (counted as received) until none came for idle_ns: a transfer refused. */
 static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
 {
   int reader;
@@ -587,8 +581,8 @@ static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
   PyObject *out_obj;
   Py_buffer out = {0};
   long long idle_ns;
-  (void)self;
   unsigned long long instance = 0;
+  (void)self;
   if (!PyArg_ParseTuple(args, "iKOL|K", &reader, &transfer, &out_obj, &idle_ns, &instance))
     return NULL;
   int discard = out_obj == Py_None;
@@ -597,11 +591,11 @@ static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
   bulk_tally_t t = {0};
   dds_return_t ret = 0;
   Py_BEGIN_ALLOW_THREADS
-  struct ddsi_serdata *sds[BULK_TAKE];
+  void *samples[BULK_TAKE];
   dds_sample_info_t infos[BULK_TAKE];
   unsigned char *seen = NULL;
   uint32_t count = 0;
-  /* Taking one instance leaves other transfers' chunks in the cache: the wait is then for
+  /* Taking one instance leaves other transfers' blocks in the cache: the wait is then for
    * samples not read yet, and what is left is marked read before waiting. */
   uint32_t wake = instance != 0 ? DDS_NOT_READ_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
                                       DDS_ANY_INSTANCE_STATE
@@ -609,31 +603,33 @@ static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
   dds_entity_t ws = dds_create_waitset(dds_get_participant(reader));
   dds_entity_t cond = ws < 0 ? ws : dds_create_readcondition(reader, wake);
   ret = cond < 0 ? cond : dds_waitset_attach(ws, cond, 0);
-  while (ret >= 0 && (discard || seen == NULL || t.chunks < (Py_ssize_t)count))
+  while (ret >= 0 && (discard || seen == NULL || t.blocks < (Py_ssize_t)count))
   {
+    samples[0] = NULL; /* loans */
     dds_return_t n =
         instance != 0
-            ? dds_takecdr_instance(reader, sds, BULK_TAKE, infos, instance, DDS_ANY_STATE)
-            : dds_takecdr(reader, sds, BULK_TAKE, infos, DDS_ANY_STATE);
+            ? dds_take_instance(reader, samples, infos, BULK_TAKE, BULK_TAKE, instance)
+            : dds_take(reader, samples, infos, BULK_TAKE, BULK_TAKE);
     if (n == DDS_RETCODE_PRECONDITION_NOT_MET || n == DDS_RETCODE_BAD_PARAMETER)
-      n = 0; /* the instance is not (or no longer) in the cache: wait for its chunks */
+      n = 0; /* the instance is not (or no longer) in the cache: wait for its blocks */
     if (n < 0)
     {
       ret = n;
       break;
     }
     for (dds_return_t i = 0; i < n; i++)
-    {
-      bulk_place(sds[i], &infos[i], transfer, out.buf, (uint64_t)out.len, &seen, &count, &t);
-      ddsi_serdata_unref(sds[i]);
-    }
+      bulk_place(samples[i], &infos[i], transfer, out.buf, (uint64_t)out.len, &seen, &count, &t);
+    if (n > 0)
+      dds_return_loan(reader, samples, n);
     if (n == 0 && instance != 0)
     {
-      dds_return_t m = dds_readcdr(reader, sds, BULK_TAKE, infos, wake);
-      for (dds_return_t i = 0; i < m; i++)
-        ddsi_serdata_unref(sds[i]);
+      samples[0] = NULL;
+      dds_return_t m = dds_read_mask(reader, samples, infos, BULK_TAKE, BULK_TAKE, wake);
       if (m > 0)
+      {
+        dds_return_loan(reader, samples, m);
         continue; /* some may be this instance's, arrived since the take */
+      }
     }
     if (n == 0)
     {
@@ -654,14 +650,14 @@ static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
   Py_END_ALLOW_THREADS
   if (!discard)
     PyBuffer_Release(&out);
-  return Py_BuildValue("(nnnnni)", t.received, t.chunks, t.stray, t.bad, t.duplicate,
+  return Py_BuildValue("(nnnnni)", t.received, t.blocks, t.stray, t.bad, t.duplicate,
                        ret < 0 ? (int)ret : 0);
 }
 
 /* peek_bulk(reader, timeout_ns) -> (transfer, total, count, bad, instance) | retcode: the
- * header of the first chunk in the reader's cache, left there (what a receiver needs to size
- * its buffer), and the reader's instance handle of its transfer; malformed samples before it
- * are taken and counted. */
+ * header of the first block in the reader's cache, left there (what a receiver needs to size
+ * its buffer), and the reader's instance handle of its transfer; blocks before it that fit no
+ * transfer are taken and counted. */
 static PyObject *native_peek_bulk(PyObject *self, PyObject *args)
 {
   int reader;
@@ -669,7 +665,7 @@ static PyObject *native_peek_bulk(PyObject *self, PyObject *args)
   (void)self;
   if (!PyArg_ParseTuple(args, "iL", &reader, &timeout_ns))
     return NULL;
-  bulk_chunk_t c = {0};
+  mcc_BulkBlock head = {0};
   dds_instance_handle_t instance = 0;
   Py_ssize_t bad = 0;
   dds_return_t ret;
@@ -680,22 +676,28 @@ static PyObject *native_peek_bulk(PyObject *self, PyObject *args)
   dds_time_t give_up = dds_time() + (dds_duration_t)timeout_ns;
   while (ret >= 0)
   {
-    struct ddsi_serdata *sd = NULL;
+    void *sample = NULL;
     dds_sample_info_t si;
-    dds_return_t n = dds_readcdr(reader, &sd, 1, &si, DDS_ANY_STATE);
+    dds_return_t n = dds_read(reader, &sample, &si, 1, 1);
     if (n > 0)
     {
-      int ok = si.valid_data && bulk_decode(sd, &c) == 0;
-      ddsi_serdata_unref(sd);
+      const mcc_BulkBlock *b = sample;
+      int ok = si.valid_data && bulk_fits(b, 0, 0);
       if (ok)
       {
+        head.transfer = b->transfer;
+        head.total = b->total;
+        head.count = b->count;
         instance = si.instance_handle;
-        break;
       }
+      dds_return_loan(reader, &sample, 1);
+      if (ok)
+        break;
       bad += si.valid_data;
-      n = dds_takecdr(reader, &sd, 1, &si, DDS_ANY_STATE); /* the same, first sample */
+      sample = NULL;
+      n = dds_take(reader, &sample, &si, 1, 1); /* the same, first sample */
       if (n > 0)
-        ddsi_serdata_unref(sd);
+        dds_return_loan(reader, &sample, n);
       continue;
     }
     if (n < 0)
@@ -714,8 +716,59 @@ static PyObject *native_peek_bulk(PyObject *self, PyObject *args)
   Py_END_ALLOW_THREADS
   if (ret < 0)
     return PyLong_FromLong((long)ret);
-  return Py_BuildValue("(KKInK)", (unsigned long long)c.transfer, (unsigned long long)c.total,
-                       (unsigned int)c.count, bad, (unsigned long long)instance);
+  return Py_BuildValue("(KKInK)", (unsigned long long)head.transfer,
+                       (unsigned long long)head.total, (unsigned int)head.count, bad,
+                       (unsigned long long)instance);
+}
+
+/* matched_count(endpoint, of_writer) -> the number of readers a writer (of_writer true) or
+ * writers a reader matches now | retcode: from the endpoint's matched status, not the matched
+ * list (see matched_snapshot). */
+static PyObject *native_matched_count(PyObject *self, PyObject *args)
+{
+  int entity, of_writer;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "ip", &entity, &of_writer))
+    return NULL;
+  dds_return_t ret;
+  uint32_t count = 0;
+  if (of_writer)
+  {
+    dds_publication_matched_status_t st;
+    ret = dds_get_publication_matched_status(entity, &st);
+    count = st.current_count;
+  }
+  else
+  {
+    dds_subscription_matched_status_t st;
+    ret = dds_get_subscription_matched_status(entity, &st);
+    count = st.current_count;
+  }
+  return PyLong_FromLong(ret < 0 ? (long)ret : (long)count);
+}
+
+/* delete(entity) -> retcode: an entity made here, and its children. */
+static PyObject *native_delete(PyObject *self, PyObject *args)
+{
+  int entity;
+  dds_return_t ret;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "i", &entity))
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  ret = dds_delete(entity);
+  Py_END_ALLOW_THREADS
+  return PyLong_FromLong((long)ret);
+}
+
+/* shm_available(entity) -> bool: whether the endpoint exchanges through shared memory. */
+static PyObject *native_shm_available(PyObject *self, PyObject *args)
+{
+  int entity;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "i", &entity))
+    return NULL;
+  return PyBool_FromLong(dds_is_shared_memory_available(entity));
 }
 
 /* Discovery introspection, race-free. Written here because cyclonedds-python's matched-endpoint
@@ -1046,11 +1099,18 @@ static PyMethodDef methods[] = {
      "library_features() -> dict"},
     {"set_on_data", native_set_on_data, METH_VARARGS,
      "set_on_data(reader, callback | None) -> retcode: callback() on Cyclone's receive thread"},
+    {"bulk_endpoint", native_bulk_endpoint, METH_VARARGS,
+     "bulk_endpoint(parent, topic_name, qos_address, is_writer) -> entity | retcode"},
     {"send_bulk", native_send_bulk, METH_VARARGS,
-     "send_bulk(writer, transfer, buffer, chunk_bytes, patience_ns) -> (sent_bytes, retcode)"},
+     "send_bulk(writer, transfer, buffer, patience_ns) -> (sent_bytes, retcode)"},
     {"receive_bulk", native_receive_bulk, METH_VARARGS,
-     "receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, chunks, "
+     "receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, blocks, "
      "stray, bad, duplicate, retcode)"},
+    {"delete", native_delete, METH_VARARGS, "delete(entity) -> retcode"},
+    {"matched_count", native_matched_count, METH_VARARGS,
+     "matched_count(endpoint, of_writer) -> matched peers now | retcode"},
+    {"shm_available", native_shm_available, METH_VARARGS,
+     "shm_available(entity) -> bool: the endpoint exchanges through shared memory"},
     {"peek_bulk", native_peek_bulk, METH_VARARGS,
      "peek_bulk(reader, timeout_ns) -> (transfer, total, count, bad, instance) | retcode"},
     {NULL, NULL, 0, NULL}};

@@ -58,9 +58,10 @@ _SPECS = (
     TopicSpec("WorkItem", types.WorkItem, "state", "HPC task farm work"),
     TopicSpec("WorkResult", types.WorkResult, "bulk", "HPC task farm results"),
     # Bulk transfers (mcc.bus.bulk), one topic a direction: a participant's reader would
-    # otherwise be handed its own writer's chunks.
-    TopicSpec("Bulk", types.BulkChunk, "bulk_transfer", "bulk transfers: a buffer in chunks"),
-    TopicSpec("BulkReturn", types.BulkChunk, "bulk_transfer", "bulk transfers: the way back"),
+    # otherwise be handed its own writer's blocks. Their endpoints are the native core's (the
+    # C type, so that iceoryx can loan its samples): a process never makes them from Python.
+    TopicSpec("Bulk", types.BulkBlock, "bulk_transfer", "bulk transfers: a buffer in blocks"),
+    TopicSpec("BulkReturn", types.BulkBlock, "bulk_transfer", "bulk transfers: the way back"),
     TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
     TopicSpec("PersistRequest", types.PersistRequest, "bulk", "history asked of the store"),
     TopicSpec("PersistReply", types.PersistReply, "bulk", "retained samples, per replica"),

@@ -31,12 +31,12 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from mcc.bus import Bus, Reader, ReaderLoop, Transport, Writer, bulk
+from mcc.bus import Bus, ReaderLoop, Transport
+from mcc.bus.bulk import BulkHeader, BulkReader, BulkWriter
 from mcc.errors import MccError, PeerLostError, WriteTimeoutError
 from mcc.hpc.base import (
     CONTROL_ID,
@@ -104,22 +104,22 @@ def check_stream_sizes(size_bytes: int, chunk_bytes: int) -> None:
         )
 
 
-def _send(writer: Writer[Any], transfer: int, data: np.ndarray, chunk_bytes: int) -> None:
+def _send(writer: BulkWriter, transfer: int, data: np.ndarray) -> None:
     try:
-        bulk.send(writer, transfer, data, chunk_bytes, patience_s=_PATIENCE_S)
+        writer.send(transfer, data, patience_s=_PATIENCE_S)
     except WriteTimeoutError as exc:
-        raise HpcError(f"stream: the peer took no chunk for {_PATIENCE_S:g} s") from exc
+        raise HpcError(f"stream: the peer took no block for {_PATIENCE_S:g} s") from exc
 
 
 def _receive(
-    reader: Reader[Any], head: int | bulk.BulkHeader, out: np.ndarray, idle_s: float = _PATIENCE_S
+    reader: BulkReader, head: int | BulkHeader, out: np.ndarray, idle_s: float = _PATIENCE_S
 ) -> None:
     try:
-        receipt = bulk.receive(reader, head, out, idle_s=idle_s)
+        receipt = reader.receive(head, out, idle_s=idle_s)
     except PeerLostError as exc:
         raise HpcError(f"stream: {exc}") from exc
     if receipt.stray or receipt.bad or receipt.duplicate:
-        log.warning("stream: chunks dropped on the way: %s", receipt)
+        log.warning("stream: blocks dropped on the way: %s", receipt)
 
 
 # -- source --------------------------------------------------------------------------------------
@@ -159,13 +159,17 @@ def run_source(
                 hellos.append(sample.worker_id)  # only the first is the peer; hellos repeat
 
     control = bus.writer("WorkItem")
-    writer, returned = bus.writer("Bulk"), bus.reader("BulkReturn")
-    with ReaderLoop(bus, batch=64).add(bus.reader("WorkResult"), on_results):
+    with (
+        BulkWriter(bus, "Bulk") as writer,
+        BulkReader(bus, "BulkReturn") as returned,
+        ReaderLoop(bus, batch=64).add(bus.reader("WorkResult"), on_results),
+    ):
         _wait_for_echo(writer, hellos, job_id, stop, start_timeout_s)
         first_ns = time.time_ns()
-        _send(writer, transfer, data, chunk_bytes)
+        _send(writer, transfer, data)
         _receive(returned, transfer, back)
         last_ns = time.time_ns()
+        shared_memory = writer.shared_memory
     runtime_s = (last_ns - first_ns) / 1e9
     verified = buffers_equal(back, data)
     control.write_blocking(
@@ -182,12 +186,17 @@ def run_source(
         verified=verified,
         runtime_s=runtime_s,
         mb_per_s=2 * size_bytes / runtime_s / 1e6,
-        extra={"first_item_ns": first_ns, "last_result_ns": last_ns, "peer": hellos[0]},
+        extra={
+            "first_item_ns": first_ns,
+            "last_result_ns": last_ns,
+            "peer": hellos[0],
+            "shared_memory": shared_memory,
+        },
     )
 
 
 def _wait_for_echo(
-    writer: Writer[Any],
+    writer: BulkWriter,
     hellos: list[str],
     job_id: str,
     stop: threading.Event,
@@ -195,7 +204,7 @@ def _wait_for_echo(
 ) -> None:
     """Until the echo said hello and its bulk reader matched ``writer``."""
     deadline = time.monotonic() + start_timeout_s
-    while not hellos or not writer.wait_for_readers(1, timeout_s=0.01):
+    while not hellos or not writer.wait_matched(1, timeout_s=0.01):
         if stop.is_set() or time.monotonic() > deadline:
             raise HpcError(
                 f"stream {job_id}: no echo said hello within {start_timeout_s:g} s; is "
@@ -280,9 +289,12 @@ def run_echo(
         if any(item.job_id == job_id and item.item_id == CONTROL_ID for item in items):
             over.set()
 
-    hello, back = bus.writer("WorkResult"), bus.writer("BulkReturn")
-    incoming = bus.reader("Bulk")
-    with ReaderLoop(bus, batch=64).add(bus.reader("WorkItem"), on_items):
+    hello = bus.writer("WorkResult")
+    with (
+        BulkWriter(bus, "BulkReturn") as back,
+        BulkReader(bus, "Bulk") as incoming,
+        ReaderLoop(bus, batch=64).add(bus.reader("WorkItem"), on_items),
+    ):
         if not hello.wait_for_readers(1, timeout_s=start_timeout_s):
             raise HpcError(f"stream {job_id}: no source read WorkResult in {start_timeout_s:g} s")
         echoed = refused = broken = 0
@@ -291,7 +303,7 @@ def run_echo(
                 hello.write(
                     WorkResult(job_id=job_id, item_id=CONTROL_ID, worker_id=echo_id, payload=b"")
                 )
-            head = bulk.peek(incoming, timeout_s=hello_interval_s)
+            head = incoming.peek(timeout_s=hello_interval_s)
             if head is None:
                 continue
             if not 0 < head.total <= max_bytes:
@@ -304,7 +316,7 @@ def run_echo(
                         head.total,
                         max_bytes,
                     )
-                bulk.discard(incoming, head)
+                incoming.discard(head)
                 continue
             if spare is not None and spare.size == head.total:
                 buffer = spare
@@ -317,7 +329,7 @@ def run_echo(
                 if broken == 1:
                     log.warning("stream %s: %s; further ones are counted, not logged", job_id, exc)
                 continue
-            _send(back, head.transfer, buffer, -(-head.total // head.count))
+            _send(back, head.transfer, buffer)
             echoed += head.total
             spare = buffer
     return echoed

@@ -362,14 +362,15 @@ class WorkResult(idl.IdlStruct, typename="mcc.WorkResult"):
 @dataclass
 @annotate.final
 @annotate.autoid("sequential")
-class BulkChunk(idl.IdlStruct, typename="mcc.BulkChunk"):
+class BulkBlock(idl.IdlStruct, typename="mcc.BulkBlock"):
     transfer: types.uint64 = 0
     annotate.key("transfer")
     index: types.uint32 = 0
     count: types.uint32 = 0
     offset: types.uint64 = 0
     total: types.uint64 = 0
-    data: bytes = b''
+    length: types.uint32 = 0
+    data: types.array[types.byte, 65536] = field(default_factory=lambda: bytes(65536))
 
 
 @dataclass
@@ -542,4 +543,4 @@ OPTIONAL_ARRAYS: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     },
 }
 
-__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "IffAnswer", "Identity", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "BulkChunk", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS", "OPTIONAL_ARRAYS"]
+__all__ = ["TrackStatus", "TargetClass", "OrderStatus", "WeaponState", "IffAnswer", "Identity", "SystemState", "NDArray", "DetectionBatch", "Truth", "Track", "AirPicture", "Threat", "EngagementOrder", "WeaponStatus", "Heartbeat", "Command", "CommandReply", "SystemEntry", "MissionStatus", "ComputeRequest", "ComputeReply", "WorkItem", "WorkResult", "BulkBlock", "Checkpoint", "PersistRequest", "PersistTopic", "PersistSample", "PersistReply", "PersistAck", "NavSample", "GuidanceCommand", "PerfSample", "PACKED_ARRAYS", "OPTIONAL_ARRAYS"]

@@ -116,7 +116,9 @@ def pattern_sample(module: IdlModule, type_name: str, seed: int) -> dict[str, An
 def plain(sample: Any) -> Any:
     """A sample of a generated type as JSON data: bytes as hex, enums as their values."""
     if is_dataclass(sample) and not isinstance(sample, type):
-        return {f.name: plain(getattr(sample, f.name)) for f in fields(sample)}
+        return {
+            f.name: plain(_array_as_list(f.type, getattr(sample, f.name))) for f in fields(sample)
+        }
     if isinstance(sample, bytes | bytearray):
         return bytes(sample).hex()
     if isinstance(sample, enum.Enum):
@@ -124,6 +126,15 @@ def plain(sample: Any) -> Any:
     if isinstance(sample, list | tuple):
         return [plain(x) for x in sample]
     return sample
+
+
+def _array_as_list(hint: Any, value: Any) -> Any:
+    """An array of octets as its list of values: cyclonedds decodes it to bytes."""
+    import typing
+
+    if isinstance(value, bytes | bytearray) and typing.get_origin(hint) is typing.Annotated:
+        return list(value)
+    return value
 
 
 def from_plain(cls: type, data: dict[str, Any]) -> Any:

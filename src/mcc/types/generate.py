@@ -196,7 +196,14 @@ def _annotation(module: IdlModule, f: IdlField) -> tuple[str, str]:
             return "bytes", "b''"
         return f"types.sequence[{_element(module, f.type_name)}]", "field(default_factory=list)"
     if f.kind == "array":
-        elem = _element(module, f.type_name)
+        # an octet is XTypes' TK_BYTE, as idlc types it (types.uint8 would be TK_UINT8: a type
+        # the C type's readers and writers do not match)
+        elem = "types.byte" if f.type_name == "octet" else _element(module, f.type_name)
+        if f.type_name == "octet":  # cyclonedds decodes it to bytes: the default is bytes too
+            return (
+                f"types.array[{elem}, {f.length}]",
+                f"field(default_factory=lambda: bytes({f.length}))",
+            )
         default = PRIMITIVES[f.type_name][1] if f.type_name in PRIMITIVES else "None"
         return (
             f"types.array[{elem}, {f.length}]",
