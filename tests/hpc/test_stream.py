@@ -55,13 +55,15 @@ def test_a_corrupted_byte_on_the_way_back_is_caught(buses: tuple[Bus, Bus]) -> N
         back, incoming = BulkWriter(echo_bus, "BulkReturn"), BulkReader(echo_bus, "Bulk")
         assert hello.wait_for_readers(1, timeout_s=20)
         hello.write(WorkResult(job_id="corrupt", item_id=CONTROL_ID, worker_id="bad-echo"))
-        head = incoming.peek(timeout_s=30)
-        assert head is not None and (head.total, head.count) == (1 << 20, 16)
-        buffer = np.empty(head.total, np.uint8)
-        assert incoming.receive(head, buffer, idle_s=30).blocks == 16
-        buffer[5 * (64 << 10) + 100] ^= 0xFF  # one bit pattern flipped in one block
         assert back.wait_matched(1, timeout_s=20)
-        back.send(head.transfer, buffer)
+        for corrupt in (False, True):  # the source's untimed warm-up, then the stream
+            head = incoming.peek(timeout_s=30)
+            assert head is not None and (head.total, head.count) == (1 << 20, 16)
+            buffer = np.empty(head.total, np.uint8)
+            assert incoming.receive(head, buffer, idle_s=30).blocks == 16
+            if corrupt:
+                buffer[5 * (64 << 10) + 100] ^= 0xFF  # one bit pattern flipped in one block
+            back.send(head.transfer, buffer)
         try:
             result = future.result(timeout=60)
         finally:
