@@ -52,6 +52,11 @@ if not (home / "include" / "dds" / "dds.h").exists():
     )
 lib = home / "lib"
 IDLC_OUT = Path("build") / "idlc"  # relative: setuptools wants sources inside the project
+if not (home / "bin" / "idlc").exists():
+    raise SystemExit(
+        f"setup.py: no idlc in {home / 'bin'}: the native core's C types are generated with "
+        "Cyclone's idlc; run `make`, whose native/build-cyclone.sh builds it"
+    )
 (HERE / IDLC_OUT).mkdir(parents=True, exist_ok=True)
 subprocess.run(
     [
