@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from mcc.bench import report
+from mcc.bench import report, runner
 from mcc.bus import Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.compute import KERNELS, Kernels, open_compute
@@ -477,6 +477,7 @@ def add_parser(bench_subparsers: Any) -> None:
         choices=("bulk", "default"),
         help="Cyclone settings: bulk = 64 KB messages on loopback (default), default = Cyclone's",
     )
+    runner.add_load_option(parser)
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -490,6 +491,8 @@ def _command(args: argparse.Namespace) -> str:
             parts.append(f"--{flag} {value}")
     if args.transport != "bulk":
         parts.append(f"--transport {args.transport}")
+    if args.load:
+        parts.append("--load")
     if args.record:
         parts.append("--record")
     return " ".join(parts)
@@ -501,15 +504,18 @@ def cmd_compute(args: argparse.Namespace) -> int:
     devices = args.devices.split(",") if args.devices else None
     load_before = _load_average()
     small_calls: list[dict[str, Any]] = []
-    rows = run_compute_bench(
-        kernels=kernels,
-        quick=args.quick,
-        reps=args.reps,
-        sizes=sizes,
-        devices=devices,
-        transport=args.transport,
-        small_calls=small_calls,
-    )
+    with runner.beside_load(args) as loaded:  # --load: beside mcc bench load's CPU load
+        rows = loaded(
+            run_compute_bench(
+                kernels=kernels,
+                quick=args.quick,
+                reps=args.reps,
+                sizes=sizes,
+                devices=devices,
+                transport=args.transport,
+                small_calls=small_calls,
+            )
+        )
     doc = report.document("compute", rows, command=_command(args))
     doc["small_calls"] = small_calls
     report.print_table("compute kernels: local vs remote (same device)", rows, COLUMNS)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcc.bench import report
+from mcc.bench import report, runner
 from mcc.errors import MccError
 from mcc.hpc.base import JobResult
 from mcc.hpc.primes import PrimeCount, base_primes, count_primes, isqrt
@@ -123,6 +123,7 @@ def add_parser(bench_subparsers: Any) -> None:
     parser.add_argument(
         "--repeats", type=int, help="runs per figure (default 5, streams 3; quick 1)"
     )
+    runner.add_load_option(parser)
 
 
 def cmd_hpc(args: argparse.Namespace) -> int:
@@ -138,7 +139,8 @@ def cmd_hpc(args: argparse.Namespace) -> int:
                 "stream_repeats": args.repeats,
             }
         )
-    rows = run_hpc(plan, progress=lambda text: print(text, flush=True))
+    with runner.beside_load(args) as loaded:  # --load: beside mcc bench load's CPU load
+        rows = loaded(run_hpc(plan, progress=lambda text: print(text, flush=True)))
     command = "mcc bench hpc " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else ""
     doc = report.document("hpc", rows, command=command.strip() or "mcc bench hpc")
     report.print_table("DDS task farm vs MPI", rows, COLUMNS)
