@@ -521,7 +521,10 @@ class _LauncherApp:
     def _save(self) -> None:
         """The durable record, before anything it covers is published."""
         while len(self.answered) > MAX_ANSWERED:
-            del self.answered[next(iter(self.answered))]
+            oldest = next(iter(self.answered))
+            del self.answered[oldest]
+            # its outcome leaves this writer's and the readers' caches with it
+            self.order_writer.unregister(EngagementOrder(order_id=oldest))
         self.record.save(
             {"unit": self.unit.snapshot(), "answered": [[o, s] for o, s in self.answered.items()]}
         )

@@ -125,7 +125,15 @@ from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
-from mcc.types import AirPicture, Command, CommandReply, DetectionBatch, OrderStatus, Threat
+from mcc.types import (
+    AirPicture,
+    Command,
+    CommandReply,
+    DetectionBatch,
+    EngagementOrder,
+    OrderStatus,
+    Threat,
+)
 from mcc.types.arrays import packed_field
 
 __all__ = [
@@ -524,7 +532,11 @@ class _TewaApp:
             self.threat_writer.write(threat)
             hb.count_out()
         for track_id in result.dropped:
-            self.threat_writer.dispose(Threat(track_id=track_id))
+            self.threat_writer.retire(Threat(track_id=track_id))
+        forgotten = list(self.engine.forgotten)
+        self.engine.forgotten.clear()
+        for order_id in forgotten:  # records forgotten: their orders leave the caches
+            self.order_writer.unregister(EngagementOrder(order_id=order_id))
         if msg.origin_ns:
             hb.record_latency_ns(time.time_ns() - msg.origin_ns)
         for order in orders:

@@ -553,7 +553,7 @@ class _TrackerApp:
                 continue
             final = dataclasses.replace(entry[1], status=TrackStatus.TRACK_DELETED)
             self.tracks_out.write(final)
-            self.tracks_out.dispose(final)
+            self.tracks_out.retire(final)
 
     def _log_status(self) -> None:
         ms = self.step_ms

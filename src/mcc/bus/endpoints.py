@@ -195,6 +195,20 @@ class Writer(_Endpoint, Generic[T]):
         """Dispose the instance ``sample`` belongs to (keyed topics)."""
         self._dds.dispose(sample)
 
+    def unregister(self, sample: T) -> None:
+        """Unregister the instance ``sample`` belongs to (its key fields are what counts): this
+        writer keeps nothing of it, and a reader frees it once it holds no sample of it and no
+        writer has it registered. A keyed topic whose keys keep coming (tracks, threats, orders)
+        must unregister the instances it is done with, or each one ever written stays in every
+        writer's and reader's cache for the life of the process: about 1.1 KB an instance,
+        measured (a mission that runs for hours grew by that)."""
+        self._dds.unregister_instance(sample)
+
+    def retire(self, sample: T) -> None:
+        """Dispose the instance ``sample`` belongs to, then unregister it (`unregister`)."""
+        self._dds.dispose(sample)
+        self._dds.unregister_instance(sample)
+
     def matched(self) -> int:
         """Number of readers currently matched."""
         return int(self._dds.get_publication_matched_status().current_count)
