@@ -19,7 +19,7 @@ Protocol (all on the job's ``job_id``; ``CONTROL_ID`` = 2^64-1):
 worker → master       ``WorkResult(item_id=CONTROL_ID, value=pid, count=items done)``: hello,
                       repeated until the first item (or the end) arrives
 master → worker       ``WorkItem(worker_id=w, item_id=k, lo, hi)``: count the primes in [lo, hi)
-                      (profile ``state``: kept for late readers, disposed once done)
+                      (profile ``state``: kept for late readers, retired once done)
 worker → master       ``WorkResult(item_id=k, count, value=largest, elapsed_ns)``
 master → all          ``WorkItem(item_id=CONTROL_ID, worker_id="")``: the job is over, exit
 ====================  =========================================================================

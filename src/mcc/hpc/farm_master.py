@@ -547,7 +547,7 @@ class FarmMaster:
             return
         self.results[item_id] = PrimeCount(count, largest)
         self.last_result_ns = time.time_ns()
-        self._items.dispose(WorkItem(job_id=self.job_id, item_id=item_id))
+        self._items.retire(WorkItem(job_id=self.job_id, item_id=item_id))
         owner = self.workers.get(self.owner.get(item_id, ""))
         if owner is not None and item_id in owner.pending:
             owner.pending.remove(item_id)
