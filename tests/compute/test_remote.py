@@ -395,6 +395,9 @@ def test_app_entry_drains_on_stop_and_clients_without_retries_fail_clearly(
         assert kernels.nw(np.zeros((4, 4), dtype=np.int32), penalty=1).score[3, 3] == 0
         running = kernels.submit("hotspot", *slow, **params)
         queued = kernels.submit("nw", np.zeros((4, 4), dtype=np.int32))
+        # both taken by the service (the hotspot running, 2 s) before the stop: a call still on
+        # its way when SIGTERM lands is not running, and is not drained
+        time.sleep(1.0)
         stop_app(proc, tmp_path, "compute", within_s=15.0)
         with pytest.raises(
             PeerLostError,
