@@ -181,6 +181,8 @@ class _Proc:
     node: str
     started_ns: int
     pidfd: int | None = None  # adopted (not our child): watched through a pidfd
+    #: A foreign binary (no app): it dies with its agent (PR_SET_PDEATHSIG), never adopted.
+    foreign: bool = False
 
 
 class Agent:
@@ -229,10 +231,18 @@ class Agent:
                     int(item["start_time"]),
                     str(item["node"]),
                     int(item["started_ns"]),
+                    foreign=bool(item.get("foreign", False)),
                 )
             except (KeyError, TypeError, ValueError):
                 continue
-            if proc.pid > 1 and proc_start_time(proc.pid) == proc.start_time:
+            alive = proc.pid > 1 and proc_start_time(proc.pid) == proc.start_time
+            if alive and proc.foreign:
+                # Its death signal came with ours, but a busy host may not have run it yet:
+                # it is not adopted, it is finished.
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                alive = False
+            if alive:
                 try:
                     proc.pidfd = os.pidfd_open(proc.pid)
                 except OSError:
@@ -256,6 +266,7 @@ class Agent:
                     "start_time": p.start_time,
                     "node": p.node,
                     "started_ns": p.started_ns,
+                    "foreign": p.foreign,
                 }
                 for p in self.procs.values()
             ],
@@ -417,7 +428,12 @@ class Agent:
             finally:
                 os._exit(code)
         proc = _Proc(
-            request["id"], pid, proc_start_time(pid) or 0, request.get("node", ""), time.time_ns()
+            request["id"],
+            pid,
+            proc_start_time(pid) or 0,
+            request.get("node", ""),
+            time.time_ns(),
+            foreign=not request.get("app"),
         )
         self._children[pid] = proc.id
         self.procs[proc.id] = proc
