@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import DDSException
 
 from mcc.bus import _native
+from mcc.bus.endpoints import poll_until
 from mcc.bus.topics import topic_spec
 from mcc.errors import PeerLostError, TopicError, WriteTimeoutError
 from mcc.lifecycle import Closeable
@@ -115,14 +115,14 @@ class _Endpoint(Closeable):
     def wait_matched(self, count: int = 1, *, timeout_s: float) -> bool:
         """Whether at least ``count`` peers (readers of a writer, writers of a reader) matched
         within ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while (got := _native.matched_count(self._ref, isinstance(self, BulkWriter))) < count:
+
+        def matched() -> bool:
+            got = _native.matched_count(self._ref, isinstance(self, BulkWriter))
             if got < 0:
                 raise PeerLostError(_error("the matched status", got))
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
+            return got >= count
+
+        return poll_until(matched, timeout_s, 0.005)
 
     @property
     def shared_memory(self) -> bool:
