@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from mcc.bench import runner
+from tests.conftest import wait_for
 
 
 def _burners() -> list[int]:
@@ -34,10 +35,7 @@ def test_beside_load_runs_one_busy_process_per_core_and_stops_them() -> None:
         busy = sum(int(Path(f"/proc/{p}/stat").read_text().split()[13]) for p in burners)
         assert busy > ticks  # they burn CPU (user ticks rose)
     assert label([{"impl": "mcc"}]) == [{"impl": "mcc", "load": "cpu"}]
-    deadline = time.monotonic() + 5
-    while _burners() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _burners()
+    wait_for(lambda: not _burners(), 5, "the burners to stop")
 
 
 def test_without_load_nothing_runs_and_rows_stay_unlabelled() -> None:
