@@ -9,17 +9,19 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from mcc.bus import Bus
+from mcc.bus import Bus, shm
 from mcc.bus.bulk import BLOCK_BYTES, BulkReader, BulkWriter
 from mcc.bus.shm import RouDi
-from mcc.errors import PeerLostError, TopicError
+from mcc.bus.transport import Transport
+from mcc.errors import PeerLostError, TopicError, TransportError
 from mcc.types import BulkBlock
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_for
 
 
 @pytest.fixture
@@ -87,6 +89,17 @@ def test_on_shm_a_block_is_a_loan_of_shared_memory(domain_id: int) -> None:
         "shared_memory": True,
         "equal": True,
     }
+
+
+def test_shm_without_a_roudi_fails_at_once(domain_id: int) -> None:
+    """No daemon on the host: a clear error before any iceoryx runtime registers (iceoryx
+    itself would wait 60 s, then abort the whole process)."""
+    wait_for(lambda: not shm.running(), what="no RouDi on this host (another test's stopped)")
+    transport = dataclasses.replace(Transport.loopback(f"no-roudi-{os.getpid()}"), kind="shm")
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=r"needs this host's iceoryx daemon .*`mcc shm`"):
+        Bus(domain_id, transport=transport)
+    assert time.monotonic() - started < 5
 
 
 def _block(transfer: int, index: int, count: int, total: int, data: bytes) -> BulkBlock:

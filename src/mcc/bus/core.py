@@ -40,13 +40,13 @@ from cyclonedds.sub import Subscriber
 from cyclonedds.topic import Topic
 
 from mcc import settings
-from mcc.bus import _native
+from mcc.bus import _native, shm
 from mcc.bus.dispatch import Dispatcher
 from mcc.bus.endpoints import Reader, Writer
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.topics import is_sourced, source_partition, topic_spec
 from mcc.bus.transport import Transport, port_clash_hint
-from mcc.errors import MccError, TopicError
+from mcc.errors import MccError, TopicError, TransportError
 from mcc.lifecycle import Closeable
 
 T = TypeVar("T")
@@ -561,6 +561,12 @@ def _configure_domain(domain_id: int, transport: Transport | None) -> Domain | N
             # Cyclone keeps what it loaded for as long as the domain lives.
             Entity.__del__(existing[1])
             del _domains[domain_id]
+        if transport.kind == "shm" and not shm.running():
+            # iceoryx would wait 60 s for the daemon and then abort the whole process
+            raise TransportError(
+                "the shm transport needs this host's iceoryx daemon (RouDi) and none runs: "
+                "start one with `mcc shm` (a supervisor of a mission on shm starts its own)"
+            )
         domain = transport.configure_domain(domain_id)
         _domains[domain_id] = [xml, domain, 1]
         return domain

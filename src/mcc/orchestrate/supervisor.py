@@ -163,8 +163,8 @@ class Supervisor(Service):
         self.audit = AuditLog(self.run_dir / AUDIT_FILE)
         if self.mission.security == "on" and self.keystore is None:
             self.secure()
-        if self.mission.transport.kind == "shm":
-            from mcc.bus.shm import RouDi
+        if self._transport is not None and self._transport.kind == "shm":
+            from mcc.bus.shm import RouDi  # the manifest's transport or the one it was given
 
             self._roudi = RouDi.ensure(log_path=self.run_dir / "logs" / "iox-roudi.log")
         if self._bus is None:
