@@ -303,6 +303,9 @@ def test_metrics_are_prometheus_text() -> None:
     assert value("mcc_instance_up", instance="m/radar/0") == 1
     assert value("mcc_instance_cpu_percent", instance="m/radar/0") == 3.5
     assert value("mcc_instance_latency_p99_seconds", instance="m/radar/0") == 0.004
+    # One family with the observer's: restarts are a counter, per instance, system and host.
+    assert families["mcc_instance_restarts"].type == "counter"
+    assert value("mcc_instance_restarts_total", instance="m/radar/0", system="radar") == 0
     assert value("mcc_tracks") == 2
     assert families["mcc_engagement_outcomes"].type == "counter"
     assert value("mcc_engagement_outcomes_total", outcome="kill") == 1

@@ -1,6 +1,8 @@
-"""Prometheus metrics of MCC processes with prometheus-client: custom collectors that read what
-a process already keeps (a supervisor's `status()`, a bus's `BusStatistics`, the heartbeats the
-instances publish) at scrape time, and an HTTP endpoint that serves them.
+"""Prometheus metrics of MCC processes with prometheus-client: collectors that fill the families
+of `mcc.observe.families` at scrape time from what a process already keeps (a supervisor's
+`status()`, a bus's `BusStatistics`, the heartbeats the instances publish), and an HTTP endpoint
+that serves them. The console's ``/metrics`` fills the same families with `status_metrics` and
+`heartbeat_metrics` from its own view of the bus.
 
 Wiring a supervisor (``mcc up``)::
 
@@ -18,23 +20,64 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from mcc.lifecycle import Closeable
+from mcc.observe import families
 
 __all__ = [
     "BusStatsCollector",
     "HeartbeatCollector",
     "MetricsServer",
     "StatusCollector",
+    "heartbeat_metrics",
     "serve",
+    "status_metrics",
     "supervisor_registry",
 ]
+
+
+def _instance(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The `families.INSTANCE` labels of a row with ``id`` (``mission/system/index``) and host."""
+    parts = str(row["id"]).split("/")
+    return str(row["id"]), parts[1] if len(parts) == 3 else "", str(row.get("host") or "")
+
+
+def status_metrics(status: Mapping[str, Any]) -> Iterator[Metric]:
+    """The mission as a supervisor's ``status()`` shows it (or a view of ``MissionStatus`` of
+    that shape): its info once it is named, each instance up or not and its restarts, the
+    instances pending, each virtual cluster's size and bounds."""
+    if status.get("mission"):
+        yield families.MISSION_INFO.metric(
+            [([status.get(k) or "" for k in families.MISSION_INFO.labels], 1)]
+        )
+    instances = status.get("instances", [])
+    yield families.INSTANCE_UP.metric(
+        ((*_instance(i), i["state"], i.get("node") or ""), int(i["state"] == "running"))
+        for i in instances
+    )
+    yield families.INSTANCE_RESTARTS.metric((_instance(i), i.get("restarts")) for i in instances)
+    yield families.QUEUE_PENDING.one(sum(i["state"] == "pending" for i in instances))
+    yield families.CLUSTER_SIZE.metric(
+        ((name, bound), cluster.get(bound) if isinstance(cluster, Mapping) else None)
+        for name, cluster in status.get("clusters", {}).items()
+        for bound in ("size", "min", "max")
+    )
+
+
+def heartbeat_metrics(rows: Sequence[Mapping[str, Any]]) -> Iterator[Metric]:
+    """Each instance's figures from its latest heartbeat: rows with ``id``, ``host`` and the
+    fields of `families.HEARTBEAT` (a field that is None or absent is left out)."""
+    for family, field, scale in families.HEARTBEAT:
+        yield family.metric(
+            (_instance(r), None if r.get(field) is None else float(r[field]) * scale) for r in rows
+        )
 
 
 class _HasStatus(Protocol):
@@ -42,50 +85,13 @@ class _HasStatus(Protocol):
 
 
 class StatusCollector(Collector):
-    """A mission as a supervisor sees it (``Supervisor.status()``): its phase and state, each
-    instance up or not and its restarts, each virtual cluster's size."""
+    """A mission as a supervisor sees it (``Supervisor.status()``): `status_metrics`."""
 
     def __init__(self, status: Callable[[], Mapping[str, Any]]) -> None:
         self._status = status
 
-    def collect(self) -> Iterator[Any]:
-        status = self._status()
-        info = GaugeMetricFamily(
-            "mcc_mission_info",
-            "the mission: name, phase, state, backend, security (value 1)",
-            labels=["mission", "phase", "state", "backend", "security"],
-        )
-        info.add_metric(
-            [str(status.get(k, "")) for k in ("mission", "phase", "state", "backend", "security")],
-            1,
-        )
-        yield info
-        up = GaugeMetricFamily(
-            "mcc_instance_up",
-            "1 when the instance is running, else 0",
-            labels=["instance", "system", "state", "node"],
-        )
-        restarts = CounterMetricFamily(
-            "mcc_instance_restarts",
-            "restarts by the supervisor",
-            labels=["instance", "system"],
-        )
-        for inst in status.get("instances", []):
-            system = str(inst["id"]).split("/")[1] if "/" in str(inst["id"]) else ""
-            up.add_metric(
-                [inst["id"], system, inst["state"], str(inst.get("node") or "")],
-                1 if inst["state"] == "running" else 0,
-            )
-            restarts.add_metric([inst["id"], system], inst.get("restarts", 0))
-        yield up
-        yield restarts
-        size = GaugeMetricFamily(
-            "mcc_cluster_size", "instances of a virtual cluster", labels=["cluster", "bound"]
-        )
-        for name, cluster in status.get("clusters", {}).items():
-            for bound in ("size", "min", "max"):
-                size.add_metric([name, bound], cluster[bound])
-        yield size
+    def collect(self) -> Iterator[Metric]:
+        return status_metrics(self._status())
 
 
 class BusStatsCollector(Collector):
@@ -96,67 +102,42 @@ class BusStatsCollector(Collector):
         self._stats = stats
         self._process = process
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         stats = self._stats()
         for f in dataclasses.fields(stats):
             value = getattr(stats, f.name)
             if isinstance(value, int) and not isinstance(value, bool):
-                family = CounterMetricFamily(
-                    f"mcc_bus_{f.name}", f"bus counter {f.name}", labels=["process"]
-                )
-                family.add_metric([self._process], value)
-                yield family
-        dropped = CounterMetricFamily(
-            "mcc_bus_decode_drops",
-            "received samples dropped (did not decode or failed the topic's checks), by topic",
-            labels=["process", "topic"],
+                yield families.bus_counter(f.name).metric([((self._process,), value)])
+        yield families.BUS_DECODE_DROPS.metric(
+            ((self._process, topic), n) for topic, n in sorted(stats.dropped_by_topic.items())
         )
-        for topic, n in sorted(stats.dropped_by_topic.items()):
-            dropped.add_metric([self._process, topic], n)
-        yield dropped
 
 
 class HeartbeatCollector(Collector):
-    """The latest heartbeat of every instance (`observe` it from a Heartbeat reader): message
-    rates, latency p50/p99 from origin_ns, CPU and memory."""
-
-    _FIELDS = (
-        ("mcc_instance_messages_in_per_second", "samples taken per second", "msgs_in_per_s", 1.0),
-        (
-            "mcc_instance_messages_out_per_second",
-            "samples written per second",
-            "msgs_out_per_s",
-            1.0,
-        ),
-        (
-            "mcc_instance_latency_p50_seconds",
-            "median latency from origin_ns",
-            "latency_p50_us",
-            1e-6,
-        ),
-        ("mcc_instance_latency_p99_seconds", "p99 latency from origin_ns", "latency_p99_us", 1e-6),
-        ("mcc_instance_cpu_percent", "CPU use (100 = one core)", "cpu_percent", 1.0),
-        ("mcc_instance_resident_memory_bytes", "resident set size", "rss_bytes", 1.0),
-    )
+    """The latest heartbeat of every instance (`observe` it from a Heartbeat reader):
+    `heartbeat_metrics`, its age counted from when it was observed."""
 
     def __init__(self, *, max_instances: int = 10_000) -> None:
-        self._latest: dict[str, Any] = {}
+        self._latest: dict[str, tuple[Any, float]] = {}
         self._lock = threading.Lock()
         self._max = max_instances
 
     def observe(self, heartbeat: Any) -> None:
         with self._lock:
             if heartbeat.system_id in self._latest or len(self._latest) < self._max:
-                self._latest[heartbeat.system_id] = heartbeat
+                self._latest[heartbeat.system_id] = (heartbeat, time.monotonic())
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
+        now = time.monotonic()
         with self._lock:
-            beats = list(self._latest.values())
-        for name, doc, attr, scale in self._FIELDS:
-            family = GaugeMetricFamily(name, doc, labels=["instance", "host"])
-            for hb in beats:
-                family.add_metric([hb.system_id, hb.host], float(getattr(hb, attr)) * scale)
-            yield family
+            latest = list(self._latest.values())
+        return heartbeat_metrics(
+            [
+                {field: getattr(hb, field, None) for _, field, _ in families.HEARTBEAT}
+                | {"id": hb.system_id, "host": hb.host, "beat_age_ms": (now - seen) * 1e3}
+                for hb, seen in latest
+            ]
+        )
 
 
 def supervisor_registry(
