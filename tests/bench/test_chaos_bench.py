@@ -6,34 +6,34 @@ from pathlib import Path
 
 import pytest
 
-from mcc.bench.chaos import Watch, _missing_ids, _picture_gap, _switches, run_chaos
+from mcc.bench.chaos import Watch, id_switches, missing_ids, picture_gap, run_chaos
 
 
 def test_order_ids_lost_are_counted_within_a_numbering() -> None:
-    assert _missing_ids([]) == 0
-    assert _missing_ids([5, 6, 7]) == 0
-    assert _missing_ids([5, 6, 9]) == 2  # 7 and 8 never heard
-    assert _missing_ids([5, 6, 90_000, 90_001]) == 0  # a TEWA that started from a new base
+    assert missing_ids([]) == 0
+    assert missing_ids([5, 6, 7]) == 0
+    assert missing_ids([5, 6, 9]) == 2  # 7 and 8 never heard
+    assert missing_ids([5, 6, 90_000, 90_001]) == 0  # a TEWA that started from a new base
 
 
 def test_picture_gap_is_the_longest_silence_in_the_window() -> None:
     watch = Watch("m")
     watch.pictures = [(t, frozenset()) for t in (10.0, 10.5, 11.0, 13.2, 13.7)]
-    assert _picture_gap(watch, 10.0, 14.0) == 2.2
-    assert _picture_gap(watch, 14.0, 20.0) == 6.0  # nothing at all in the window
-    assert _picture_gap(Watch("m"), 0.0, 5.0) is None  # a mission without a picture
+    assert picture_gap(watch, 10.0, 14.0) == 2.2
+    assert picture_gap(watch, 14.0, 20.0) == 6.0  # nothing at all in the window
+    assert picture_gap(Watch("m"), 0.0, 5.0) is None  # a mission without a picture
 
 
 def test_track_id_switches_need_a_lost_id_and_a_new_one() -> None:
     watch = Watch("m")
     watch.pictures = [(1.0, frozenset({1, 2, 3})), (2.0, frozenset({1, 2, 7})), (3.0, frozenset())]
-    assert _switches(watch, 1, recovered=1.5) == 1  # 3 became 7
+    assert id_switches(watch, 1, recovered=1.5) == 1  # 3 became 7
     resumed = Watch("m")
     resumed.pictures = [(1.0, frozenset({1, 2, 3})), (2.0, frozenset({1, 2, 3}))]
-    assert _switches(resumed, 1, recovered=1.5) == 0
+    assert id_switches(resumed, 1, recovered=1.5) == 0
     died = Watch("m")  # a target shot down: its track ends, no new id takes its place
     died.pictures = [(1.0, frozenset({1, 2, 3})), (2.0, frozenset({1, 2}))]
-    assert _switches(died, 1, recovered=1.5) == 0
+    assert id_switches(died, 1, recovered=1.5) == 0
 
 
 MANIFEST = """\

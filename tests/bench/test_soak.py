@@ -3,6 +3,7 @@ and one short real run of the continuous SAM TOC with a leaking app beside it.""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,15 @@ def test_durations_and_bad_arguments(tmp_path: Path) -> None:
         SoakPlan(duration_s=60, warmup_s=120).check()
     with pytest.raises(MccError, match="no such mission manifest"):
         SoakPlan(manifest=tmp_path / "none.yaml").check()
+    with pytest.raises(MccError, match=r"--loss needs --net netns"):
+        SoakPlan(loss_pct=1.0).check()
+    with pytest.raises(MccError, match=r"--loss: a percentage in \[0, 100\) \(got nan\)"):
+        SoakPlan(net="netns", loss_pct=math.nan).check()
+    SoakPlan(net="netns", loss_pct=2.0).check()
     env = dict(os.environ)
+    proc = run_cli(["bench", "soak", "--loss", "150", "--net", "netns"], env=env, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "mcc: error: --loss: a percentage in [0, 100) (got 150)"
     proc = run_cli(["bench", "soak", "--duration", "ten"], env=env, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (

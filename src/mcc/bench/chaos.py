@@ -183,7 +183,7 @@ NOTES = (
 # -- the run -----------------------------------------------------------------------------------
 
 
-class _Mission(Closeable):
+class BenchMission(Closeable):
     """The mission's processes: supervisors (`mcc up`), its node agent, where they run."""
 
     def __init__(
@@ -295,7 +295,7 @@ class _Mission(Closeable):
 
 
 @contextlib.contextmanager
-def _observer(m: _Mission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
+def observer(m: BenchMission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
     """The bench's bus, as the mission's console (its identity when secured), and a client."""
     from mcc.orchestrate.client import ControlClient, operator_transport
     from mcc.security.mission import CONSOLE
@@ -321,7 +321,7 @@ def _observer(m: _Mission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
             client.close()
 
 
-def _record(m: _Mission) -> Any:
+def _record(m: BenchMission) -> Any:
     """The mission's registry record in its own home once `mcc up` wrote it, else None (read
     from the file: the registry's `active()` would look in this process's MCC_HOME)."""
     from mcc.orchestrate import registry
@@ -353,22 +353,19 @@ def run_chaos(
     """Run ``manifest``, kill each kind once, return ``{"kills": rows, "run": summary}``."""
     with (
         tempfile.TemporaryDirectory(prefix="mcc-chaos-") as tmp_name,
-        _Mission(manifest, Path(tmp_name), net=net, loss_pct=loss_pct, hpc_n=hpc_n) as m,
+        BenchMission(manifest, Path(tmp_name), net=net, loss_pct=loss_pct, hpc_n=hpc_n) as m,
     ):
         return _run(m, every_s=every_s, net=net, loss_pct=loss_pct, kinds=kinds)
 
 
 def _run(
-    m: _Mission, *, every_s: float, net: str, loss_pct: float, kinds: list[str] | None
+    m: BenchMission, *, every_s: float, net: str, loss_pct: float, kinds: list[str] | None
 ) -> dict[str, Any]:
     watch = Watch(m.name)
     m.up()
-    with _observer(m, watch) as (_, client):
+    with observer(m, watch) as (_, client):
         systems = m.mission.all_systems()
-        if "engagement" in m.mission.phases:
-            wait_for(lambda: _try(lambda: client.call("phase", "engagement") or True), 60, "phase")
-        wanted = {f"{m.name}/{name}/{i}" for name, s in systems.items() for i in range(_size(s))}
-        wait_for(lambda: set(watch.running()) >= wanted and watch.running(), 180, "all running")
+        engage_all(m, watch, client)
         m.up()  # the standby
         wait_for(lambda: _standby_seen(client), 60, "the standby")
         # the systems first: a job (HPC) may end before the control plane has had its turn
@@ -394,7 +391,7 @@ def _run(
 
 
 def _quiet(
-    m: _Mission, watch: Watch, *, net: str, loss_pct: float, window_s: float
+    m: BenchMission, watch: Watch, *, net: str, loss_pct: float, window_s: float
 ) -> dict[str, Any]:
     """The anchor row: the same window with no kill (what the picture does on its own)."""
     start = time.monotonic()
@@ -404,31 +401,42 @@ def _quiet(
         "net": net + (f" {loss_pct:g}%" if loss_pct else ""),
         "kill": "none (anchor)",
         "restarted": 0,
-        "picture_gap_s": _picture_gap(watch, start, time.monotonic()),
+        "picture_gap_s": picture_gap(watch, start, time.monotonic()),
         "ok": True,
     }
 
 
-def _try(call: Callable[[], Any]) -> Any:
+def engage_all(m: BenchMission, watch: Watch, client: Any) -> set[str]:
+    """Switch the mission to its engagement phase (when it has one) and wait until every
+    instance of every system runs; their ids."""
+    if "engagement" in m.mission.phases:
+        wait_for(lambda: attempt(lambda: client.call("phase", "engagement") or True), 60, "phase")
+    systems = m.mission.all_systems().items()
+    wanted = {f"{m.name}/{name}/{i}" for name, s in systems for i in range(system_size(s))}
+    wait_for(lambda: set(watch.running()) >= wanted, 180, "all running")
+    return wanted
+
+
+def attempt(call: Callable[[], Any]) -> Any:
     try:
         return call()
     except MccError:
         return None
 
 
-def _size(system: Any) -> int:
+def system_size(system: Any) -> int:
     size = getattr(system, "size", None)
     return int(size if size is not None else getattr(system, "replicas", 1))
 
 
 def _standby_seen(client: Any) -> bool:
-    status = _try(lambda: client.status())
+    status = attempt(lambda: client.status())
     return bool(
         status and [s["role"] for s in status.get("supervisors", [])][:2] == ["active", "standby"]
     )
 
 
-def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
+def _kill(kind: str, m: BenchMission, watch: Watch, client: Any) -> dict[str, Any]:
     before = watch.running()
     if kind == "supervisor":
         return _kill_supervisor(m, watch, client, before)
@@ -457,8 +465,10 @@ def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
     recovered = (replaced[2] - killed_wall) / 1e9
     time.sleep(SWITCH_WINDOW_S)
     restarted = _restarted(watch, before, victim)
-    gap = _picture_gap(watch, killed - 1.0, time.monotonic())
-    switches = _switches(watch, pictures_before, killed + recovered) if kind == "tracker" else None
+    gap = picture_gap(watch, killed - 1.0, time.monotonic())
+    switches = (
+        id_switches(watch, pictures_before, killed + recovered) if kind == "tracker" else None
+    )
     ok = (gap is None or gap <= PICTURE_GAP_S) and (switches in (None, 0))
     return {
         "kill": kind,
@@ -474,7 +484,7 @@ def _kill(kind: str, m: _Mission, watch: Watch, client: Any) -> dict[str, Any]:
 
 
 def _kill_supervisor(
-    m: _Mission, watch: Watch, client: Any, before: dict[str, tuple[int, int, int, int]]
+    m: BenchMission, watch: Watch, client: Any, before: dict[str, tuple[int, int, int, int]]
 ) -> dict[str, Any]:
     from mcc.orchestrate.client import ControlClient
     from mcc.security.mission import CONSOLE
@@ -485,13 +495,13 @@ def _kill_supervisor(
     # An operator's `mcc status` right after the kill: a request the dead supervisor's reader
     # took goes unanswered, so ask with a short timeout and again, as a client would.
     quick = ControlClient(client.bus, m.name, timeout_s=0.2, principal=CONSOLE)
-    wait_for(lambda: _try(quick.status), 30, "a status answer")  # matched before the kill
+    wait_for(lambda: attempt(quick.status), 30, "a status answer")  # matched before the kill
     killed = time.monotonic()
     os.kill(active_pid, signal.SIGKILL)
     answered = None
     try:
         while time.monotonic() - killed < 30:
-            reply = _try(quick.status)
+            reply = attempt(quick.status)
             if reply and reply["supervisors"][0]["pid"] == standby:
                 answered = time.monotonic()
                 break
@@ -502,7 +512,7 @@ def _kill_supervisor(
     detected = watch.active_beats.get(standby)
     time.sleep(SWITCH_WINDOW_S)
     restarted = _restarted(watch, before)
-    gap = _picture_gap(watch, killed - 1.0, time.monotonic())
+    gap = picture_gap(watch, killed - 1.0, time.monotonic())
     m.up()  # a new standby, as systemd would restart the dead one
     wait_for(lambda: _standby_seen(client), 60, "a new standby")
     recover = answered - killed
@@ -521,7 +531,7 @@ def _kill_supervisor(
 
 
 def _kill_agent(
-    m: _Mission, watch: Watch, before: dict[str, tuple[int, int, int, int]]
+    m: BenchMission, watch: Watch, before: dict[str, tuple[int, int, int, int]]
 ) -> dict[str, Any]:
     old = int(m.agent_record().get("agent_pid") or 0)
     if old <= 1:
@@ -534,7 +544,7 @@ def _kill_agent(
     recovered = time.monotonic()
     time.sleep(SWITCH_WINDOW_S)
     restarted = _restarted(watch, before)
-    gap = _picture_gap(watch, killed - 1.0, time.monotonic())
+    gap = picture_gap(watch, killed - 1.0, time.monotonic())
     return {
         "kill": "agent",
         "target": f"pid {old}",
@@ -562,7 +572,7 @@ def _restarted(
     )
 
 
-def _picture_gap(watch: Watch, start: float, end: float) -> float | None:
+def picture_gap(watch: Watch, start: float, end: float) -> float | None:
     with watch.lock:
         times = [t for t, _ in watch.pictures if start <= t <= end]
     if not watch.pictures:
@@ -573,7 +583,7 @@ def _picture_gap(watch: Watch, start: float, end: float) -> float | None:
     return round(max(b - a for a, b in zip(edges, edges[1:], strict=False)), 3)
 
 
-def _switches(watch: Watch, index_before: int, recovered: float) -> int:
+def id_switches(watch: Watch, index_before: int, recovered: float) -> int:
     """Tracks of the last picture before the kill that vanish while new ids appear."""
     with watch.lock:
         last = watch.pictures[index_before - 1][1] if index_before else frozenset()
@@ -587,7 +597,7 @@ def _switches(watch: Watch, index_before: int, recovered: float) -> int:
 
 
 def _summary(
-    m: _Mission, watch: Watch, rows: list[dict[str, Any]], *, net: str, loss_pct: float
+    m: BenchMission, watch: Watch, rows: list[dict[str, Any]], *, net: str, loss_pct: float
 ) -> dict[str, Any]:
     end = time.monotonic()
     with watch.lock:
@@ -598,7 +608,7 @@ def _summary(
     duplicated = [
         o for o, seen in outcomes.items() if len({s for s in seen if s[0] in TERMINAL}) > 1
     ]
-    missing = _missing_ids(sorted(watch.order_ids))
+    missing = missing_ids(sorted(watch.order_ids))
     answer, exact = _hpc_answer(m)
     run = {
         "mission": m.name,
@@ -616,7 +626,7 @@ def _summary(
     return run
 
 
-def _missing_ids(ids: list[int]) -> int:
+def missing_ids(ids: list[int]) -> int:
     """Ids never heard between the first and last of each numbering (a TEWA that starts with
     no record numbers from a new base): ``EngagementOrder`` samples lost though reliable."""
     missing = 0
@@ -626,7 +636,7 @@ def _missing_ids(ids: list[int]) -> int:
     return missing
 
 
-def _hpc_answer(m: _Mission) -> tuple[int | None, bool | None]:
+def _hpc_answer(m: BenchMission) -> tuple[int | None, bool | None]:
     master = m.mission.all_systems().get("master")
     if master is None:
         return None, None

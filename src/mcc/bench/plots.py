@@ -33,7 +33,7 @@ def plot_bench(bench: str, rows: Rows, out_dir: Path) -> list[Path]:
     return plotter[bench](ok, out_dir) if ok else []
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,10 +42,10 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -56,7 +56,7 @@ def _interval_label(interval_ms: float) -> str:
 def plot_latency(rows: Rows, out_dir: Path) -> list[Path]:
     """p50 (line) and p99 (dashed) one-way latency vs size, one panel per send interval;
     and the CDF of each MCC row, one panel per interval."""
-    plt = _pyplot()
+    plt = pyplot()
     intervals = sorted({r["interval_ms"] for r in rows})
     series = list(dict.fromkeys((r["impl"], r.get("net")) for r in rows))
     fig, axes = plt.subplots(1, len(intervals), figsize=(5 * len(intervals), 4), squeeze=False)
@@ -82,7 +82,7 @@ def plot_latency(rows: Rows, out_dir: Path) -> list[Path]:
         ax.set_title(_interval_label(interval))
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    paths = [_save(fig, out_dir / "latency_vs_size.png")]
+    paths = [save_figure(fig, out_dir / "latency_vs_size.png")]
     cdf_rows = [r for r in rows if r.get("cdf_us")]
     if cdf_rows:
         fig, axes = plt.subplots(1, len(intervals), figsize=(5 * len(intervals), 4), squeeze=False)
@@ -103,7 +103,7 @@ def plot_latency(rows: Rows, out_dir: Path) -> list[Path]:
             ax.grid(True, which="both", alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=6)
-        paths.append(_save(fig, out_dir / "latency_cdf.png"))
+        paths.append(save_figure(fig, out_dir / "latency_cdf.png"))
     paths += _plot_efficiency(rows, out_dir, "latency", "p50 latency host / netns")
     return paths
 
@@ -118,7 +118,7 @@ def _plot_efficiency(rows: Rows, out_dir: Path, bench: str, what: str) -> list[P
     eff = [r for r in rows if r.get("efficiency_vs_host")]
     if not eff:
         return []
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     keys = list(dict.fromkeys((r["impl"], r.get("interval_ms"), r.get("batching")) for r in eff))
     for impl, interval, batching in keys:
@@ -140,12 +140,12 @@ def _plot_efficiency(rows: Rows, out_dir: Path, bench: str, what: str) -> list[P
     ax.set_title("virtualisation efficiency: netns bridge vs loopback")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6)
-    return [_save(fig, out_dir / f"{bench}_efficiency.png")]
+    return [save_figure(fig, out_dir / f"{bench}_efficiency.png")]
 
 
 def plot_throughput(rows: Rows, out_dir: Path) -> list[Path]:
     """Samples/s and MB/s at the subscriber vs size, one line per implementation/batching."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     series = list(dict.fromkeys((r["impl"], r.get("batching", "none"), r.get("net")) for r in rows))
     for impl, batching, net in series:
@@ -170,13 +170,13 @@ def plot_throughput(rows: Rows, out_dir: Path) -> list[Path]:
         ax.grid(True, which="both", alpha=0.3)
     ax1.legend(fontsize=7)
     ax1.set_title("throughput at the subscriber")
-    paths = [_save(fig, out_dir / "throughput_vs_size.png")]
+    paths = [save_figure(fig, out_dir / "throughput_vs_size.png")]
     return paths + _plot_efficiency(rows, out_dir, "throughput", "samples/s netns / host")
 
 
 def plot_scale(rows: Rows, out_dir: Path) -> list[Path]:
     """Per-subscriber p50/p99 latency and samples/s vs publishers × subscribers."""
-    plt = _pyplot()
+    plt = pyplot()
     mcc = [r for r in rows if r["impl"] == "mcc" and r.get("p50_us")]
     if not mcc:
         return []
@@ -201,12 +201,12 @@ def plot_scale(rows: Rows, out_dir: Path) -> list[Path]:
     ax2.set_ylabel("samples/s per subscriber")
     ax1.set_title("latency vs N x M")
     ax2.set_title("throughput per subscriber vs N x M")
-    return [_save(fig, out_dir / "scale_latency_vs_nxm.png")]
+    return [save_figure(fig, out_dir / "scale_latency_vs_nxm.png")]
 
 
 def plot_blocked(rows: Rows, out_dir: Path) -> list[Path]:
     """Blocked writes and the longest write vs size, one line per send interval."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for interval in sorted({r["interval_ms"] for r in rows}):
         pts = sorted(
@@ -228,12 +228,12 @@ def plot_blocked(rows: Rows, out_dir: Path) -> list[Path]:
         ax.grid(True, which="both", alpha=0.3)
     ax1.legend(fontsize=7)
     ax1.set_title("writes that blocked (full send queue)")
-    return [_save(fig, out_dir / "blocked_writes.png")]
+    return [save_figure(fig, out_dir / "blocked_writes.png")]
 
 
 def plot_load(rows: Rows, out_dir: Path) -> list[Path]:
     """p50 and p99 latency per load condition, MCC beside ddsperf; one panel per size."""
-    plt = _pyplot()
+    plt = pyplot()
     loads = list(dict.fromkeys(r["load"] for r in rows))
     sizes = sorted({r["size_bytes"] for r in rows})
     series = list(dict.fromkeys((r["impl"], r.get("net")) for r in rows))
@@ -268,4 +268,4 @@ def plot_load(rows: Rows, out_dir: Path) -> list[Path]:
         ax.set_title(f"latency unloaded vs loaded, {size} B")
         ax.grid(True, axis="y", which="both", alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    return [_save(fig, out_dir / "load_latency.png")]
+    return [save_figure(fig, out_dir / "load_latency.png")]

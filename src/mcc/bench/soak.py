@@ -2,7 +2,7 @@
 stays flat.
 
 The mission runs as an operator runs it (`mcc up`, its node agent, its instances: the chaos
-bench's `_Mission`), by default ``missions/sam-toc-continuous.yaml``, whose raids never stop.
+bench's `BenchMission`), by default ``missions/sam-toc-continuous.yaml``, whose raids never stop.
 Every ``--every`` seconds the bench samples, from ``/proc`` (psutil) of each process the
 mission's ``MissionStatus`` names (and the supervisor and node agent): resident memory, open
 file descriptors, threads and CPU; the size of what the mission keeps on disk (its run folder's
@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from mcc.bench import report
-from mcc.bench.chaos import _Mission, _observer, _size, _try
-from mcc.bench.chaos_watch import enum_value, wait_for
+from mcc.bench.chaos import BenchMission, engage_all, observer
+from mcc.bench.chaos_watch import enum_value
 from mcc.errors import MccError
 from mcc.types import OrderStatus, SystemState
 
@@ -104,6 +104,8 @@ class SoakPlan:
     warmup_s: float = 300.0
     window_s: float = 600.0
     kill_every_s: float = 0.0  # 0: no kill
+    net: str = "host"  # or "netns": three emulated hosts (the chaos bench's)
+    loss_pct: float = 0.0  # tc netem loss on every emulated host's packets
     rss_mb_per_h: float = RSS_MB_PER_H
     flat_count: int = FLAT_COUNT
     p99_drift: float = P99_DRIFT
@@ -128,6 +130,12 @@ class SoakPlan:
             )
         if self.kill_every_s < 0:
             raise MccError(f"--kill-every: must be >= 0 (got {self.kill_every_s:g})")
+        if self.net not in ("host", "netns"):
+            raise MccError(f"--net: must be host or netns (got {self.net!r})")
+        if not (math.isfinite(self.loss_pct) and 0 <= self.loss_pct < 100):
+            raise MccError(f"--loss: a percentage in [0, 100) (got {self.loss_pct:g})")
+        if self.loss_pct and self.net != "netns":
+            raise MccError("--loss needs --net netns (the loss is applied on the emulated hosts)")
 
 
 # -- what the bench hears ---------------------------------------------------------------------
@@ -425,22 +433,19 @@ def run_soak(
     say = progress or (lambda text: None)
     with (
         tempfile.TemporaryDirectory(prefix="mcc-soak-") as tmp_name,
-        _Mission(plan.manifest, Path(tmp_name), net="host", loss_pct=0.0) as m,
+        BenchMission(plan.manifest, Path(tmp_name), net=plan.net, loss_pct=plan.loss_pct) as m,
     ):
         return _run(m, plan, say, keep_logs)
 
 
 def _run(
-    m: _Mission, plan: SoakPlan, say: Callable[[str], None], keep_logs: Path | None
+    m: BenchMission, plan: SoakPlan, say: Callable[[str], None], keep_logs: Path | None
 ) -> dict[str, Any]:
     watch = SoakWatch(m.name)
     m.up()
-    with _observer(m, watch) as (bus, client):  # type: ignore[arg-type]
+    with observer(m, watch) as (bus, client):  # type: ignore[arg-type]
         systems = m.mission.all_systems()
-        if "engagement" in m.mission.phases:
-            wait_for(lambda: _try(lambda: client.call("phase", "engagement") or True), 60, "phase")
-        wanted = {f"{m.name}/{name}/{i}" for name, s in systems.items() for i in range(_size(s))}
-        wait_for(lambda: set(watch.running()) >= wanted, 180, "all running")
+        wanted = engage_all(m, watch, client)  # type: ignore[arg-type]
         say(f"{len(wanted)} instances running; soaking for {plan.duration_s:g} s")
         restarts_at_start = watch.restarts()
         sampler = ProcSampler()
@@ -516,11 +521,11 @@ def _run(
     return result
 
 
-def _run_dirs(m: _Mission) -> list[Path]:
+def _run_dirs(m: BenchMission) -> list[Path]:
     return sorted((m.home / "runs").glob(f"{m.name}-*"))
 
 
-def _pids(m: _Mission, watch: SoakWatch) -> dict[str, int]:
+def _pids(m: BenchMission, watch: SoakWatch) -> dict[str, int]:
     """Process name → pid: every running instance, the supervisors and the node agent."""
     prefix = f"{m.name}/"
     out = {k.removeprefix(prefix): v[1] for k, v in watch.running().items() if v[1] > 0}
@@ -551,7 +556,7 @@ def _window(
     }
 
 
-def _kill(m: _Mission, watch: SoakWatch, system: str, now: float) -> dict[str, Any]:
+def _kill(m: BenchMission, watch: SoakWatch, system: str, now: float) -> dict[str, Any]:
     victim = f"{m.name}/{system}/0"
     entry = watch.running().get(victim)
     if entry is None:
@@ -567,9 +572,9 @@ def _kill(m: _Mission, watch: SoakWatch, system: str, now: float) -> dict[str, A
 def plot_soak(result: dict[str, Any], out_dir: Path) -> list[Path]:
     """RSS, fds and threads per process over time; latency percentiles and store size per
     window. The files written."""
-    from mcc.bench.plots import _pyplot, _save
+    from mcc.bench.plots import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     warmup = result["plan"]["warmup_s"]
     by_process: dict[str, list[dict[str, Any]]] = {}
@@ -588,7 +593,7 @@ def plot_soak(result: dict[str, Any], out_dir: Path) -> list[Path]:
     axes[0].set_title(f"mcc bench soak: {result['mission']}, per process (dotted: warm-up end)")
     axes[0].legend(fontsize=7, ncol=3)
     axes[-1].set_xlabel("minutes")
-    written.append(_save(fig, out_dir / "soak-processes.png"))
+    written.append(save_figure(fig, out_dir / "soak-processes.png"))
 
     windows = result["windows"]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
@@ -610,7 +615,7 @@ def plot_soak(result: dict[str, Any], out_dir: Path) -> list[Path]:
     ax2.grid(alpha=0.3)
     for ax in (ax1, ax2):
         ax.axvline(warmup / 60, color="grey", linestyle=":", linewidth=1)
-    written.append(_save(fig, out_dir / "soak-latency-store.png"))
+    written.append(save_figure(fig, out_dir / "soak-latency-store.png"))
     return written
 
 
@@ -647,6 +652,15 @@ def add_parser(bench_subparsers: Any) -> None:
     parser.add_argument(
         "--kill-every", default="0", help="kill -9 one instance this often (default 0: never)"
     )
+    parser.add_argument(
+        "--net", default="host", choices=("host", "netns"),
+        help="where the processes run; netns: three emulated hosts on a bridge (supervisors on "
+        "a and b, the node agent and every instance on c), as the chaos bench's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--loss", type=float, default=0.0,
+        help="percent of every emulated host's packets dropped (tc netem; --net netns)",
+    )  # fmt: skip
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the mission's logs into DIR")
     parser.add_argument(
         "--rss-limit",
@@ -671,6 +685,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
         warmup_s=parse_duration("--warmup", args.warmup, zero=True),
         window_s=parse_duration("--window", args.window),
         kill_every_s=parse_duration("--kill-every", args.kill_every, zero=True),
+        net=args.net,
+        loss_pct=args.loss,
         rss_mb_per_h=args.rss_limit,
     )
     plan.check()
