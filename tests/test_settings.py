@@ -1,5 +1,7 @@
 """`mcc.settings`: every MCC_* variable the code reads is declared once, typed, documented in
-docs/operations.md, and a bad value is one line naming the variable (exit 2 at the command line)."""
+docs/operations.md, and a bad value is one line naming the variable (exit 2 at the command line);
+so is every variable of another program that MCC reads, and one of those that does not parse is
+unset."""
 
 from __future__ import annotations
 
@@ -10,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from mcc.settings import Settings, SettingsError, child_env, current, env_name, markdown_table
+from mcc.settings import (
+    External,
+    Settings,
+    SettingsError,
+    child_env,
+    current,
+    env_name,
+    environ,
+    external,
+    markdown_table,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,10 +36,11 @@ def test_every_variable_the_code_names_is_a_setting() -> None:
     assert named - declared == set()
 
 
-def test_the_operations_table_is_the_model() -> None:
+@pytest.mark.parametrize(("marker", "model"), [("settings", Settings), ("external", External)])
+def test_the_operations_table_is_the_model(marker: str, model: type[Settings | External]) -> None:
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    documented = text.split("<!-- settings table: begin -->\n")[1].split("<!-- settings")[0]
-    assert documented == markdown_table()
+    documented = text.split(f"<!-- {marker} table: begin -->\n")[1].split(f"<!-- {marker}")[0]
+    assert documented == markdown_table(model)
 
 
 def test_values_are_typed_and_defaults_hold(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,3 +110,27 @@ def test_a_bad_value_stops_the_command_line_with_status_2() -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "MCC_DOMAIN: Input should be less than or equal to 232 (got '999')" in proc.stderr
+
+
+def test_external_variables_are_typed_and_never_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    given = External.from_env(
+        {"COLUMNS": "120", "XDG_STATE_HOME": "/var/state", "CUDA_VISIBLE_DEVICES": "", "X": "1"}
+    )
+    assert given.columns == 120
+    assert given.xdg_state_home == Path("/var/state")
+    assert given.cuda_visible_devices == ""  # set and empty: no GPU, unlike unset
+    assert given.notify_socket is None
+    odd = External.from_env({"COLUMNS": "wide", "XDG_STATE_HOME": "relative", "PIP_CERT": ""})
+    assert (odd.columns, odd.xdg_state_home, odd.pip_cert) == (None, None, None)
+    monkeypatch.setenv("COLUMNS", "99")
+    assert external().columns == 99
+    monkeypatch.setenv("COLUMNS", "98")
+    assert external().columns == 98
+
+
+def test_environ_is_a_copy_for_a_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCC_TEST_COPY", "1")
+    env = environ()
+    env["MCC_TEST_COPY"] = "2"
+    assert environ()["MCC_TEST_COPY"] == "1"
+    assert child_env() == environ()

@@ -70,11 +70,13 @@ def _one_cyclone() -> None:
     A process must hold exactly one Cyclone, the full-featured one of native/build-cyclone.sh
     (``mcc.bus`` checks). Installed from the wheels of ``make wheels``, both packages link the
     one libddsc inside the cyclonedds wheel (``cyclonedds/_cyclone/lib``, through ``$ORIGIN``
-    RUNPATHs) and cyclonedds-python loads it before looking at the environment: nothing is set.
-    In a checkout, cyclonedds-python is compiled against ``.venv/cyclone`` and looks for libddsc
-    in ``CYCLONEDDS_HOME`` before the system's library path (where a distribution's older
-    Cyclone may be): the venv's ``mcc-cyclone.pth`` sets it, and a process that lacks it (a
-    Python started with ``-S``) gets it here, as the one change to its environment.
+    RUNPATHs) and cyclonedds-python loads it before looking at the environment. In a checkout,
+    cyclonedds-python is compiled against ``.venv/cyclone`` and looks for libddsc in
+    ``CYCLONEDDS_HOME`` before the system's library path (where a distribution's older Cyclone
+    may be): the venv's ``mcc-cyclone.pth`` sets it when Python starts, before anything is
+    imported, the only moment that works for a process that imports cyclonedds first. Importing
+    MCC sets nothing: a Python that skips the ``.pth`` (``-S``) gets ``mcc.bus``'s error, which
+    names the variable to set.
     """
     found = sorted(Path(__file__).parent.joinpath("bus").glob("_native.*.so"))
     if not found:
@@ -95,8 +97,6 @@ def _one_cyclone() -> None:
             "install the wheels of `make wheels` (docs/deploy.md, 'Installing')"
         ) from exc
     sys.modules["mcc.bus._native"] = native
-    if _bundled_cyclone() is None:
-        os.environ.setdefault("CYCLONEDDS_HOME", str(Path(native.LIBRARY).parent.parent))
 
 
 def cyclone_tool(name: str) -> Path:

@@ -30,7 +30,7 @@ from mcc.bus import Transport
 from mcc.orchestrate.manifest import load_manifest
 from mcc.orchestrate.supervisor import Supervisor, open_mission
 from mcc.resources import mission_file
-from mcc.settings import current
+from mcc.settings import child_env, current
 
 DEFAULT_MISSION = mission_file("sam-toc")
 
@@ -169,7 +169,7 @@ class DemoConsole:
         log_path = run_dir / "logs" / "console.log"
         log = log_path.open("wb")
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
+            cmd, stdout=log, stderr=subprocess.STDOUT, env={**child_env(), **env}
         )
         return cls(proc, log_path, log, password, ready_by=time.monotonic() + 30.0)
 

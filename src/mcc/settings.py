@@ -8,9 +8,14 @@ tests/test_settings.py). Code asks `current()` for the settings of its process, 
 command line. A parent builds a child process's environment with `child_env`, from field names,
 never from literal keys:
 
->>> env = child_env(os.environ, mission="demo", system="radar", index=0)
+>>> env = child_env(environ(), mission="demo", system="radar", index=0)
 >>> env["MCC_SYSTEM"]
 'radar'
+
+The variables of other programs that MCC reads (``COLUMNS``, ``XDG_STATE_HOME``, systemd's,
+``CUDA_VISIBLE_DEVICES``, ``CYCLONEDDS_URI`` …) are the fields of `External`, read by
+`external()`; `environ()` is a copy of the whole environment, to hand on to a child or show in
+a report. This module is the only one that reads ``os.environ`` (tests/test_environ.py).
 
 `pydantic-settings` reads the process environment; `Settings.from_env` reads any other mapping
 (an instance's environment handed to ``runtime.run``) through the same validators.
@@ -24,7 +29,7 @@ import os
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
@@ -39,11 +44,14 @@ from mcc.errors import MccError
 
 __all__ = [
     "PREFIX",
+    "External",
     "Settings",
     "SettingsError",
     "child_env",
     "current",
     "env_name",
+    "environ",
+    "external",
     "markdown_table",
 ]
 
@@ -80,7 +88,37 @@ class _MappingSource(EnvSettingsSource):
         }
 
 
-class Settings(BaseSettings):
+class _FromEnv(BaseSettings):
+    """A model read from the process environment, or from a given mapping (`from_env`)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        mapping = _SOURCE.get()
+        if mapping is None:
+            return (init_settings, env_settings)  # no .env file, no secrets folder
+        return (init_settings, _MappingSource(settings_cls, mapping))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **fields: Any) -> Self:
+        """The settings of ``env`` (default: this process's environment), ``fields`` over it;
+        `SettingsError` naming each bad variable."""
+        token = _SOURCE.set(env)
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            raise _error(cls, exc) from None
+        finally:
+            _SOURCE.reset(token)
+
+
+class Settings(_FromEnv):
     """The ``MCC_*`` variables of one process. Unset ones have the default shown."""
 
     model_config = SettingsConfigDict(
@@ -241,36 +279,76 @@ class Settings(BaseSettings):
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        mapping = _SOURCE.get()
-        if mapping is None:
-            return (init_settings, env_settings)  # no .env file, no secrets folder
-        return (init_settings, _MappingSource(settings_cls, mapping))
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **fields: Any) -> Settings:
-        """The settings of ``env`` (default: this process's environment), ``fields`` over it;
-        `SettingsError` naming each bad variable."""
-        token = _SOURCE.set(env)
-        try:
-            return cls(**fields)
-        except ValidationError as exc:
-            raise _error(exc) from None
-        finally:
-            _SOURCE.reset(token)
-
     def env(self, **fields: Any) -> dict[str, str]:
         """The variables of ``fields`` (validated) as environment entries; a field set to
         ``None`` has no entry (`child_env` removes it)."""
         return _render(type(self), fields)
+
+
+class External(_FromEnv):
+    """The variables of other programs that MCC reads. They are not MCC's to refuse: one that
+    does not parse is as if it were unset."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+
+    columns: int | None = Field(
+        default=None, description="Width of the terminal: the tables of `mcc status`; unset: 140."
+    )
+    xdg_state_home: Path | None = Field(
+        default=None,
+        description="Where `MCC_HOME` defaults to (`$XDG_STATE_HOME/mcc`); a relative path is "
+        "ignored, as the XDG spec says.",
+    )
+    notify_socket: str | None = Field(
+        default=None,
+        description="systemd's notify socket (`Type=notify` units): `mcc.observe.notify` sends "
+        "readiness and watchdog pings there.",
+    )
+    watchdog_usec: str | None = Field(
+        default=None, description="systemd's `WatchdogSec=` in microseconds (`sd_notify(3)`)."
+    )
+    watchdog_pid: str | None = Field(
+        default=None, description="The process systemd's watchdog is meant for (`sd_notify(3)`)."
+    )
+    cuda_visible_devices: str | None = Field(
+        default=None,
+        description="The GPUs of this host that the local backend places on (empty: none); "
+        "unset: those `nvidia-smi -L` lists.",
+    )
+    cyclonedds_uri: str | None = Field(
+        default=None,
+        description="Cyclone DDS's configuration: a bus without a transport of its own is "
+        "secured when it names an identity certificate.",
+    )
+    pip_cert: Path | None = Field(
+        default=None,
+        description="A CA bundle for the package downloads of `mcc lab` image builds (the first "
+        "of these three that is a file).",
+    )
+    ssl_cert_file: Path | None = Field(default=None, description="As `PIP_CERT`.")
+    requests_ca_bundle: Path | None = Field(default=None, description="As `PIP_CERT`.")
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _integer_or_unset(cls, value: Any) -> Any:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+
+    @field_validator(
+        "xdg_state_home", "pip_cert", "ssl_cert_file", "requests_ca_bundle", mode="before"
+    )
+    @classmethod
+    def _path_or_unset(cls, value: Any) -> Any:
+        if value is None or not str(value):
+            return None
+        return value
+
+    @field_validator("xdg_state_home", mode="after")
+    @classmethod
+    def _absolute_or_unset(cls, value: Path | None) -> Path | None:
+        return value if value is not None and value.is_absolute() else None
 
 
 def env_name(field: str) -> str:
@@ -283,7 +361,7 @@ def env_name(field: str) -> str:
 def child_env(base: Mapping[str, str] | None = None, /, **fields: Any) -> dict[str, str]:
     """A child process's environment: ``base`` (default: this process's) with ``fields`` set
     (validated like the environment: a bad one raises `SettingsError`); ``None`` unsets one."""
-    env = dict(os.environ if base is None else base)
+    env = environ() if base is None else dict(base)
     rendered = _render(Settings, fields)
     for name in fields:
         key = env_name(name)
@@ -305,10 +383,29 @@ def _cached(items: tuple[tuple[str, str], ...]) -> Settings:
     return Settings.from_env()  # ``items`` is the key: the same variables as os.environ now
 
 
-def markdown_table() -> str:
-    """The variables as the table of docs/operations.md (``python -m mcc.settings``)."""
+def external() -> External:
+    """This process's `External` variables, read once per distinct value of them."""
+    names = {name.upper() for name in External.model_fields}
+    return _external(tuple(sorted((k, v) for k, v in os.environ.items() if k.upper() in names)))
+
+
+@functools.lru_cache(maxsize=8)
+def _external(items: tuple[tuple[str, str], ...]) -> External:
+    return External.from_env()  # ``items`` is the key, as in `_cached`
+
+
+def environ() -> dict[str, str]:
+    """A copy of this process's environment: the base of a child process's (`child_env` sets
+    ``MCC_*`` variables over it), or what a report shows of what a process was given."""
+    return dict(os.environ)
+
+
+def markdown_table(model: type[Settings] | type[External] = Settings) -> str:
+    """The variables of ``model`` as a table of docs/operations.md (``python -m mcc.settings
+    [external]``)."""
+    prefix = model.model_config.get("env_prefix", "")
     rows = ["| Variable | Type | Default | Meaning |", "|---|---|---|---|"]
-    for name, info in Settings.model_fields.items():
+    for name, info in model.model_fields.items():
         kind = _type_name(info.annotation)
         default = info.default
         shown = (
@@ -320,7 +417,7 @@ def markdown_table() -> str:
             if isinstance(default, tuple)
             else str(default)
         )
-        rows.append(f"| `{env_name(name)}` | {kind} | {shown} | {info.description} |")
+        rows.append(f"| `{prefix}{name.upper()}` | {kind} | {shown} | {info.description} |")
     return "\n".join(rows) + "\n"
 
 
@@ -356,15 +453,18 @@ def _render(cls: type[Settings], fields: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _error(exc: ValidationError) -> SettingsError:
+def _error(model: type[_FromEnv], exc: ValidationError) -> SettingsError:
     """``MCC_X: what is wrong (got …)``, one line per bad variable."""
+    prefix = model.model_config.get("env_prefix", "")
     lines = []
     for problem in exc.errors(include_url=False):
         field = str(problem["loc"][0]) if problem["loc"] else "?"
-        name = PREFIX + field.upper()
+        name = prefix + field.upper()
         lines.append(f"{name}: {problem['msg']} (got {problem.get('input')!r})")
     return SettingsError("; ".join(lines))
 
 
 if __name__ == "__main__":
-    print(markdown_table(), end="")
+    import sys
+
+    print(markdown_table(External if sys.argv[1:] == ["external"] else Settings), end="")

@@ -40,6 +40,7 @@ from mcc.bench.anchor_tools import (
 )
 from mcc.bench.stats import LatencyRecorder, LatencyStats
 from mcc.errors import MccError
+from mcc.settings import child_env
 
 __all__ = [
     "DDSPERF_MIN_SIZE_BYTES",
@@ -153,7 +154,7 @@ def _ddsperf_pair(
     active, passive = roles
     tag = f"mcc-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     default = _cyclone_config(interface=interface, tag=tag)
-    active_env, passive_env = ({**os.environ, "CYCLONEDDS_URI": c or default} for c in configs)
+    active_env, passive_env = ({**child_env(), "CYCLONEDDS_URI": c or default} for c in configs)
     common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
     rate = [f"{rate_hz:g}Hz"] if rate_hz > 0 else []
     active_argv = [

@@ -46,6 +46,7 @@ from typing import Any
 
 from mcc.bench import report
 from mcc.errors import MccError
+from mcc.settings import child_env
 
 BENCH = "asterix"
 COLUMNS = ("impl", "what", "reports", "rounds", "reports_per_s", "us_per_report", "vs_libasterix")
@@ -295,7 +296,7 @@ class _Empty:
 
 def _oracle_rate(oracle: Path, datagrams: list[bytes], n: int, rounds: int, core: int) -> float:
     payload = b"".join(len(d).to_bytes(4, "big") + d for d in datagrams)
-    env = {**os.environ, "PYTHONPATH": str(oracle)}
+    env = {**child_env(), "PYTHONPATH": str(oracle)}
     proc = subprocess.run(
         [sys.executable, "-S", "-c", _ORACLE_SCRIPT, str(core), str(rounds)],
         input=payload,

@@ -96,7 +96,7 @@ def run_c2loop_row(
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = tag or f"mcc-c2-{os.getpid()}-{domain_id}"
     env = settings.child_env(
-        Transport.loopback(tag).apply_to_env(os.environ),
+        Transport.loopback(tag).apply_to_env(settings.environ()),
         domain=domain_id,
         discovery_tag=tag,
         mission=MISSION,

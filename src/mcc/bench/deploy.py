@@ -32,7 +32,7 @@ from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
 from mcc.orchestrate.client import ControlClient
 from mcc.orchestrate.runtime import RUNTIME_ARGV
-from mcc.settings import child_env
+from mcc.settings import child_env, environ
 from mcc.types import Heartbeat, MissionStatus, SystemState
 from mcc.waiting import WaitTimeoutError, wait_for
 
@@ -128,7 +128,7 @@ def run_deploy(
     # The run's transport and tag: in the children's environment and given to our own buses,
     # never set in os.environ.
     transport = Transport.loopback(tag)
-    env = child_env(transport.apply_to_env(os.environ), discovery_tag=tag)
+    env = child_env(transport.apply_to_env(environ()), discovery_tag=tag)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mcc-bench-deploy-") as tmp:
         for backend in backends:

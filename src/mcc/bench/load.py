@@ -34,6 +34,7 @@ from typing import Any
 from mcc.bench import latency, perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec, SubSpec
 from mcc.errors import MccError
+from mcc.settings import child_env
 
 __all__ = ["COLUMNS", "LOADS", "LoadPlan", "add_parser", "applied_load", "run_load"]
 
@@ -164,9 +165,7 @@ def applied_load(
             info.cpu_procs = os.cpu_count() or 1
             burn = _BURN.format(max_s=max_s, parent=os.getpid())
             for i in range(info.cpu_procs):
-                ws.start(
-                    f"cpu-{i}", nodes[0], [sys.executable, "-S", "-c", burn], env=dict(os.environ)
-                )
+                ws.start(f"cpu-{i}", nodes[0], [sys.executable, "-S", "-c", burn], env=child_env())
         pub = sub = None
         if "bus" in load:
             reason = perftest.require_mcc_transport(options)

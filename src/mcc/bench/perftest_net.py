@@ -214,7 +214,7 @@ def child_env(transport: Transport, options: PerfOptions) -> dict[str, str]:
     """Environment of a benchmark child process: transport, perf QoS library, no tag override."""
     # No discovery tag of its own: the transport carries the run's.
     return settings.child_env(
-        transport.apply_to_env(os.environ),
+        transport.apply_to_env(settings.environ()),
         qos_file=perf_qos_file(options.send_queue),
         discovery_tag=None,
     )

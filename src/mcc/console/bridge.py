@@ -18,7 +18,6 @@ mission with ``security: none`` gives the console none, and the banner and ``/me
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -28,6 +27,7 @@ from mcc.bus.rpc import APPROVAL_CHANNEL
 from mcc.bus.transport import Transport
 from mcc.console.state import LiveState
 from mcc.orchestrate.client import ControlClient
+from mcc.settings import external
 
 log = logging.getLogger("mcc.console")
 
@@ -146,7 +146,7 @@ def transport_secured(transport: Transport | None) -> bool:
     """Whether a bus with ``transport`` joins with DDS Security: an identity certificate in
     its ``<Security>`` configuration (without a transport: in env ``CYCLONEDDS_URI``)."""
     if transport is None:
-        return "<IdentityCertificate>" in os.environ.get("CYCLONEDDS_URI", "")
+        return "<IdentityCertificate>" in (external().cyclonedds_uri or "")
     try:
         domain = ET.fromstring(f"<Domain>{transport.extra_xml}</Domain>")
     except ET.ParseError:

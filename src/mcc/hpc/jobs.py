@@ -38,7 +38,7 @@ from mcc.orchestrate.manifest import Cluster, Mission, System, load_manifest
 from mcc.orchestrate.supervisor import open_mission
 from mcc.resources import data_root
 from mcc.security.mission import Topics
-from mcc.settings import current
+from mcc.settings import child_env, current
 from mcc.types import Checkpoint, WorkResult
 
 __all__ = [
@@ -444,7 +444,7 @@ def _mpi_command(
         "--impl",
         impl,
     ]
-    env = {**os.environ, **(TCP_ENV if impl == "mpi-tcp" else {})}
+    env = {**child_env(), **(TCP_ENV if impl == "mpi-tcp" else {})}
     return command, env
 
 

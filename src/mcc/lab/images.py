@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcc.lab.podman import PodmanError, podman
+from mcc.settings import external
 
 __all__ = ["BASE", "IMAGES", "Built", "build_base", "build_images", "image_size", "wheels_digest"]
 
@@ -142,10 +142,10 @@ def build_base(*, rebuild: bool = False) -> Built:
 
 
 def _ca_bundle() -> Path | None:
-    for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
-        value = os.environ.get(name)
-        if value and Path(value).is_file():
-            return Path(value)
+    env = external()
+    for path in (env.pip_cert, env.ssl_cert_file, env.requests_ca_bundle):
+        if path is not None and path.is_file():
+            return path
     return None
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from mcc.errors import MccError
+from mcc.settings import child_env
 
 __all__ = ["FLAGS", "PodmanError", "available", "command", "environment", "podman"]
 
@@ -47,7 +48,7 @@ def _conf_file() -> Path:
 
 def environment() -> dict[str, str]:
     """This process's environment with podman's configuration file."""
-    return {**os.environ, "CONTAINERS_CONF": str(_conf_file())}
+    return {**child_env(), "CONTAINERS_CONF": str(_conf_file())}
 
 
 def available() -> str | None:

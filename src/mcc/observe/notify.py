@@ -17,17 +17,17 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+
+from mcc.settings import External, external
 
 __all__ = ["Watchdog", "notify", "ready", "start_watchdog", "stopping", "watchdog_interval_s"]
-
-SOCKET_ENV = "NOTIFY_SOCKET"
 
 
 def notify(*fields: str, env: dict[str, str] | None = None) -> bool:
     """Send ``fields`` (``"READY=1"``, ``"STATUS=…"``, ``"WATCHDOG=1"``) to systemd; True when a
     notify socket was there and took the datagram."""
-    address = (os.environ if env is None else env).get(SOCKET_ENV, "")
+    address = (external() if env is None else External.from_env(env)).notify_socket or ""
     if not address or not fields:
         return False
     if address.startswith("@"):  # an abstract socket: a leading NUL byte on the wire
@@ -59,10 +59,10 @@ def stopping(*, status: str | None = None) -> bool:
 def watchdog_interval_s(env: dict[str, str] | None = None) -> float | None:
     """Half of ``$WATCHDOG_USEC`` (how often to send ``WATCHDOG=1``), or None when the unit has
     no ``WatchdogSec=`` or the watchdog is meant for another process (``$WATCHDOG_PID``)."""
-    source: Mapping[str, str] = os.environ if env is None else env
+    source = external() if env is None else External.from_env(env)
     try:
-        usec = int(source.get("WATCHDOG_USEC", "0"))
-        pid = int(source.get("WATCHDOG_PID", str(os.getpid())))
+        usec = int(source.watchdog_usec if source.watchdog_usec is not None else "0")
+        pid = int(source.watchdog_pid if source.watchdog_pid is not None else os.getpid())
     except ValueError:
         return None
     if usec <= 0 or pid != os.getpid():

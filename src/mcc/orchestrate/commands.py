@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import threading
@@ -16,7 +15,7 @@ from typing import Any
 from mcc.errors import ManifestError
 from mcc.orchestrate.appspec import app_problems
 from mcc.orchestrate.manifest import load_manifest
-from mcc.settings import current
+from mcc.settings import current, external
 
 
 def add_parsers(sub: Any) -> None:
@@ -318,7 +317,8 @@ def _status_table_text(status: dict[str, Any]) -> str:
             str(inst["restarts"]),
             inst["reason"],
         )
-    console = Console(width=int(os.environ.get("COLUMNS", "140")), record=True)
+    columns = external().columns
+    console = Console(width=140 if columns is None else columns, record=True)
     with console.capture() as capture:
         console.print(table)
         if status["clusters"]:

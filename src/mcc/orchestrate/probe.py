@@ -19,7 +19,7 @@ from mcc.files import write_atomic
 from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
-from mcc.settings import PREFIX
+from mcc.settings import PREFIX, environ
 
 
 @app(topics=Topics())
@@ -40,7 +40,7 @@ def idle(ctx: AppContext) -> int:
             "rlimit_data": resource.getrlimit(resource.RLIMIT_DATA)[0],
             "device": ctx.device,
             "phase": ctx.phase,
-            "env": {k: v for k, v in os.environ.items() if k.startswith((PREFIX, "CUDA_"))},
+            "env": {k: v for k, v in environ().items() if k.startswith((PREFIX, "CUDA_"))},
             "time_ns": time.time_ns(),
         }
         path = ctx.run_dir / f"report-{ctx.identity.system}-{ctx.identity.index}.json"

@@ -29,7 +29,7 @@ from mcc.bus.transport import Transport
 from mcc.errors import MccError, OrchestratorError
 from mcc.files import write_private
 from mcc.orchestrate.manifest import NAME_PATTERN
-from mcc.settings import current, env_name
+from mcc.settings import current, env_name, external
 
 if TYPE_CHECKING:
     from mcc.orchestrate.supervisor import Supervisor
@@ -82,9 +82,9 @@ def _home_path() -> Path:
     explicit = current().home
     if explicit is not None:
         return explicit.absolute()
-    state = os.environ.get("XDG_STATE_HOME", "")
-    if os.path.isabs(state):  # the XDG spec: a relative path is invalid and ignored
-        return Path(state) / "mcc"
+    state = external().xdg_state_home  # absolute: the XDG spec ignores a relative one
+    if state is not None:
+        return state / "mcc"
     try:
         user_home = Path.home()
     except RuntimeError as exc:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from mcc.orchestrate.manifest import Cluster, System
 from mcc.orchestrate.planner import Placement
 from mcc.orchestrate.runtime import RUNTIME_ARGV
 from mcc.security.confine import Confinement, instance_confinement
-from mcc.settings import child_env, current, env_name
+from mcc.settings import child_env, current, env_name, environ
 
 #: How an instance's DDS Security configuration names its identity's folder: Cyclone expands
 #: the variable in the instance, where its backend set it to the folder it wrote.
@@ -100,7 +99,7 @@ def _launch_spec(
     cluster = isinstance(system, Cluster)
     env = child_env(
         {
-            **os.environ,
+            **environ(),
             **sup.client_env,
             **_identity_env(sup, inst, identity),
             **mission.env,

@@ -62,7 +62,7 @@ from mcc.orchestrate.backends.base import (
 from mcc.orchestrate.manifest import Node
 from mcc.orchestrate.registry import home, private_dir, write_private
 from mcc.orchestrate.zygote import open_log
-from mcc.settings import child_env, current
+from mcc.settings import child_env, current, external
 
 log = logging.getLogger("mcc.orchestrate.local")
 RUNTIME_MODULE = "mcc.orchestrate.runtime"
@@ -97,7 +97,7 @@ def node_capacity(node: Node) -> float:
 
 def detect_gpus() -> list[int]:
     """GPU indices visible here (``nvidia-smi -L``), honouring CUDA_VISIBLE_DEVICES."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = external().cuda_visible_devices
     if visible is not None:
         return [int(v) for v in visible.split(",") if v.strip().isdigit()]
     try:
@@ -313,7 +313,7 @@ class LocalBackend(Backend):
             log_fd = open_log(str(paths.log))
             # The socket in its environment marks the agent and every instance it forks as this
             # mission's (`mcc chaos`, test clean-up).
-            env = child_env({**os.environ, "PYTHONUNBUFFERED": "1"}, agent_socket=paths.socket)
+            env = {**child_env(agent_socket=paths.socket), "PYTHONUNBUFFERED": "1"}
             for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
                 env.pop(key, None)  # systemd's notifications are the supervisor's unit's
             argv = paths.argv(orphan_s=self.orphan_s)
