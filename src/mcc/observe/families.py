@@ -149,6 +149,9 @@ CONSOLE_COMMANDS = Family(
     "mcc_console_commands", "counter", "control requests, by result (audit log)", ("result",)
 )
 CONSOLE_LOGINS = Family("mcc_console_logins", "counter", "login attempts, by result", ("result",))
+TOPIC_SAMPLES = Family(
+    "mcc_topic_samples", "counter", "samples seen on the bus by the observer, by topic", ("topic",)
+)
 CONSOLE_BUS_SAMPLES = Family(
     "mcc_console_bus_samples", "counter", "bus samples taken by the console, by topic", ("topic",)
 )

@@ -24,12 +24,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from mcc.bus import Bus, Transport
 from mcc.errors import MccError
 from mcc.observe import notify
+from mcc.observe.families import TOPIC_SAMPLES
 from mcc.observe.logs import add_log_format_argument, configure_logging
 from mcc.observe.metrics import (
     BusStatsCollector,
@@ -89,12 +89,9 @@ class TopicCounter(Collector):
         self._tracer = tracer
 
     def collect(self) -> Iterator[Any]:
-        family = CounterMetricFamily(
-            "mcc_topic_samples", "samples seen on the bus, by topic", labels=["topic"]
+        yield TOPIC_SAMPLES.metric(
+            ((topic,), n) for topic, n in sorted(self._tracer.samples.items())
         )
-        for topic, n in sorted(self._tracer.samples.items()):
-            family.add_metric([topic], n)
-        yield family
 
 
 def _parser() -> argparse.ArgumentParser:
