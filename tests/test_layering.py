@@ -167,6 +167,8 @@ PUBLIC = {
     "ServiceStatistics Store StoreError StoreReport TopicPolicy inspect_store open_service",
     "mcc.security": "Grant Identity Keystore MAX_SECURE_DOMAIN SecurityError governance_xml "
     "permissions_xml",
+    "mcc.settings": "External PREFIX Settings SettingsError child_env current env_name environ "
+    "external markdown_table",
 }
 
 
