@@ -9,17 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from mcc.apps.scenario_spec import RadarSpec
+from mcc.apps.scenario_truth import TruthState
 from mcc.types import PACKED_ARRAYS, DetectionBatch, IffAnswer, TargetClass
 from mcc.types.arrays import float_field, optional_field, pack
-
-if TYPE_CHECKING:
-    from mcc.apps.scenario import TruthState
 
 F64 = npt.NDArray[np.float64]
 
