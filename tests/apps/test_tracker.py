@@ -33,9 +33,9 @@ from mcc.orchestrate.appconfig import app_config
 from mcc.orchestrate.runtime import AppContext, Identity
 from mcc.settings import Settings
 from mcc.tracking.associators import gnn_sparse as _gnn_sparse
-from mcc.tracking.gaters import _candidate_pairs
-from mcc.tracking.predictors import _cv_predict
-from mcc.tracking.updaters import _position_update
+from mcc.tracking.gaters import candidate_pairs
+from mcc.tracking.predictors import cv_predict
+from mcc.tracking.updaters import position_update
 from mcc.types import TargetClass, TrackStatus
 from mcc.types.arrays import packed_field
 from tests.apps.configs import configured
@@ -101,14 +101,14 @@ def test_fast_kernels_match_mcc_compute(ndim: int) -> None:
         F = kalman.cv_transition(dt, ndim=ndim)
         Q = kalman.cv_process_noise(dt, 4.0, ndim=ndim, model="discrete")
         ref = kalman.predict(x, P, F, Q)
-        got = _cv_predict(x, P, dt, 4.0, ndim, "discrete")
+        got = cv_predict(x, P, dt, 4.0, ndim, "discrete")
         np.testing.assert_allclose(got[0], ref[0], atol=1e-9)
         np.testing.assert_allclose(got[1], ref[1], atol=1e-9)
     z = rng.normal(size=(N, ndim)) * 100
     B = rng.normal(size=(N, ndim, ndim))
     R = B @ B.transpose(0, 2, 1) + np.eye(ndim)
     ref_u = kalman.update(x, P, z, kalman.cv_measurement_matrix(ndim=ndim), R)
-    x_post, P_post, _ = _position_update(x, P, z, R, ndim)
+    x_post, P_post, _ = position_update(x, P, z, R, ndim)
     np.testing.assert_allclose(x_post, ref_u.x, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(P_post, ref_u.P, rtol=1e-9, atol=1e-9)
 
@@ -123,7 +123,7 @@ def test_candidate_pairs_are_exactly_the_close_pairs(ndim: int) -> None:
         tracks = rng.uniform(-span, span, (300, ndim))
         meas = rng.uniform(-span, span, (250, ndim))
         radius = rng.choice([0.003, 0.02, 0.1, 0.4], 300) * span
-        ti, mj = _candidate_pairs(tracks, radius, meas)
+        ti, mj = candidate_pairs(tracks, radius, meas)
         dist = np.linalg.norm(tracks[:, None] - meas[None], axis=2)
         expected = set(zip(*np.nonzero(dist <= radius[:, None]), strict=True))
         got = list(zip(ti.tolist(), mj.tolist(), strict=True))

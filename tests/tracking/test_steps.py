@@ -454,9 +454,9 @@ def test_the_dense_and_grid_candidate_searches_find_the_same_pairs(
     rng = np.random.default_rng(ndim)
     tracks, meas = rng.uniform(-2e4, 2e4, (60, ndim)), rng.uniform(-2e4, 2e4, (50, ndim))
     radius = rng.uniform(500.0, 8000.0, 60)
-    dense = set(zip(*gaters._candidate_pairs(tracks, radius, meas), strict=True))
+    dense = set(zip(*gaters.candidate_pairs(tracks, radius, meas), strict=True))
     monkeypatch.setattr(gaters, "_DENSE_PAIRS", 0)
-    grid = set(zip(*gaters._candidate_pairs(tracks, radius, meas), strict=True))
+    grid = set(zip(*gaters.candidate_pairs(tracks, radius, meas), strict=True))
     want = {(i, j) for i in range(60) for j in range(50)
             if np.sum((tracks[i] - meas[j]) ** 2) <= radius[i] ** 2}  # fmt: skip
     assert dense == grid == want and len(want) > 10

@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 from mcc.tracking.base import Gated
 
-__all__ = ["GNNAssociator"]
+__all__ = ["GNNAssociator", "bipartite_components"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -92,7 +92,7 @@ def gnn_sparse(ti: I64, mj: I64, cost: F64, *, max_cost: float) -> tuple[I64, I6
         return _EMPTY_I64, _EMPTY_I64
     tracks, t_local = np.unique(ti, return_inverse=True)
     meas, m_local = np.unique(mj, return_inverse=True)
-    label = _bipartite_components(t_local, m_local, tracks.size, meas.size)
+    label = bipartite_components(t_local, m_local, tracks.size, meas.size)
     comp = label[t_local]  # component of each pair, labelled by its smallest track
     t_per = np.bincount(label, minlength=tracks.size)
     m_first = np.full(meas.size, tracks.size, np.int64)
@@ -120,7 +120,7 @@ def gnn_sparse(ti: I64, mj: I64, cost: F64, *, max_cost: float) -> tuple[I64, I6
     return t_idx[order].astype(np.int64), m_idx[order].astype(np.int64)
 
 
-def _bipartite_components(t: I64, m: I64, n_t: int, n_m: int) -> I64:
+def bipartite_components(t: I64, m: I64, n_t: int, n_m: int) -> I64:
     """Connected components of the bipartite graph of edges ``(t[k], m[k])``: for each track,
     the smallest track index of its component (label propagation; gate clusters are small, so
     it converges in a few sweeps, without scipy.sparse's per-call overhead)."""

@@ -9,7 +9,7 @@ from mcc.compute.associate import chi2_gate_threshold
 from mcc.tracking.base import Gated, Measurements, Updater
 from mcc.tracking.updaters import mahalanobis
 
-__all__ = ["Chi2Gater"]
+__all__ = ["Chi2Gater", "candidate_pairs", "lambda_max_bound"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -41,12 +41,12 @@ class Chi2Gater:
         gate = self.threshold(updater.dim(meas))
         R = meas.R
         per_meas = R.ndim == 3
-        bound = _lambda_max_bound(P_pos if per_meas else P_pos + R)
+        bound = lambda_max_bound(P_pos if per_meas else P_pos + R)
         if per_meas:
-            bound = bound + float(_lambda_max_bound(R).max())
+            bound = bound + float(lambda_max_bound(R).max())
         if meas.polar is not None:
             bound = bound * self.polar_margin**2
-        ti, mj = _candidate_pairs(pos, np.sqrt(gate * bound), meas.z)
+        ti, mj = candidate_pairs(pos, np.sqrt(gate * bound), meas.z)
         if ti.size == 0:
             return Gated(ti, mj, np.zeros(0), np.zeros(0))
         y, S = updater.innovation(x[ti], P[ti], meas, mj)
@@ -55,7 +55,7 @@ class Chi2Gater:
         return Gated(ti[ok], mj[ok], d2[ok], logdet[ok])
 
 
-def _candidate_pairs(track_pos: F64, radius: F64, meas_pos: F64) -> tuple[I64, I64]:
+def candidate_pairs(track_pos: F64, radius: F64, meas_pos: F64) -> tuple[I64, I64]:
     """All (track, measurement) pairs closer than the track's ``radius``, via a hashed grid.
 
     Tracks are grouped by radius (within a factor 4); each group hashes the measurements into
@@ -120,7 +120,7 @@ def _candidate_pairs(track_pos: F64, radius: F64, meas_pos: F64) -> tuple[I64, I
     return np.concatenate(out_i), np.concatenate(out_j)
 
 
-def _lambda_max_bound(S: F64) -> F64:
+def lambda_max_bound(S: F64) -> F64:
     """An upper bound of the largest eigenvalue of symmetric PSD matrices ``(..., d, d)``:
     exact for 2×2, else the smaller of the trace and the Gershgorin bound."""
     d = S.shape[-1]

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from mcc.compute import kalman
 from mcc.tracking.base import Births, Measurements
 from mcc.tracking.config import TrackerConfig
-from mcc.tracking.gaters import _candidate_pairs, _lambda_max_bound
+from mcc.tracking.gaters import candidate_pairs, lambda_max_bound
 
 __all__ = ["OnePointInitiator", "TwoPointInitiator", "make_initiator"]
 
@@ -83,9 +83,9 @@ class TwoPointInitiator:
         if prev is not None and prev.z.shape[0] and z.shape[0] and t > prev.time_s:
             dt = t - prev.time_s
             # Bound on the distance: top speed plus the gate on both positions' noise.
-            noise = _lambda_max_bound(R_all).max() + _lambda_max_bound(prev.R).max()
+            noise = lambda_max_bound(R_all).max() + lambda_max_bound(prev.R).max()
             radius = self.max_speed * dt + math.sqrt(self.gate * noise)
-            cur, old = _candidate_pairs(z, np.full(z.shape[0], radius), prev.z)
+            cur, old = candidate_pairs(z, np.full(z.shape[0], radius), prev.z)
             refused = max(cur.size - room, 0)
             cur, old = cur[:room], old[:room]
             if cur.size:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from mcc.tracking.associators import _bipartite_components
+from mcc.tracking.associators import bipartite_components
 
 __all__ = ["JPDAAssociator", "pda_mix"]
 
@@ -75,7 +75,7 @@ class JPDAAssociator:
         if ti.size == 0:
             return beta, tracks, beta0
         meas, m_loc = np.unique(mj, return_inverse=True)
-        label = _bipartite_components(t_loc, m_loc, tracks.size, meas.size)
+        label = bipartite_components(t_loc, m_loc, tracks.size, meas.size)
         comp = label[t_loc]
         t_per = np.bincount(label, minlength=tracks.size)
         single = t_per[comp] == 1

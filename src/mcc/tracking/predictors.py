@@ -14,7 +14,7 @@ from mcc.tracking.base import Measurements, Updater
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.jpda import pda_mix
 
-__all__ = ["CVPredictor", "IMMPredictor", "imm_transition", "make_predictor"]
+__all__ = ["CVPredictor", "IMMPredictor", "cv_predict", "imm_transition", "make_predictor"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -44,7 +44,7 @@ class CVPredictor:
         return int(self.x.shape[0])
 
     def predict(self, dt_s: F64) -> None:
-        self.x, self.P = _cv_predict(self.x, self.P, dt_s, self.sigma_a, self.d, self.noise_model)
+        self.x, self.P = cv_predict(self.x, self.P, dt_s, self.sigma_a, self.d, self.noise_model)
 
     def estimate(self) -> tuple[F64, F64]:
         return self.x, self.P
@@ -328,7 +328,7 @@ def _imm_models_one(
     return F, Q * np.square(np.asarray(sigma_a))[:, None, None]
 
 
-def _cv_predict(
+def cv_predict(
     x: F64, P: F64, dt: F64, sigma_a: float, d: int, noise_model: str
 ) -> tuple[F64, F64]:
     """`kalman.predict` with `cv_transition` and `cv_process_noise`, arranged for speed.

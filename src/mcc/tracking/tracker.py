@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from mcc.compute.associate import MofNInitiator, count_misses
 from mcc.errors import ComputeError
-from mcc.tracking.associators import GNNAssociator, _bipartite_components
+from mcc.tracking.associators import GNNAssociator, bipartite_components
 from mcc.tracking.base import Gated, Measurements, TrackLife
 from mcc.tracking.classify import classify
 from mcc.tracking.config import TrackerConfig
@@ -93,7 +93,7 @@ def _shared_clusters(ti: I64, mj: I64, sel: npt.NDArray[np.bool_]) -> npt.NDArra
         return out
     tracks, t = np.unique(ti[sel], return_inverse=True)
     meas, m = np.unique(mj[sel], return_inverse=True)
-    label = _bipartite_components(t, m, tracks.size, meas.size)
+    label = bipartite_components(t, m, tracks.size, meas.size)
     size = np.bincount(label, minlength=tracks.size)
     out[np.flatnonzero(sel)] = size[label[t]] >= 2
     return out

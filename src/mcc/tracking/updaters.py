@@ -14,7 +14,7 @@ from mcc.errors import ComputeError
 from mcc.tracking.base import Measurements
 from mcc.tracking.scan import PolarDetections
 
-__all__ = ["PolarEKFUpdater", "PositionUpdater", "mahalanobis"]
+__all__ = ["PolarEKFUpdater", "PositionUpdater", "mahalanobis", "position_update"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -42,7 +42,7 @@ class PositionUpdater:
         z, R = meas.z[cols], meas.R_rows(cols)
         if x.ndim == 3:
             z, R = z[:, None], R[:, None]
-        return _position_update(x, P, z, R, self.d)
+        return position_update(x, P, z, R, self.d)
 
 
 class PolarEKFUpdater:
@@ -161,7 +161,7 @@ def mahalanobis(y: F64, S: F64) -> tuple[F64, F64]:
     return (y * sol).sum(axis=-1), logdet
 
 
-def _position_update(x: F64, P: F64, z: F64, R: F64, d: int) -> tuple[F64, F64, F64]:
+def position_update(x: F64, P: F64, z: F64, R: F64, d: int) -> tuple[F64, F64, F64]:
     """Kalman update with ``H = [I 0]`` (the measurement is the position), batched over the
     leading axes, and the log-likelihood of each measurement.
 
