@@ -240,7 +240,7 @@ def _add_bench_parsers(bsub: Any) -> None:
     from mcc.bench.persist import add_parser as add_persist_bench_parser
     from mcc.bench.soak import add_parser as add_soak_parser
     from mcc.bench.suite import add_parsers as add_perftest_parsers
-    from mcc.bench.tracker import add_parser as add_tracker_parser
+    from mcc.bench.tracker_cli import add_parser as add_tracker_parser
 
     add_perftest_parsers(bsub)  # latency, throughput, scale, blocked, load, all
     add_deploy_parser(bsub)

@@ -13,11 +13,11 @@ import pytest
 from mcc.apps.scenario import classic_2d
 from mcc.bench.tracker import (
     COLUMNS,
-    add_parser,
     discrete_cv_class,
     run_scenario_bench,
     run_stonesoup_classic,
 )
+from mcc.bench.tracker_cli import add_parser
 from mcc.errors import MccError
 from tests.conftest import REPO
 
