@@ -654,7 +654,7 @@ def test_hostile_batches_are_dropped_and_the_tracker_goes_on(
         raw = DataWriter(
             bus._publisher,
             bus.topic("DetectionBatch"),
-            qos=bus._endpoint_qos("sensor_stream", writer=True),
+            qos=bus.endpoint_qos("sensor_stream", writer=True),
         )
         pictures = bus.reader("AirPicture")
         ctx = _context(bus, tmp_path, reorder_ms=0, track_period_s=100)

@@ -64,7 +64,7 @@ def test_an_inline_echo_answers_on_the_receive_thread_without_waking_the_dispatc
                 writer.write(PerfSample(writer_id="t", seq=1, payload=b"x"))
                 time.sleep(0.2)
             assert done.wait(30), f"echoes stopped at {max(echoed, default=None)}"
-            wakeups = bus._dispatcher.wakeups
+            wakeups = bus.dispatcher.wakeups
             writer.write(PerfSample(writer_id="t", seq=0, payload=b""))  # the pong stops
             writer.dds.wait_for_acks(10**9)
         said = pong.communicate(timeout=15)[0]

@@ -204,7 +204,7 @@ def test_an_xcdr1_writer_reaches_an_mcc_reader_on_every_flat_topic(domain_id: in
         for topic in sorted(set(TOPICS) - _NESTED):
             spec = topic_spec(topic)
             reader = bus.reader(topic, history=False)
-            qos = bus._endpoint_qos(spec.profile, writer=True) + Qos(
+            qos = bus.endpoint_qos(spec.profile, writer=True) + Qos(
                 Policy.DataRepresentation(use_cdrv0_representation=True)
             )
             foreign = DataWriter(bus._publisher, bus.topic(topic), qos=qos)
@@ -236,7 +236,7 @@ with Bus(int(os.environ["MCC_DOMAIN"])) as bus:
         # A raw writer in the same process: local delivery skips the receive-side checks that
         # Cyclone makes on network data, so every byte reaches the reader's decoder.
         raw = DataWriter(bus._publisher, bus.topic(topic),
-                         qos=bus._endpoint_qos(spec.profile, writer=True))
+                         qos=bus.endpoint_qos(spec.profile, writer=True))
         good = sample_for(topic)
         sent, delivered, refused, utf8 = 0, 0, [], 0
         for name, data in hostile_payloads(good):
@@ -347,7 +347,7 @@ def test_a_bad_sample_is_logged_once_per_writer(
     with Bus(domain_id) as bus:
         reader = bus.reader("Heartbeat")
         raw = DataWriter(
-            bus._publisher, bus.topic("Heartbeat"), qos=bus._endpoint_qos("health", writer=True)
+            bus._publisher, bus.topic("Heartbeat"), qos=bus.endpoint_qos("health", writer=True)
         )
         good = sample_for("Heartbeat")
         bad = dict(hostile_payloads(good))["utf8-system_id"]

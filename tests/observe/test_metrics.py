@@ -90,7 +90,7 @@ def test_bus_counters_and_heartbeats(bus_env: dict[str, str], domain_id: int) ->
         )
     )
     with Bus(domain_id, name="metrics-test") as bus:
-        bus.stats.dropped_by_topic["Track"] = 3  # as `Bus._dropped` counts a bad sample
+        bus.stats.dropped_by_topic["Track"] = 3  # as `StatsBook.dropped` counts a bad sample
         bus.stats.samples_dropped = 3
         registry = CollectorRegistry()
         registry.register(BusStatsCollector(lambda: bus.stats, process="tracker"))

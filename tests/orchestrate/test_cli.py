@@ -117,9 +117,9 @@ def test_foreign_and_hostile_commands_never_silence_the_supervisor(
         replies = bus.reader("CommandReply")
         xcdr1 = Qos(Policy.DataRepresentation(use_cdrv0_representation=True))
         foreign = DataWriter(
-            bus._group([principal_partition(COMMAND_CHANNEL, "fastdds")], writer=True),
+            bus.group([principal_partition(COMMAND_CHANNEL, "fastdds")], writer=True),
             bus.topic("Command"),
-            qos=bus._endpoint_qos("command", writer=True) + xcdr1,
+            qos=bus.endpoint_qos("command", writer=True) + xcdr1,
         )
         assert replies.wait_for_writers(1, timeout_s=20), "no supervisor reply writer matched"
         assert wait_for(lambda: foreign.get_publication_matched_status().current_count >= 1, 20)

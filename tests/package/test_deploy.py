@@ -18,7 +18,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcc.bus.core import BusStatistics
+from mcc.bus import BusStatistics
 from mcc.cli import build_parser
 from mcc.console import metrics as console_metrics
 from mcc.observe.metrics import BusStatsCollector, HeartbeatCollector, StatusCollector

@@ -5,12 +5,13 @@
 ...     bus.writer("Track").write(Track(track_id=1))
 """
 
-from mcc.bus.core import Bus, BusStatistics, QosEvent, Reader, Writer, open_bus
+from mcc.bus.core import Bus, Reader, Writer, open_bus
 from mcc.bus.heartbeat import HeartbeatPublisher
 from mcc.bus.history import DurableWriter, HistoryReader, HistoryStatus, StoreError
 from mcc.bus.loop import ReaderLoop
 from mcc.bus.qos import QosLibrary, default_library
 from mcc.bus.rpc import Replier, Requester
+from mcc.bus.statistics import BusStatistics, QosEvent
 from mcc.bus.topics import TOPICS, TopicSpec, topic_spec
 from mcc.bus.transport import Transport
 from mcc.bus.validate import validate_sample

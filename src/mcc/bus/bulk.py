@@ -101,8 +101,8 @@ class _Endpoint(Closeable):
         if topic not in BULK_TOPICS:
             raise TopicError(f"bulk: {topic!r} is not a bulk topic (use one of {BULK_TOPICS})")
         self.topic_name = topic
-        group = bus._group(None, writer=writer)
-        cqos = _CQos.qos_to_cqos(bus._endpoint_qos(topic_spec(topic).profile, writer=writer))
+        group = bus.group(None, writer=writer)
+        cqos = _CQos.qos_to_cqos(bus.endpoint_qos(topic_spec(topic).profile, writer=writer))
         try:
             address = ctypes.cast(cqos, ctypes.c_void_p).value or 0
             ref = _native.bulk_endpoint(int(group._ref), topic, address, writer)

@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cyclonedds.builtin import (
@@ -44,6 +44,7 @@ from mcc.bus import _native, shm
 from mcc.bus.dispatch import Dispatcher
 from mcc.bus.endpoints import Reader, Writer
 from mcc.bus.qos import QosLibrary, default_library
+from mcc.bus.statistics import QosEvent, StatsBook
 from mcc.bus.topics import is_sourced, source_partition, topic_spec
 from mcc.bus.transport import Transport, port_clash_hint
 from mcc.errors import MccError, TopicError, TransportError
@@ -98,58 +99,6 @@ check_one_cyclone()
 os.register_at_fork(after_in_child=_native.after_fork)
 
 
-@dataclass(frozen=True)
-class QosEvent:
-    """One QoS status change seen on this bus (incompatible QoS, deadline missed …)."""
-
-    kind: str  # requested_incompatible_qos | offered_incompatible_qos | *_deadline_missed …
-    topic: str
-    local_profile: str
-    remote_profiles: tuple[str, ...]
-    policy: str
-    total_count: int
-    time_ns: int
-
-    def __str__(self) -> str:
-        if self.kind.endswith("incompatible_qos"):
-            side, other = (
-                ("reader", "writer") if self.kind.startswith("requested") else ("writer", "reader")
-            )
-            remote = ", ".join(map(repr, self.remote_profiles)) or "unknown"
-            return (
-                f"incompatible QoS on topic {self.topic!r}: {side} with profile "
-                f"{self.local_profile!r} vs {other} with profile {remote} (policy {self.policy}); "
-                "use the same profile on both sides, see docs/qos.md"
-            )
-        what = self.kind.replace("_", " ")
-        return (
-            f"{what} on topic {self.topic!r} (profile {self.local_profile!r}), "
-            f"total {self.total_count}"
-        )
-
-
-@dataclass
-class BusStatistics:
-    """Counters of QoS events, refused and dropped samples since the bus opened.
-
-    ``samples_dropped`` counts received samples that did not decode or failed the topic's
-    checks (``dropped_by_topic`` per topic); ``handler_errors`` counts exceptions raised by
-    ``on_data`` handlers and reader-loop handlers, which the bus logs and survives.
-    """
-
-    incompatible_qos: int = 0
-    deadline_missed: int = 0
-    samples_lost: int = 0
-    samples_rejected: int = 0
-    liveliness_lost: int = 0
-    invalid_samples_refused: int = 0
-    samples_dropped: int = 0
-    handler_errors: int = 0
-    security_denials: int = 0  # writers/readers this process's permissions refused
-    dropped_by_topic: dict[str, int] = field(default_factory=dict)
-    events: list[QosEvent] = field(default_factory=list)
-
-
 class Bus(Closeable):
     """A participant on one DDS domain, with optional partitions and transport.
 
@@ -197,7 +146,9 @@ class Bus(Closeable):
         #: DDS Security is configured: what discovery reports of a remote writer (its
         #: participant, its partitions) is authenticated and checked against its permissions.
         self.secured = transport is not None and "<Security>" in transport.extra_xml
-        self.stats = BusStatistics()
+        #: Its counters: ``stats`` is ``book.stats``.
+        self.book = StatsBook()
+        self.stats = self.book.stats
         self._lock = threading.Lock()
         self._domain = _configure_domain(domain_id, transport)
         try:
@@ -218,22 +169,31 @@ class Bus(Closeable):
         self._subscriber = Subscriber(self.participant, qos=group_qos)
         self._groups: dict[tuple[bool, tuple[str, ...]], Publisher | Subscriber] = {}
         self._topics: dict[str, Topic[Any]] = {}
-        self._builtin: tuple[BuiltinDataReader, BuiltinDataReader] | None = None
+        #: Discovery's readers of remote (publications, subscriptions), with ``monitor_qos``.
+        self.endpoint_readers: tuple[BuiltinDataReader, BuiltinDataReader] | None = None
         self._participants: BuiltinDataReader | None = None  # peers_security, made on first use
         if monitor_qos:
-            self._builtin = (
+            self.endpoint_readers = (
                 BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication),
                 BuiltinDataReader(self.participant, BuiltinTopicDcpsSubscription),
             )
         self._closed = False
-        self._drop_logged: set[tuple[str, int]] = set()
-        self._next_log: dict[tuple[str, str], int] = {}  # (counter, topic) → total to log at
-        self._history_client: Any = None  # mcc.bus.history, created on first durable reader
-        self._dispatcher = Dispatcher(self)
+        #: `mcc.bus.history`'s client, made by the first durable reader.
+        self.history_client: Any = None
+        #: Serves on_data handlers and QoS statuses (`mcc.bus.dispatch`).
+        self.dispatcher = Dispatcher(
+            self.participant, self.name, self.book, remote_profiles=self.remote_profiles
+        )
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` has run."""
+        return self._closed
 
     # -- entities -------------------------------------------------------------------------
-    def _group(self, partitions: Sequence[str] | None, *, writer: bool) -> Publisher | Subscriber:
-        """The bus's publisher (subscriber), or one in ``partitions`` instead of the bus's."""
+    def group(self, partitions: Sequence[str] | None, *, writer: bool) -> Publisher | Subscriber:
+        """The bus's publisher (subscriber), or one in ``partitions`` instead of the bus's (for
+        the endpoints made on this bus)."""
         if partitions is None:
             return self._publisher if writer else self._subscriber
         key = (writer, tuple(partitions))
@@ -371,7 +331,7 @@ class Bus(Closeable):
         except DDSException as exc:
             if exc.code != DDSException.DDS_RETCODE_NOT_ALLOWED_BY_SECURITY:
                 raise
-            self.stats.security_denials += 1
+            self.book.count("security_denials")
             declared = settings.current().grants_at  # an instance: where its system is declared
             fix = (
                 f"declare it in the manifest ({declared}: publish/subscribe) or in its app's "
@@ -395,46 +355,11 @@ class Bus(Closeable):
     def _default_profile(self, topic: str) -> str:
         return topic_spec(topic).profile
 
-    def _endpoint_qos(self, profile: str, *, writer: bool) -> Qos:
+    def endpoint_qos(self, profile: str, *, writer: bool) -> Qos:
+        """The QoS of a writer (reader) of ``profile`` on this bus, tagged with the profile's
+        name (what an incompatible-QoS event names of the other side)."""
         base = self.qos.writer_qos(profile) if writer else self.qos.reader_qos(profile)
         return base + Qos(Policy.Userdata(data=PROFILE_TAG + profile.encode()))
-
-    # -- QoS status and dropped samples ------------------------------------------------------
-    def _record(self, event: QosEvent, counter: str) -> None:
-        with self._lock:
-            setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-            if len(self.stats.events) < 1000:
-                self.stats.events.append(event)
-        # Deadline misses, lost and rejected samples can fire at the data rate (a flood):
-        # log the first, then each time the total passes the next power of ten.
-        if counter in ("deadline_missed", "samples_lost", "samples_rejected"):
-            key = (counter, event.topic)
-            with self._lock:
-                due = event.total_count >= self._next_log.get(key, 1)
-                if due:
-                    self._next_log[key] = 10 ** len(str(event.total_count))
-            if not due:
-                return
-        log.warning("%s", event)
-
-    def _dropped(self, reader: Reader[Any], info: Any, exc: BaseException) -> None:
-        """Count a received sample that failed to decode or check; log once per writer."""
-        topic = reader.topic_name
-        with self._lock:
-            self.stats.samples_dropped += 1
-            self.stats.dropped_by_topic[topic] = self.stats.dropped_by_topic.get(topic, 0) + 1
-            first = (topic, info.publication_handle) not in self._drop_logged
-            if first and len(self._drop_logged) < 10_000:
-                self._drop_logged.add((topic, info.publication_handle))
-        if first:
-            log.warning(
-                "dropped a bad sample on topic %r from writer %s: %s: %s (further bad samples "
-                "from this writer are counted in bus.stats, not logged)",
-                topic,
-                reader.writer_name(info.publication_handle),
-                type(exc).__name__,
-                str(exc)[:200],
-            )
 
     def peers_security(self) -> tuple[int, int]:
         """How many other MCC participants discovery shows on this domain: (secured, plain),
@@ -453,11 +378,11 @@ class Bus(Closeable):
                 plain += 1
         return secured, plain
 
-    def _remote_profiles(self, topic: str, profile: str, *, readers: bool) -> tuple[str, ...]:
+    def remote_profiles(self, topic: str, profile: str, *, readers: bool) -> tuple[str, ...]:
         """Profiles of remote endpoints on ``topic`` that are not ours (from their user data)."""
-        if self._builtin is None:
+        if self.endpoint_readers is None:
             return ()
-        builtin = self._builtin[1] if readers else self._builtin[0]
+        builtin = self.endpoint_readers[1] if readers else self.endpoint_readers[0]
         found = set()
         for ep in builtin.read(1000):
             if getattr(ep, "topic_name", None) != topic:
@@ -471,24 +396,23 @@ class Bus(Closeable):
 
     def qos_events(self, kind: str | None = None) -> list[QosEvent]:
         """QoS events recorded so far, optionally of one kind."""
-        with self._lock:
-            return [e for e in self.stats.events if kind is None or e.kind == kind]
+        return self.book.events(kind)
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
         """Delete the participant and everything it owns."""
         if self._closed:
             return
-        self._dispatcher.refuse_inside("closing a bus")
+        self.dispatcher.refuse_inside("closing a bus")
         self._closed = True
-        if self._history_client is not None:
-            self._history_client.close()
-        self._dispatcher.close()
+        if self.history_client is not None:
+            self.history_client.close()
+        self.dispatcher.close()
         # Delete the participant, and with it every reader and writer, now rather than when
         # the garbage collector gets to it (the domain may be configured again at once).
         Entity.__del__(self.participant)
         self._topics.clear()
-        self._builtin = None
+        self.endpoint_readers = None
         self._participants = None
         _release_domain(self.domain_id, self._domain)
 

@@ -22,16 +22,20 @@ import logging
 import operator
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import DDSException, DDSStatus, Entity, GuardCondition, WaitSet
 
 from mcc.bus import _native
 from mcc.bus.qos import policy_name
+from mcc.bus.statistics import QosEvent, StatsBook
 from mcc.errors import MccError
 
 if TYPE_CHECKING:
-    from mcc.bus.core import Bus, Reader
+    from cyclonedds.domain import DomainParticipant
+
+    from mcc.bus.endpoints import Reader
 
 log = logging.getLogger("mcc.bus")
 
@@ -84,8 +88,18 @@ class _Watched:
 class Dispatcher:
     """Serve ``on_data`` handlers and QoS statuses of one bus on one thread (started lazily)."""
 
-    def __init__(self, bus: Bus) -> None:
-        self._bus = bus
+    def __init__(
+        self,
+        participant: DomainParticipant,
+        name: str,
+        book: StatsBook,
+        *,
+        remote_profiles: Callable[..., tuple[str, ...]],
+    ) -> None:
+        self._participant = participant
+        self._name = name  # the bus's, in its thread's name
+        self._book = book
+        self._remote_profiles = remote_profiles  # `Bus.remote_profiles`
         self._lock = threading.Lock()
         self._waitset: WaitSet | None = None
         self._guard: GuardCondition | None = None
@@ -182,12 +196,12 @@ class Dispatcher:
         if self._closed:
             return
         if self._waitset is None:
-            participant = self._bus.participant
+            participant = self._participant
             self._waitset = WaitSet(participant)
             self._guard = GuardCondition(participant)
             _native.attach(int(self._waitset._ref), int(self._guard._ref))
             self._thread = threading.Thread(
-                target=self._run, name=f"mcc-bus-dispatch-{self._bus.name}", daemon=True
+                target=self._run, name=f"mcc-bus-dispatch-{self._name}", daemon=True
             )
             self._thread.start()
         ret = _native.attach(int(self._waitset._ref), int(item._ref))
@@ -271,9 +285,7 @@ class Dispatcher:
     def handler_failed(self, reader: Reader[Any], exc: Exception) -> None:
         """Count a handler's exception in ``bus.stats.handler_errors``; log it once per
         handler and exception type."""
-        bus = self._bus
-        with bus._lock:
-            bus.stats.handler_errors += 1
+        self._book.count("handler_errors")
         key = (id(reader), type(exc).__name__)
         if key in self._failed:
             return
@@ -288,13 +300,11 @@ class Dispatcher:
         )
 
     def _statuses(self, item: _Watched) -> None:
-        from mcc.bus.core import QosEvent
-
         try:
             changes = item.entity.get_status_changes()
         except DDSException:  # deleted meanwhile
             return
-        bus, topic, profile = self._bus, item.topic, item.profile
+        topic, profile = item.topic, item.profile
         for bit, getter, kind, counter in _WRITER_EVENTS if item.writer else _READER_EVENTS:
             if not changes & bit:
                 continue
@@ -302,9 +312,9 @@ class Dispatcher:
             remote: tuple[str, ...] = ()
             policy = ""
             if counter == "incompatible_qos":
-                remote = bus._remote_profiles(topic, profile, readers=item.writer)
+                remote = self._remote_profiles(topic, profile, readers=item.writer)
                 policy = policy_name(status.last_policy_id)
             event = QosEvent(
                 kind, topic, profile, remote, policy, status.total_count, time.time_ns()
             )
-            bus._record(event, counter)
+            self._book.record(event, counter)

@@ -119,8 +119,8 @@ class Writer(_Endpoint, Generic[T]):
         partitions: Sequence[str] | None = None,
     ) -> None:
         super().__init__(bus, topic, profile, validate=validate)
-        publisher = cast(Publisher, bus._group(partitions, writer=True))
-        self._dds = DataWriter(publisher, topic, qos=bus._endpoint_qos(profile, writer=True))
+        publisher = cast(Publisher, bus.group(partitions, writer=True))
+        self._dds = DataWriter(publisher, topic, qos=bus.endpoint_qos(profile, writer=True))
         self._ref = int(self._dds._ref)
         codec = flat_codec(self.type)  # type: ignore[arg-type]
         version_2 = self._dds._use_version_2
@@ -128,7 +128,7 @@ class Writer(_Endpoint, Generic[T]):
             self._encode: Callable[[Any], bytes] = lambda s: s.serialize(use_version_2=version_2)
         else:
             self._encode = codec.encoder(version_2)
-        bus._dispatcher.watch(self._dds, topic.name, profile, writer=True)
+        bus.dispatcher.watch(self._dds, topic.name, profile, writer=True)
 
     def write(self, sample: T) -> None:
         """Validate ``sample`` (``SampleError`` if bad) and publish it."""
@@ -150,7 +150,7 @@ class Writer(_Endpoint, Generic[T]):
             try:
                 validate_sample(sample)
             except MccError:
-                self.bus.stats.invalid_samples_refused += 1
+                self.bus.book.count("invalid_samples_refused")
                 raise
         return self._encode(sample)
 
@@ -227,7 +227,7 @@ class Writer(_Endpoint, Generic[T]):
         if self._closed:
             return
         self._closed = True
-        self.bus._dispatcher.forget(self._dds)
+        self.bus.dispatcher.forget(self._dds)
         Entity.__del__(self._dds)
 
     @property
@@ -268,8 +268,8 @@ class Reader(_Endpoint, Generic[T]):
             )
         super().__init__(bus, topic, profile, validate=validate)
         self._on_data = on_data
-        subscriber = cast(Subscriber, bus._group(partitions, writer=False))
-        self._dds = DataReader(subscriber, topic, qos=bus._endpoint_qos(profile, writer=False))
+        subscriber = cast(Subscriber, bus.group(partitions, writer=False))
+        self._dds = DataReader(subscriber, topic, qos=bus.endpoint_qos(profile, writer=False))
         self._ref = int(self._dds._ref)
         self.consumed = 0  # calls of take/read: the dispatcher sees whether a handler read
         self._sources: dict[int, tuple[str, int] | None] = {}  # handle → source (source_of)
@@ -281,13 +281,13 @@ class Reader(_Endpoint, Generic[T]):
         codec = flat_codec(self.type)  # type: ignore[arg-type]
         self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
         self._waitset: WaitSet | None = None
-        bus._dispatcher.watch(self._dds, topic.name, profile, writer=False)
+        bus.dispatcher.watch(self._dds, topic.name, profile, writer=False)
         if on_data is not None and inline:
-            bus._dispatcher.serve_inline(self)
+            bus.dispatcher.serve_inline(self)
         elif on_data is not None:
             # Unread samples only: a handler that reads (or takes) clears it.
             fresh = ReadCondition(self._dds, _NOT_READ)
-            bus._dispatcher.serve(self, (fresh, *self._extra_conditions))
+            bus.dispatcher.serve(self, (fresh, *self._extra_conditions))
 
     def take(self, max_samples: int = 256) -> list[T]:
         """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
@@ -324,7 +324,9 @@ class Reader(_Endpoint, Generic[T]):
                 if check is not None:
                     check(sample)
             except Exception as exc:  # hostile input is normal input: drop, count, go on
-                self.bus._dropped(self, info, exc)
+                self.bus.book.dropped(
+                    self.topic_name, info.publication_handle, exc, self.writer_name
+                )
                 continue
             sample.sample_info = info
             out.append(sample)
@@ -447,7 +449,7 @@ class Reader(_Endpoint, Generic[T]):
         if self._closed:
             return
         self._closed = True
-        self.bus._dispatcher.forget(self._dds, reader=self)
+        self.bus.dispatcher.forget(self._dds, reader=self)
         if self._waitset is not None:
             Entity.__del__(self._waitset)
         Entity.__del__(self._dds)

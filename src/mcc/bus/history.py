@@ -229,10 +229,10 @@ _clients_lock = threading.Lock()
 def history_client(bus: Bus) -> HistoryClient:
     """The bus's history client, created on first use."""
     with _clients_lock:
-        client: HistoryClient | None = getattr(bus, "_history_client", None)
+        client: HistoryClient | None = bus.history_client
         if client is None:
             client = HistoryClient(bus)
-            bus._history_client = client
+            bus.history_client = client
         return client
 
 
@@ -395,7 +395,9 @@ class HistoryReader(Reader[T]):
         if matched is not None:
             guid = matched.guid
         else:  # gone already: discovery still has it (same instance handle)
-            builtin = self.bus._builtin[0] if self.bus._builtin is not None else None
+            builtin = (
+                self.bus.endpoint_readers[0] if self.bus.endpoint_readers is not None else None
+            )
             found = builtin.read(100_000) if builtin is not None else []
             endpoint = next((e for e in found if e.sample_info.instance_handle == handle), None)
             if endpoint is None:

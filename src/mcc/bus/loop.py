@@ -95,14 +95,13 @@ class ReaderLoop(Service):
 
     def _closed_under_us(self) -> bool:
         """The bus was closed (or the loop stopped) while the loop ran: nothing left to serve."""
-        return self.bus._closed or self._stop.is_set()
+        return self.bus.closed or self._stop.is_set()
 
     def _call(self, reader: Reader[Any], handler: Handler, samples: list[Any]) -> None:
         try:
             handler(samples)
         except Exception as exc:
-            with self.bus._lock:
-                self.bus.stats.handler_errors += 1
+            self.bus.book.count("handler_errors")
             key = (id(handler), type(exc).__name__)
             if key not in self._failed:
                 self._failed.add(key)

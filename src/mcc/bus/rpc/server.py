@@ -257,7 +257,7 @@ class RpcServer(Service, Generic[W]):
                     if self._take_requests(waitset, INTAKE_SLICE_S)[0]:
                         self._kick.set(True)  # the worker may have gone idle meanwhile
             except Exception:
-                if self._stop.is_set() or self.reader.bus._closed:
+                if self._stop.is_set() or self.reader.bus.closed:
                     return
                 log.exception("%s: intake", self.name)
 
@@ -282,7 +282,7 @@ class RpcServer(Service, Generic[W]):
                 try:
                     kicked = kick in self._take_requests(waitset, 0.5, self._unregister)[1]
                 except Exception:
-                    if self._stop.is_set() or self.reader.bus._closed:
+                    if self._stop.is_set() or self.reader.bus.closed:
                         return
                     log.exception("%s: taking requests", self.name)
                     time.sleep(INTAKE_SLICE_S)
