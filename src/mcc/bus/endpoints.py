@@ -30,7 +30,8 @@ from mcc.bus.validate import received_check, validate_sample
 from mcc.errors import MccError, WriteTimeoutError
 from mcc.lifecycle import Closeable
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the one circle of the bus, types only: a Bus makes its endpoints,
+    # and an endpoint names the bus it was made on (``Writer.bus``, ``Reader.bus``)
     from mcc.bus.core import Bus
 
 T = TypeVar("T")
