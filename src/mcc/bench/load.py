@@ -23,22 +23,17 @@ the load. Rows carry ``load`` = ``none`` or ``cpu``.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import os
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcc.bench import latency, perftest, runner
-from mcc.bench.perftest import Node, PerfOptions, PubSpec, SubSpec
+from mcc.bench.loadgen import BUS_LOAD_SIZE_BYTES, LOADS, applied_load
+from mcc.bench.perftest import Node, PerfOptions
 from mcc.errors import MccError
-from mcc.settings import child_env
 
-__all__ = ["COLUMNS", "LOADS", "LoadPlan", "add_parser", "applied_load", "run_load"]
+__all__ = ["COLUMNS", "LoadPlan", "add_parser", "run_load"]
 
-LOADS = ("none", "cpu", "bus", "cpu+bus")
 QUICK_LOADS = ("none", "cpu+bus")
 IMPLS = ("mcc", "ddsperf")
 DEFAULT_SIZES = (64, 1024)
@@ -46,7 +41,6 @@ QUICK_SIZES = (64,)
 DEFAULT_INTERVAL_MS = 1.0
 DEFAULT_DURATION_S = 5.0
 QUICK_DURATION_S = 1.0
-BUS_LOAD_SIZE_BYTES = 8192
 COLUMNS = (
     "impl",
     "load",
@@ -138,96 +132,6 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
         if ref is not None and row.get("p50_us"):
             row["ratio_p50_vs_unloaded"] = round(row["p50_us"] / ref["p50_us"], 2)
             row["ratio_p99_vs_unloaded"] = round(row["p99_us"] / ref["p99_us"], 2)
-
-
-@dataclass
-class LoadInfo:
-    """The load that ran: busy-loop processes and what the bus load's subscriber took."""
-
-    cpu_procs: int = 0
-    bus_mb_s: float | None = None
-
-
-@contextlib.contextmanager
-def applied_load(
-    load: str, options: PerfOptions, nodes: Sequence[Node], *, max_s: float
-) -> Iterator[LoadInfo]:
-    """Run ``load`` for the duration of the block (every process stops when it ends).
-
-    ``info.bus_mb_s`` is filled in when the block ends. Load processes also stop by
-    themselves after ``max_s`` seconds, should this process die without stopping them.
-    """
-    if load not in LOADS:
-        raise MccError(f"load {load!r}: choose from {', '.join(LOADS)}")
-    info = LoadInfo()
-    with perftest.workers() as ws:
-        if "cpu" in load:
-            info.cpu_procs = os.cpu_count() or 1
-            burn = _BURN.format(max_s=max_s, parent=os.getpid())
-            for i in range(info.cpu_procs):
-                ws.start(f"cpu-{i}", nodes[0], [sys.executable, "-S", "-c", burn], env=child_env())
-        pub = sub = None
-        if "bus" in load:
-            reason = perftest.require_mcc_transport(options)
-            if reason is not None:
-                raise MccError(f"bus load: {reason}")
-            domain = perftest.next_domain()
-            tag = perftest.run_tag("load")
-            bus_options = dataclasses.replace(options, reliable=True, keyed=False)
-            queue = perftest.queue_xml(bus_options.send_queue, BUS_LOAD_SIZE_BYTES)
-            pub_t, sub_t = perftest.pair_transports(bus_options, nodes, tag=tag, extra_xml=queue)
-            sub_env = perftest.child_env(sub_t, bus_options)
-            pub_env = perftest.child_env(pub_t, bus_options)
-            sub = ws.start_role(
-                "bus-load-sub",
-                nodes[-1],
-                "sub",
-                dataclasses.asdict(
-                    SubSpec(domain=domain, max_s=max_s, latency=False, idle_s=max_s)
-                ),
-                env=sub_env,
-            )
-            pub = ws.start_role(
-                "bus-load-pub",
-                nodes[0],
-                "pub",
-                dataclasses.asdict(
-                    PubSpec(
-                        domain=domain,
-                        writer_id="load",
-                        size_bytes=BUS_LOAD_SIZE_BYTES,
-                        duration_s=max_s,
-                    )
-                ),
-                env=pub_env,
-            )
-            _wait_flowing(sub)
-        yield info
-        if pub is not None and sub is not None:
-            pub.bg.proc.terminate()  # the publisher stops, sends its end and reports
-            sent = pub.result(30)["sent_samples"]
-            info.bus_mb_s = round(perftest.throughput_of(sub.result(30), sent).mb_per_s, 1)
-
-
-#: One busy loop; it ends after ``max_s`` or when its parent (the bench) is gone.
-_BURN = """import os, time
-end = time.monotonic() + {max_s}
-i = 0
-while time.monotonic() < end:
-    i += 1
-    if i % 200000 == 0 and os.getppid() != {parent}:
-        break
-"""
-
-
-def _wait_flowing(sub: perftest.Worker, timeout_s: float = 60.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while perftest.FLOWING_LINE not in sub.bg.output():
-        if sub.bg.proc.poll() is not None or time.monotonic() > deadline:
-            raise MccError(f"the bus load did not start flowing:\n{sub.bg.output()[-2000:]}")
-        time.sleep(0.05)
 
 
 def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -313,7 +313,7 @@ def beside_load(
     if load != "cpu":
         yield label
         return
-    from mcc.bench.load import applied_load
+    from mcc.bench.loadgen import applied_load
     from mcc.bench.perftest import Node, PerfOptions
 
     host = Node("host", "127.0.0.1")
