@@ -55,19 +55,20 @@ from mcc.persist.alignment import Alignment
 from mcc.persist.limits import PersistLimits, retention_seconds
 from mcc.persist.policy import Action, Authorize, DefaultPolicy, Principal
 from mcc.persist.serving import HistoryReplies
-from mcc.persist.state import (  # noqa: F401
+from mcc.persist.state import (
+    LogOnce,
+    Refusal,
     ServiceStatistics,
-    _key_json,
-    _policy_of,
-    _Refusal,
-    _TopicReader,
-    _Window,
-    _WriterInfo,
+    TopicReader,
+    Window,
+    WriterInfo,
     current_window,
+    key_json_of,
+    policy_of,
 )
 from mcc.persist.store import Dispose, Store, TopicPolicy, Write
 from mcc.security.mission import Topics
-from mcc.types import PersistAck
+from mcc.types import PersistAck, PersistReply
 
 if TYPE_CHECKING:
     from mcc.orchestrate.runtime import AppContext
@@ -158,17 +159,33 @@ class PersistService:
         self._waitset.attach(self._requests.condition)
         self._replies = bus.writer(REPLY_TOPIC)
         self._acks = bus.writer(ACK_TOPIC)
-        self._topics: dict[str, _TopicReader] = {}
-        self._writers: dict[int, _WriterInfo] = {}
+        self._topics: dict[str, TopicReader] = {}
+        self._writers: dict[int, WriterInfo] = {}
         self._gone: set[str] = set()  # writer GUIDs whose acks are to be withdrawn
-        self._refusals: dict[str, _Refusal] = {}
+        self._refusals: dict[str, Refusal] = {}
         self._peers: set[str] = set()
         # participant → topics it has readers of (for `Principal.reads`), bounded
         self._reads: dict[str, set[str]] = {}
-        self._alignment = Alignment(self)
-        self._history = HistoryReplies(self)
-        self._windows: dict[str, _Window] = {}  # writer GUID → its rate window
-        self._logged: set[tuple[str, str]] = set()  # (who, what) logged once
+        self._log_once = LogOnce()  # (who, what) logged once
+        self._alignment = Alignment(
+            bus,
+            store,
+            replica=replica,
+            commit=lambda ops: self._commit(ops, aligned=True),
+            wake=self._wake,
+        )
+        self._history = HistoryReplies(
+            self._requests,
+            store,
+            replica=replica,
+            authorize=self.authorize,
+            requester=self._requester,
+            send=self._send_reply,
+            stats=self.stats,
+            log_once=self._log_once,
+            batch=batch,
+        )
+        self._windows: dict[str, Window] = {}  # writer GUID → its rate window
         self._unkept: dict[str, float] = {}  # topics whose type lookup failed → retry after
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -198,7 +215,7 @@ class PersistService:
 
     def stop(self, *, timeout_s: float = 10.0) -> None:
         self._stop.set()
-        self._guard.set(True)
+        self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
@@ -214,8 +231,9 @@ class PersistService:
                 self._guard.set(False)
                 self._discover()
                 self._ingest()
-                self._alignment.take()
-                self._history.serve()
+                if self._alignment.take():
+                    self.complete = True  # what the other replicas held is here
+                self._history.serve(complete=self.complete)
                 if not self.complete and not self._peers and time.monotonic() >= settled_at:
                     self.complete = True  # alone: nothing to take over
                 if time.monotonic() >= next_sweep:
@@ -266,12 +284,9 @@ class PersistService:
                 self._peers.add(peer)  # another replica: take over what it holds
                 self._alignment.start()
 
-    def _log_once(self, who: str, what: str, message: str, *args: Any) -> None:
-        """Log ``message % args`` the first time ``what`` happens for ``who``."""
-        if (who, what) in self._logged or len(self._logged) >= 10_000:
-            return
-        self._logged.add((who, what))
-        log.warning(message, *args)
+    def _wake(self) -> None:
+        """Wake the loop (from another thread: ``stop``, a finished alignment)."""
+        self._guard.set(True)
 
     def _on_publication(self, endpoint: Any) -> None:
         """Learn of a writer from discovery (``endpoint``: its ``DCPSPublication`` sample)."""
@@ -289,7 +304,7 @@ class PersistService:
                 endpoint.key,
             )
             return
-        self._writers[handle] = _WriterInfo(
+        self._writers[handle] = WriterInfo(
             str(endpoint.key),
             endpoint.topic_name,
             endpoint.type_name,
@@ -337,7 +352,7 @@ class PersistService:
                 topic.type_name,
             )
         if topic.policy is None:
-            policy = self.store.ensure_topic(_policy_of(name, topic.type_name, qos))
+            policy = self.store.ensure_topic(policy_of(name, topic.type_name, qos))
             topic.policy = policy
             log.info(
                 "%s: keeping topic %r (%s, %s, history %s)",
@@ -348,7 +363,7 @@ class PersistService:
                 "keep-all" if policy.history_depth < 0 else f"keep-last {policy.history_depth}",
             )
 
-    def _subscribe(self, name: str, type_name: str, type_id: Any = None) -> _TopicReader | None:
+    def _subscribe(self, name: str, type_name: str, type_id: Any = None) -> TopicReader | None:
         """A reader of ``name``: the catalogue's type, or the writer's (XTypes discovery)."""
         spec = TOPICS.get(name)
         try:
@@ -374,14 +389,30 @@ class PersistService:
                     _RETRY_TOPIC_S,
                 )
             return None
-        topic = _TopicReader(name, type_name, data_type, reader, self.store.topic(name, type_name))
+        topic = TopicReader(name, type_name, data_type, reader, self.store.topic(name, type_name))
         self._topics[name] = topic
         self._waitset.attach(reader.condition)
         self.stats.topics += 1
         return topic
 
-    # -- storing ----------------------------------------------------------------------------
-    def _principal(self, writer: _WriterInfo) -> Principal:
+    # -- who may do what --------------------------------------------------------------------
+    def _requester(self, request: Any) -> Principal | None:
+        """Who wrote a history request: from discovery, never from a field of the request."""
+        self._take_subscriptions()  # the requester's readers, discovered just before it asked
+        info = getattr(request, "sample_info", None)
+        if info is None:
+            return None
+        writer = self._writers.get(info.publication_handle)
+        if writer is not None:
+            return self._principal(writer)
+        data = self._requests.matched_writer(info.publication_handle)  # not discovered yet
+        if data is None:
+            return None
+        return self._principal(
+            WriterInfo(data.guid, REQUEST_TOPIC, "", (), False, data.participant)
+        )
+
+    def _principal(self, writer: WriterInfo) -> Principal:
         identity = self._identify(writer.participant) if self._identify is not None else ""
         return Principal(
             participant=writer.participant,
@@ -391,7 +422,7 @@ class PersistService:
             reads=frozenset(self._reads.get(writer.participant, ())),
         )
 
-    def _allowed(self, writer: _WriterInfo, action: Action, topic: str) -> str | None:
+    def _allowed(self, writer: WriterInfo, action: Action, topic: str) -> str | None:
         """None when the hook allows ``action`` in every partition of ``writer``; else why not."""
         principal = self._principal(writer)
         for partition in writer.partitions or ("",):
@@ -401,7 +432,7 @@ class PersistService:
                 )
         return None
 
-    def _within_rate(self, writer: _WriterInfo, nbytes: int) -> str | None:
+    def _within_rate(self, writer: WriterInfo, nbytes: int) -> str | None:
         """Count a sample of ``writer`` in its receive-time window; why not, when over."""
         limits = self.limits
         window = current_window(self._windows, writer.guid, limits.window_s, limits.max_writers)
@@ -419,6 +450,7 @@ class PersistService:
         window.nbytes += nbytes
         return None
 
+    # -- storing ----------------------------------------------------------------------------
     def _ingest(self) -> None:
         ops: list[Write | Dispose] = []
         refused: list[tuple[Write, str]] = []
@@ -437,7 +469,7 @@ class PersistService:
             self._commit(ops, refused=refused)
 
     def _op(
-        self, topic: _TopicReader, data: bytes, info: Any
+        self, topic: TopicReader, data: bytes, info: Any
     ) -> Write | Dispose | tuple[Write, str] | None:
         """What to do with one sample: store it, dispose its instance, or refuse it (the
         write and why: counted in the writer's acks). Bounds are checked on this replica's
@@ -490,7 +522,7 @@ class PersistService:
                 self._undecodable(writer, policy, "sample", exc)
                 return None
             key = sample.serialize_key()
-            key_json = _key_json(sample)
+            key_json = key_json_of(sample)
             if len(topic.keys) >= _MAX_KEYS:
                 topic.keys.clear()  # only a cache: a dispose without data decodes its key
             topic.keys[info.instance_handle] = (key, key_json)
@@ -521,7 +553,7 @@ class PersistService:
             )
 
     def _undecodable(
-        self, writer: _WriterInfo, policy: TopicPolicy, what: str, exc: Exception
+        self, writer: WriterInfo, policy: TopicPolicy, what: str, exc: Exception
     ) -> None:
         """Count (and log once per writer) bytes that do not fit the topic's type."""
         self._log_once(
@@ -541,7 +573,9 @@ class PersistService:
         *,
         aligned: bool = False,
         refused: list[tuple[Write, str]] | None = None,
-    ) -> None:
+    ) -> int:
+        """Store ``ops`` in one transaction, then acknowledge their writers (not for what
+        alignment took over); the number of samples stored."""
         result = self.store.apply(ops)
         result.refused[:0] = refused or []
         result.writers.update(op.writer_guid for op, _ in refused or [])
@@ -563,15 +597,16 @@ class PersistService:
             )
             known = self._refusals.get(op.writer_guid)
             if known is None or op.source_ns >= known.source_ns:  # the ack names the newest
-                self._refusals[op.writer_guid] = _Refusal(op.source_ns, reason)
+                self._refusals[op.writer_guid] = Refusal(op.source_ns, reason)
         if self.on_stored is not None and result.stored:
             self.on_stored(result.stored)
         if aligned:
-            return
+            return result.stored
         topics = {op.writer_guid: op.topic for op in ops}
         topics.update((op.writer_guid, op.topic) for op, _ in refused or [])
         for guid in sorted(result.writers):  # committed: now acknowledge
             self._ack(guid, topics[guid])
+        return result.stored
 
     def _ack(self, guid: str, topic: str) -> None:
         state = self.store.writer_state(guid)
@@ -590,6 +625,9 @@ class PersistService:
             ),
             "PersistAck",
         )
+
+    def _send_reply(self, reply: PersistReply) -> bool:
+        return self._write(self._replies, reply, "PersistReply")
 
     def _write(self, writer: Any, sample: Any, topic: str) -> bool:
         """Send ``sample``; False when a reliable reader that stopped acknowledging (a process

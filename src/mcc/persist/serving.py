@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from mcc.bus.history import REQUEST_TOPIC, TRUNCATED
+from mcc.bus import Reader
+from mcc.bus.history import TRUNCATED
 from mcc.bus.rpc import ids_too_long
 from mcc.errors import MccError
-from mcc.persist.policy import Action, Principal
-from mcc.persist.state import _Window, _WriterInfo, current_window
+from mcc.persist.policy import Action, Authorize, Principal
+from mcc.persist.state import LogOnce, ServiceStatistics, Window, current_window
+from mcc.persist.store import Store
 from mcc.types import PersistReply
-
-if TYPE_CHECKING:
-    from mcc.persist.service import PersistService
 
 log = logging.getLogger("mcc.persist")
 
@@ -27,53 +27,70 @@ _MAX_PARTITIONS = 64  # partitions named in one history request
 
 
 class HistoryReplies:
-    """Answers the history requests a `PersistService` takes, in its loop."""
+    """Answers the history requests of one replica, in its loop.
 
-    def __init__(self, service: PersistService) -> None:
-        self.service = service
-        self._request_windows: dict[str, _Window] = {}  # requesting participant → its window
+    Args:
+        requests: the replica's reader of history requests.
+        store: what it serves, within its bounds (``store.limits``).
+        replica: the replica's name, in every reply.
+        authorize: the authorization hook, asked for every topic and partition served.
+        requester: who wrote a request, from discovery (None while discovery has not shown it).
+        send: sends a reply; False when the write was dropped (a reader stopped acknowledging).
+        stats: the replica's counters.
+        log_once: the replica's once-only warnings.
+        batch: requests taken at a time.
+    """
 
-    def requester(self, request: Any) -> Principal | None:
-        """Who wrote ``request``: from discovery, never from a field of the request."""
-        svc = self.service
-        info = getattr(request, "sample_info", None)
-        if info is None:
-            return None
-        writer = svc._writers.get(info.publication_handle)
-        if writer is not None:
-            return svc._principal(writer)
-        data = svc._requests.matched_writer(info.publication_handle)  # not discovered yet
-        if data is None:
-            return None
-        found = _WriterInfo(data.guid, REQUEST_TOPIC, "", (), False, data.participant)
-        return svc._principal(found)
+    def __init__(
+        self,
+        requests: Reader[Any],
+        store: Store,
+        *,
+        replica: str,
+        authorize: Authorize,
+        requester: Callable[[Any], Principal | None],
+        send: Callable[[PersistReply], bool],
+        stats: ServiceStatistics,
+        log_once: LogOnce,
+        batch: int,
+    ) -> None:
+        self._requests = requests
+        self._store = store
+        self._replica = replica
+        self._authorize = authorize
+        self._requester = requester
+        self._send = send
+        self._stats = stats
+        self._log_once = log_once
+        self._batch = batch
+        self._request_windows: dict[str, Window] = {}  # requesting participant → its window
 
-    def serve(self) -> None:
-        svc = self.service
-        for request in svc._requests.take(svc.batch):
-            svc.stats.requests += 1
+    def serve(self, *, complete: bool) -> None:
+        """Answer the requests taken so far; replies say whether the replica is ``complete``."""
+        for request in self._requests.take(self._batch):
+            self._stats.requests += 1
             if ids_too_long(request, _MAX_ID_CHARS):
-                svc.stats.bad_requests += 1  # a reply would echo them: not answered
-                svc._log_once(
+                self._stats.bad_requests += 1  # a reply would echo them: not answered
+                self._log_once(
                     "*",
                     "long ids",
                     "%s: a history request with identifiers over %d "
                     "characters dropped (further ones are counted, not logged)",
-                    svc.replica,
+                    self._replica,
                     _MAX_ID_CHARS,
                 )
                 continue
             reply = PersistReply(
                 request_id=request.request_id,
                 client_id=request.client_id,
-                replier_id=svc.replica,
-                complete=svc.complete,
+                replier_id=self._replica,
+                complete=complete,
                 ok=True,
             )
             try:
                 self.answer(request, reply)
             except (ValueError, TypeError, RecursionError, MccError) as exc:
-                svc.stats.bad_requests += 1
+                self._stats.bad_requests += 1
                 reply.ok = False
                 reply.topics, reply.samples = [], []
                 reply.message = (
@@ -81,11 +98,11 @@ class HistoryReplies:
                     f"(partitions_json={request.partitions_json[:200]!r}): {exc}"
                 )
             reply.reply_ns = time.time_ns()
-            if not svc._write(svc._replies, reply, "PersistReply"):
+            if not self._send(reply):
                 continue
             log.debug(
                 "%s: answered %s (topic %r): %d samples",
-                svc.replica,
+                self._replica,
                 request.request_id,
                 request.topic,
                 len(reply.samples),
@@ -93,10 +110,8 @@ class HistoryReplies:
 
     def answer(self, request: Any, reply: PersistReply) -> None:
         """Fill ``reply`` within the bounds and what the hook allows the requester."""
-        svc = self.service
-        limits = svc.limits
-        svc._take_subscriptions()  # the requester's readers, discovered just before it asked
-        principal = self.requester(request)
+        limits = self._store.limits
+        principal = self._requester(request)
         if principal is not None and not self.within_rate(principal.participant):
             raise MccError(
                 f"more than {limits.max_requests_per_window} history requests from "
@@ -117,15 +132,15 @@ class HistoryReplies:
         topic = request.topic
         allow = None
         if not topic:  # every topic and partition: alignment between replicas
-            if not svc.authorize(who, Action.ALIGN, "*", "*"):
-                svc.stats.unauthorized += 1
+            if not self._authorize(who, Action.ALIGN, "*", "*"):
+                self._stats.unauthorized += 1
                 raise MccError("not authorized to align (every topic and partition)")
         else:
 
             def allow(name: str, partition: str) -> bool:
-                return svc.authorize(who, Action.READ, name, partition)
+                return self._authorize(who, Action.READ, name, partition)
 
-        page = svc.store.page(
+        page = self._store.page(
             topic,
             type_name=request.type_name,
             partitions=partitions,
@@ -137,19 +152,19 @@ class HistoryReplies:
         reply.samples = page.samples
         notes = []
         if page.truncated:
-            svc.stats.truncated_replies += 1
+            self._stats.truncated_replies += 1
             notes.append(
                 f"{TRUNCATED} {len(page.samples)} samples sent, the newest of each instance "
                 f"first (max_reply_samples = {limits.max_reply_samples}, max_reply_bytes = "
                 f"{limits.max_reply_bytes})"
             )
         if page.denied:
-            svc.stats.unauthorized += 1
+            self._stats.unauthorized += 1
             notes.append(f"{page.denied} samples left out: partitions not authorized")
         reply.message = "; ".join(notes)
 
     def within_rate(self, participant: str) -> bool:
-        limits = self.service.limits
+        limits = self._store.limits
         window = current_window(
             self._request_windows, participant, limits.window_s, limits.max_writers
         )

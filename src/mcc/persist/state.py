@@ -1,22 +1,21 @@
 """What a persistence replica keeps in memory about the bus: its counters, the writers and
-topics it discovered, their rate windows and refusals, and a topic's policy from a writer's QoS."""
+topics it discovered, their rate windows and refusals, a topic's policy from a writer's QoS, and
+the warnings it logs once."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cyclonedds.core import (
-    Policy,
-)
+from cyclonedds.core import Policy
 
 from mcc.bus import Reader
 from mcc.persist.store import TopicPolicy
 
-if TYPE_CHECKING:
-    pass
+log = logging.getLogger("mcc.persist")
 
 
 @dataclass
@@ -43,7 +42,9 @@ class ServiceStatistics:
 
 
 @dataclass
-class _WriterInfo:
+class WriterInfo:
+    """A writer the replica discovered (or the writer of a history request)."""
+
     guid: str
     topic: str
     type_name: str
@@ -53,7 +54,7 @@ class _WriterInfo:
 
 
 @dataclass
-class _Window:
+class Window:
     """A writer's (or requester's) use of one rate window, on this replica's receive clock."""
 
     start: float  # time.monotonic()
@@ -61,7 +62,7 @@ class _Window:
     nbytes: int = 0
 
 
-def current_window(windows: dict[str, _Window], who: str, window_s: float, most: int) -> _Window:
+def current_window(windows: dict[str, Window], who: str, window_s: float, most: int) -> Window:
     """``who``'s window now (a new one once ``window_s`` passed); ``windows`` is forgotten
     whole once it holds ``most`` (a churn of writers or requesters must not grow it)."""
     now = time.monotonic()
@@ -69,12 +70,14 @@ def current_window(windows: dict[str, _Window], who: str, window_s: float, most:
     if window is None or now - window.start >= window_s:
         if len(windows) >= most:
             windows.clear()
-        window = windows[who] = _Window(now)
+        window = windows[who] = Window(now)
     return window
 
 
 @dataclass
-class _TopicReader:
+class TopicReader:
+    """The replica's reader of one durable topic."""
+
     name: str
     type_name: str
     type: Any
@@ -84,12 +87,14 @@ class _TopicReader:
 
 
 @dataclass
-class _Refusal:
+class Refusal:
+    """The newest sample of a writer that was refused, and why (its acks say so)."""
+
     source_ns: int
     reason: str
 
 
-def _policy_of(name: str, type_name: str, qos: Any) -> TopicPolicy:
+def policy_of(name: str, type_name: str, qos: Any) -> TopicPolicy:
     """The topic's policy from a writer's QoS (its ``durability_service``)."""
     persistent = qos[Policy.Durability] == Policy.Durability.Persistent
     if Policy.DurabilityService not in qos:
@@ -108,7 +113,22 @@ def _policy_of(name: str, type_name: str, qos: Any) -> TopicPolicy:
     )
 
 
-def _key_json(sample: Any) -> str:
+def key_json_of(sample: Any) -> str:
+    """The key fields of ``sample`` as JSON (stored beside its key bytes)."""
     annotations = getattr(type(sample), "__idl_field_annotations__", {})
     keys = {name: getattr(sample, name) for name, ann in annotations.items() if ann.get("key")}
     return json.dumps(keys, default=str, sort_keys=True)
+
+
+class LogOnce:
+    """Logs a warning the first time ``what`` happens for ``who`` (a writer, a topic, "*"):
+    hostile input must not flood the log. At most 10 000 such pairs are remembered."""
+
+    def __init__(self) -> None:
+        self._logged: set[tuple[str, str]] = set()
+
+    def __call__(self, who: str, what: str, message: str, *args: Any) -> None:
+        if (who, what) in self._logged or len(self._logged) >= 10_000:
+            return
+        self._logged.add((who, what))
+        log.warning(message, *args)
