@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcc.persist.store import SCHEMA_VERSION, Store
+from mcc.persist.schema import SCHEMA_VERSION
+from mcc.persist.store import Store
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,8 @@ class HistoryPage:
     denied: int = 0  # samples left out because their partition was not allowed
 
 
-def _policy(row: sqlite3.Row) -> TopicPolicy:
+def policy_from_row(row: sqlite3.Row) -> TopicPolicy:
+    """A topic's policy from its row in the store's ``topics`` table."""
     return TopicPolicy(
         row["name"],
         row["type_name"],

@@ -68,7 +68,7 @@ CREATE INDEX samples_by_instance ON samples (instance_id, source_ns);
 """
 
 
-def _check_file(path: Path, *, create: bool) -> bool:
+def check_file(path: Path, *, create: bool) -> bool:
     """Whether ``path`` exists; ``StoreError`` when it cannot be an SQLite store."""
     if path.is_dir():
         raise StoreError(f"persistence store {path} is a directory; pass the path of a file")
@@ -101,7 +101,7 @@ def _check_file(path: Path, *, create: bool) -> bool:
     return True
 
 
-def _create(path: Path) -> None:
+def create_file(path: Path) -> None:
     """Create an empty store at ``path`` atomically: a killed start-up leaves no half file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
     # The file exists (empty: a valid empty database) with its mode before SQLite opens it:
@@ -154,7 +154,7 @@ def _make_folders(folder: Path) -> None:
             ) from exc
 
 
-def _owner_only(path: Path) -> None:
+def make_owner_only(path: Path) -> None:
     """Take group and other permissions off a store (and its WAL files) that has them."""
     for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         try:
@@ -168,7 +168,8 @@ def _owner_only(path: Path) -> None:
             log.warning("persistence store %s is readable by others and not ours to fix", each)
 
 
-def _validate(conn: sqlite3.Connection, path: Path) -> None:
+def check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """``StoreError`` unless ``conn`` is an undamaged MCC store of this schema version."""
     application_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     tables = sorted(
@@ -202,7 +203,8 @@ def _validate(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
-def _corrupt(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+def corrupt_error(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """The error for a file SQLite cannot read."""
     return StoreError(
         f"persistence store {path} is not a readable SQLite database ({exc}): it is damaged "
         "(truncated?) or not an MCC store; restore it from a backup, or move it away to start "
@@ -210,7 +212,8 @@ def _corrupt(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     )
 
 
-def _lock(path: Path) -> int:
+def lock_file(path: Path) -> int:
+    """Lock ``path`` for this process (one replica per file); the descriptor that holds it."""
     fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -223,6 +226,7 @@ def _lock(path: Path) -> int:
     return fd
 
 
-def _unlock(fd: int | None) -> None:
+def unlock_file(fd: int | None) -> None:
+    """Release a lock ``lock_file`` took (None: there is none)."""
     if fd is not None:
         os.close(fd)  # closing the descriptor releases the flock

@@ -27,8 +27,7 @@ from pathlib import Path
 from mcc.bus.history import StoreError
 from mcc.lifecycle import Closeable
 from mcc.persist.limits import PersistLimits
-from mcc.persist.records import (  # noqa: F401
-    UNLIMITED,
+from mcc.persist.records import (
     Allow,
     ApplyResult,
     Dispose,
@@ -36,19 +35,17 @@ from mcc.persist.records import (  # noqa: F401
     TopicPolicy,
     Write,
     WriterState,
-    _policy,
     partitions_match,
+    policy_from_row,
 )
-from mcc.persist.schema import (  # noqa: F401
-    APPLICATION_ID,
-    SCHEMA_VERSION,
-    _check_file,
-    _corrupt,
-    _create,
-    _lock,
-    _owner_only,
-    _unlock,
-    _validate,
+from mcc.persist.schema import (
+    check_file,
+    check_schema,
+    corrupt_error,
+    create_file,
+    lock_file,
+    make_owner_only,
+    unlock_file,
 )
 from mcc.types import PersistSample
 
@@ -71,7 +68,7 @@ class Store(Closeable):
         self._lock_fd = lock_fd
         self._topics: dict[tuple[str, str], tuple[int, TopicPolicy]] = {}
         for row in conn.execute("SELECT * FROM topics"):
-            policy = _policy(row)
+            policy = policy_from_row(row)
             self._topics[(policy.name, policy.type_name)] = (row["id"], policy)
         # What each writer keeps here (samples, bytes), and all together: the quotas.
         self._usage: dict[str, list[int]] = {}
@@ -125,21 +122,21 @@ class Store(Closeable):
         exist are created (0700) when ``create``.
         """
         path = Path(path).expanduser().absolute()
-        if not _check_file(path, create=create):
-            _create(path)
+        if not check_file(path, create=create):
+            create_file(path)
         elif exclusive:
-            _owner_only(path)
-        lock_fd = _lock(path) if exclusive else None
+            make_owner_only(path)
+        lock_fd = lock_file(path) if exclusive else None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
-            _unlock(lock_fd)
+            unlock_file(lock_fd)
             raise StoreError(
                 f"cannot open persistence store {path}: {exc}; check the path and its permissions"
             ) from exc
         conn.row_factory = sqlite3.Row
         try:
-            _validate(conn, path)
+            check_schema(conn, path)
             conn.execute("PRAGMA journal_mode = WAL")
             # FULL: a commit is on disk before the service acknowledges it (power loss too);
             # WAL alone already survives a kill -9 of the service.
@@ -148,16 +145,16 @@ class Store(Closeable):
             return cls(path, conn, lock_fd, limits)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            _unlock(lock_fd)
-            raise _corrupt(path, exc) from exc
+            unlock_file(lock_fd)
+            raise corrupt_error(path, exc) from exc
         except BaseException:
             conn.close()
-            _unlock(lock_fd)
+            unlock_file(lock_fd)
             raise
 
     def close(self) -> None:
         self._conn.close()
-        _unlock(self._lock_fd)
+        unlock_file(self._lock_fd)
         self._lock_fd = None
 
     # -- topics -----------------------------------------------------------------------------
