@@ -23,7 +23,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from mcc.tracking.associators import bipartite_components
+from mcc.tracking.associators import bipartite_components, run_starts, small_unique
 
 __all__ = ["JPDAAssociator", "pda_mix"]
 
@@ -69,12 +69,12 @@ class JPDAAssociator:
     def marginals(self, ti: I64, mj: I64, log_g: F64) -> tuple[F64, I64, F64]:
         """``β`` of each pair ``(K,)``, the tracks involved ``(T,)`` (sorted) and their
         ``β_t0`` ``(T,)``."""
-        tracks, t_loc = np.unique(ti, return_inverse=True)
+        tracks, t_loc = small_unique(ti)
         beta = np.zeros(ti.size)
         beta0 = np.ones(tracks.size)
         if ti.size == 0:
             return beta, tracks, beta0
-        meas, m_loc = np.unique(mj, return_inverse=True)
+        meas, m_loc = small_unique(mj)
         label = bipartite_components(t_loc, m_loc, tracks.size, meas.size)
         comp = label[t_loc]
         t_per = np.bincount(label, minlength=tracks.size)
@@ -95,7 +95,7 @@ class JPDAAssociator:
         total = np.exp(self.log_w0 - top)
         np.add.at(total, t, w)
         beta[sel] = w / total[t]
-        has = np.unique(t)
+        has = small_unique(t)[0]
         beta0[has] = np.exp(self.log_w0 - top[has]) / total[has]
 
     def _clusters(
@@ -108,13 +108,12 @@ class JPDAAssociator:
         exact shape: 3x fewer NumPy calls at 1000 tracks in 0.3° bearing noise (measured)."""
         order = rest[np.lexsort((t_loc[rest], comp[rest]))]  # by cluster, then track
         c_of, t_of = comp[order], t_loc[order]
-        new_run = np.r_[True, (t_of[1:] != t_of[:-1]) | (c_of[1:] != c_of[:-1])]
-        runs = np.flatnonzero(new_run)  # first pair (in ``order``) of each track
-        run_len = np.diff(np.r_[runs, order.size])
+        runs = np.flatnonzero(run_starts(c_of * (t_of.max() + 1) + t_of))  # each track's first
+        run_len = np.diff(runs, append=order.size)
         run_cluster = c_of[runs]
-        cl_start = np.flatnonzero(np.r_[True, run_cluster[1:] != run_cluster[:-1]])
+        cl_start = np.flatnonzero(run_starts(run_cluster))
         n_cl = cl_start.size
-        tracks_per = np.diff(np.r_[cl_start, runs.size])
+        tracks_per = np.diff(cl_start, append=runs.size)
         k_per = np.maximum.reduceat(run_len, cl_start)
         run_cl = np.repeat(np.arange(n_cl), tracks_per)  # cluster (0..n_cl-1) of each run
         run_t = np.arange(runs.size) - cl_start[run_cl]  # track of each run in its cluster
@@ -126,40 +125,28 @@ class JPDAAssociator:
         if not exact.all():
             self.fallbacks += int(np.count_nonzero(~exact))
             self._cheap(order[~exact[run_cl[pair_run]]], t_loc, m_loc, log_g, beta, beta0)
-        # Padding to k per track may cost at most twice the events (or 64 events).
-        padded = tracks_per * np.log(k_per + 1.0) <= np.maximum(log_events + math.log(2), 4.2)
-        shapes: dict[tuple[int, ...], list[int]] = {}
-        lens = run_len.tolist()
-        for c in np.flatnonzero(exact).tolist():
-            a = int(cl_start[c])
-            if padded[c]:
-                shape: tuple[int, ...] = (-int(tracks_per[c]), int(k_per[c]))
-            else:
-                shape = tuple(lens[a : a + int(tracks_per[c])])
-            shapes.setdefault(shape, []).append(c)
-        sentinel = log_g.size  # an impossible pair: ln g = -inf
-        lg = np.r_[log_g, -np.inf]
-        ml = np.r_[m_loc, (int(m_loc.max()) + 1) if m_loc.size else 0]
-        for shape, members in shapes.items():
-            sel = np.array(members)
-            T = int(tracks_per[sel[0]])
-            k = int(k_per[sel[0]])
-            n = None if shape[0] < 0 else np.array(shape)
+        # Every track's detections padded to the group's k: padding adds no event (a padded
+        # choice is never taken), so one group per cluster size T.
+        sentinel = log_g.size  # an impossible pair
+        lg = np.append(log_g, -np.inf)
+        ml = np.append(m_loc, int(m_loc.max(initial=-1)) + 1)
+        events = np.exp(log_events)
+        for T in np.unique(tracks_per[exact]).tolist():
+            sel = np.flatnonzero(exact & (tracks_per == T))
+            k = int(k_per[sel].max())
             rank = np.full(n_cl, -1)
             rank[sel] = np.arange(sel.size)
             pairs = np.full((sel.size, T, k), sentinel)
             mine = rank[run_cl[pair_run]] >= 0
             pr = pair_run[mine]
             pairs[rank[run_cl[pr]], run_t[pr], pair_k[mine]] = order[mine]
-            events = (k + 1) ** T if n is None else int(np.prod(n + 1))
-            chunk = max(1, (1 << 20) // (events * T))
+            chunk = max(1, int((1 << 20) // (float(events[sel].max()) * T)))
             for i in range(0, sel.size, chunk):
-                self._exact_group(pairs[i : i + chunk], n, t_loc, ml, lg, beta, beta0)
+                self._exact_group(pairs[i : i + chunk], t_loc, ml, lg, beta, beta0)
 
     def _exact_group(
         self,
         pairs: I64,
-        n: I64 | None,
         t_loc: I64,
         m_loc: I64,
         log_g: F64,
@@ -168,44 +155,60 @@ class JPDAAssociator:
     ) -> None:
         """Enumerate the joint events of C clusters of T tracks at once: ``pairs (C, T, k)``
         the gated pairs of each track (padded with the impossible pair ``log_g.size - 1``,
-        ``log_g`` and ``m_loc`` extended by it); ``n (T,)``: the clusters' common shape (the
-        choices enumerated), None: every track k choices."""
+        ``log_g`` and ``m_loc`` extended by it).
+
+        The events are grown track by track, each partial event extended by a miss or by one
+        of the track's detections that no earlier track of it took, so that only feasible
+        events are made (5 tracks sharing 6 detections: 4 051 of the 7⁵ = 16 807 choices).
+        JPDA* keeps, of the events that differ only by which track took which detection (the
+        same detections used, the same tracks missed), the likeliest; two partial events of
+        the same tracks in that relation have the same extensions, so only the likelier one
+        is grown (462 events instead of 4 051 above)."""
         C, T, k = pairs.shape
-        counts = (k + 1,) * T if n is None else tuple((n + 1).tolist())
-        choice = np.indices(counts).reshape(T, -1).T  # (E, T)
-        hit = choice > 0
-        pidx = pairs[:, np.arange(T), np.maximum(choice - 1, 0)]  # (C, E, T)
-        # A miss gets a detection number of its own (negative) so that only real detections
-        # can collide.
-        det = np.where(hit, m_loc[pidx], -1 - np.arange(T))
-        det.sort(axis=2)
-        ok = (det[..., 1:] != det[..., :-1]).all(axis=2)  # (C, E)
-        with np.errstate(invalid="ignore"):
-            logw = np.where(ok, np.where(hit, log_g[pidx], self.log_w0).sum(axis=2), -np.inf)
-        if self.star:
-            # JPDA*: of the events that differ only by which track took which detection
-            # (the same detections used, the same tracks missed: the same sorted ``det``
-            # row), only the likeliest stays, so that close tracks do not coalesce.
-            # The key of a row: the sum of a random 64-bit code per detection number (so the
-            # same set in any order, collisions ~2^-64), plus the cluster's own code; sorting
-            # one int64 key is ~10x faster than np.unique over rows (measured at 1000 tracks).
-            E = logw.shape[1]
-            codes = _codes(int(det.max()) + T + 1)
-            with np.errstate(over="ignore"):
-                key = codes[det + T].sum(axis=2, dtype=np.uint64)
-                key += codes[:C, None] * np.uint64(0x9E3779B97F4A7C15)
-            flat, key = logw.reshape(-1), key.reshape(-1)
-            by = np.lexsort((-flat, key))
-            first = np.r_[True, key[by][1:] != key[by][:-1]]
-            keep = np.zeros(C * E, bool)
-            keep[by[first]] = True
-            logw = np.where(keep.reshape(C, E), logw, -np.inf)
-        p = np.exp(logw - logw.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        hits = np.broadcast_to(hit, pidx.shape)
-        weights = np.broadcast_to(p[:, :, None], pidx.shape)
-        beta += np.bincount(pidx[hits], weights=weights[hits], minlength=beta.size + 1)[:-1]
-        beta0[t_loc[pairs[:, :, 0]]] = np.einsum("ce,et->ct", p, (~hit).astype(np.float64))
+        sentinel = log_g.size - 1
+        cl = np.arange(C)  # the cluster of each partial event
+        sel = np.full((C, T), -1)  # its pairs, -1: the track missed (or not yet chosen)
+        det = np.full((C, T), np.iinfo(np.int64).min)  # its detections, -1 - t: t missed
+        part = np.zeros(C)  # its ln weight so far
+        # The key of a partial event: the sum of a random 64-bit code per detection number
+        # (misses numbered per track: the same set in any order, collisions ~2^-64), plus
+        # its cluster's code.
+        codes = _codes(max(int(m_loc.max(initial=0)) + T + 1, C))
+        with np.errstate(over="ignore"):
+            key = codes[cl] * np.uint64(0x9E3779B97F4A7C15)
+        lg = log_g.copy()
+        lg[sentinel] = self.log_w0  # a miss (pair -1) weighs w0
+        for t in range(T):
+            cand = pairs[cl, t]  # (R, k)
+            cdet = m_loc[cand]
+            grow = np.ones((cl.size, k + 1), bool)
+            grow[:, 1:] = cand != sentinel
+            if t:
+                grow[:, 1:] &= ~(det[:, :t, None] == cdet[:, None, :]).any(axis=1)
+            r, c = np.nonzero(grow)  # row-major: the choices' order
+            hit = c > 0
+            pick = np.where(hit, cand[r, c - 1], -1)
+            got = np.where(hit, cdet[r, c - 1], -1 - t)
+            cl, part, sel, det = cl[r], part[r] + lg[pick], sel[r], det[r]
+            sel[:, t] = pick
+            det[:, t] = got
+            if self.star:
+                with np.errstate(over="ignore"):
+                    key = key[r] + codes[got + T]
+                if t:
+                    by = np.lexsort((-part, key))
+                    best = np.sort(by[run_starts(key[by])])
+                    cl, part, sel, det, key = cl[best], part[best], sel[best], det[best], key[best]
+        missed = sel < 0
+        logw = lg[sel].sum(axis=1)
+        start = np.flatnonzero(run_starts(cl))  # every cluster has an event
+        p = np.exp(logw - np.maximum.reduceat(logw, start)[cl])
+        p /= np.add.reduceat(p, start)[cl]
+        w = np.broadcast_to(p[:, None], sel.shape)
+        beta += np.bincount(sel[~missed], weights=w[~missed], minlength=beta.size)
+        slot = cl[:, None] * T + np.arange(T)
+        miss_p = np.bincount(slot[missed], weights=w[missed], minlength=C * T)
+        beta0[t_loc[pairs[:, :, 0]]] = miss_p.reshape(C, T)
 
     def _cheap(self, pairs: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64) -> None:
         """Fitzgerald's cheap JPDA on ``pairs`` (g scaled so that w0 = 1; it is exact for a

@@ -274,7 +274,11 @@ def _imm_step(
     transition matrix of one step (radars repeat their few periods)."""
     F, Q = _imm_models_one(dt_s, rates, sigma_a, d, noise_model)
     FT = np.ascontiguousarray(F.swapaxes(-1, -2))
-    FFT = np.ascontiguousarray(np.stack([np.kron(f, f).T for f in F]))
+    # (F ⊗ F)ᵀ of every model in one product, [k n + l, i n + j] = F[i, k] F[j, l]: the same
+    # products as `np.kron` (a scan's step differs from the last one's by rounding as often
+    # as not, so this runs on a third of the scans: 7 `kron` calls cost more than the rest).
+    m, n = F.shape[0], F.shape[-1]
+    FFT = np.einsum("mik,mjl->mklij", F, F).reshape(m, n * n, n * n)
     pi = imm_transition(np.float64(dt_s), rates, *sojourn_s)
     return FT, FFT, Q, pi
 
@@ -301,9 +305,20 @@ def imm_transition(
     m = len(rates)
     if m == 1:
         return np.ones((*dt.shape, 1, 1))
+    tau, to, eye = _transition_parts(rates, straight_s, turn_s)
+    stay = np.exp(-dt[..., None] / tau)  # (..., M)
+    return stay[..., :, None] * eye + (1.0 - stay)[..., :, None] * to
+
+
+@functools.lru_cache(maxsize=16)
+def _transition_parts(
+    rates: tuple[float, ...], straight_s: float, turn_s: float
+) -> tuple[F64, F64, F64]:
+    """`imm_transition`'s parts that do not depend on the step: each model's sojourn, where
+    it goes when it leaves ``(M, M)``, and the identity (read-only: cached)."""
+    m = len(rates)
     straight = np.array([r == 0.0 for r in rates])
     tau = np.where(straight, straight_s, turn_s)
-    stay = np.exp(-dt[..., None] / tau)  # (..., M)
     to = np.zeros((m, m))  # where a model goes when it leaves
     for i in range(m):
         others = np.arange(m) != i
@@ -314,7 +329,10 @@ def imm_transition(
         to[i, straight] = 0.5 / int(straight.sum()) if turns.any() else 1.0 / int(straight.sum())
         if turns.any():
             to[i, turns] = 0.5 / int(turns.sum())
-    return stay[..., :, None] * np.eye(m) + (1.0 - stay)[..., :, None] * to
+    eye = np.eye(m)
+    for a in (tau, to, eye):
+        a.flags.writeable = False
+    return tau, to, eye
 
 
 @functools.lru_cache(maxsize=64)

@@ -34,6 +34,7 @@ class ClutterDensity:
     def __init__(self, *, smoothing: float = 0.1) -> None:
         self.smoothing = smoothing
         self._by_sensor: dict[str, _Extent] = {}
+        self._last: tuple[Measurements, bool, str, F64, F64] | None = None
 
     def observe(
         self,
@@ -47,22 +48,8 @@ class ClutterDensity:
         (JPDA needs λ before it associates), the scan's extent recorded.
         ``given_per_scan``: the radar's false alarms per scan as its owner says
         (SENSORS.yaml ``clutter_per_scan``), used instead of the measured mean."""
-        if polar and meas.polar is not None:
-            p = meas.polar
-            cols = [p.range_m] + ([p.elevation_rad] if p.elevation_rad is not None else [])
-            if p.range_rate_mps is not None:
-                cols.append(p.range_rate_mps)
-            z = np.stack(cols, axis=1) if meas.count else np.zeros((0, len(cols)))
-        else:
-            z = meas.z
-        key = f"{meas.sensor_id}/{'p' if polar else 'c'}{z.shape[1]}"
+        key, lo, hi = self._extent(meas, polar)
         ext = self._by_sensor.get(key)
-        if z.shape[0]:
-            lo, hi = z.min(axis=0), z.max(axis=0)
-            if polar:
-                lo[0] = 0.0  # range from the radar out
-        else:
-            lo = hi = np.zeros(z.shape[1])
         if ext is None:
             if len(self._by_sensor) >= _MAX_SENSORS:
                 del self._by_sensor[next(iter(self._by_sensor))]
@@ -81,6 +68,30 @@ class ClutterDensity:
             volume = float(np.prod(span))
         per_scan = ext.false_per_scan if given_per_scan is None else given_per_scan
         return max(per_scan, 0.5) / volume
+
+    def _extent(self, meas: Measurements, polar: bool) -> tuple[str, F64, F64]:
+        """The radar's key and the scan's extent in the measurement space (the tracker asks
+        up to three times per scan: kept for the last scan)."""
+        last = self._last
+        if last is not None and last[0] is meas and last[1] == polar:
+            return last[2], last[3], last[4]
+        if polar and meas.polar is not None:
+            p = meas.polar
+            cols = [p.range_m] + ([p.elevation_rad] if p.elevation_rad is not None else [])
+            if p.range_rate_mps is not None:
+                cols.append(p.range_rate_mps)
+            z = np.stack(cols, axis=1) if meas.count else np.zeros((0, len(cols)))
+        else:
+            z = meas.z
+        key = f"{meas.sensor_id}/{'p' if polar else 'c'}{z.shape[1]}"
+        if z.shape[0]:
+            lo, hi = z.min(axis=0), z.max(axis=0)
+            if polar:
+                lo[0] = 0.0  # range from the radar out
+        else:
+            lo = hi = np.zeros(z.shape[1])
+        self._last = (meas, polar, key, lo, hi)
+        return key, lo, hi
 
 
 class DetectionProbability:

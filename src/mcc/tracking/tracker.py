@@ -51,7 +51,12 @@ import numpy.typing as npt
 
 from mcc.compute.associate import MofNInitiator, count_misses
 from mcc.errors import ComputeError
-from mcc.tracking.associators import GNNAssociator, bipartite_components
+from mcc.tracking.associators import (
+    GNNAssociator,
+    bipartite_components,
+    run_starts,
+    small_unique,
+)
 from mcc.tracking.base import Gated, Measurements, TrackLife
 from mcc.tracking.classify import classify
 from mcc.tracking.config import TrackerConfig
@@ -91,8 +96,8 @@ def _shared_clusters(ti: I64, mj: I64, sel: npt.NDArray[np.bool_]) -> npt.NDArra
     out = np.zeros(ti.size, bool)
     if not sel.any():
         return out
-    tracks, t = np.unique(ti[sel], return_inverse=True)
-    meas, m = np.unique(mj[sel], return_inverse=True)
+    tracks, t = small_unique(ti[sel])
+    meas, m = small_unique(mj[sel])
     label = bipartite_components(t, m, tracks.size, meas.size)
     size = np.bincount(label, minlength=tracks.size)
     out[np.flatnonzero(sel)] = size[label[t]] >= 2
@@ -470,7 +475,7 @@ class MultiTargetTracker:
 
             beta, tracks, beta0 = self.predictor.pda_update(ti, updater, meas, mj, weigh)
             order = np.lexsort((-beta, ti))
-            best = order[np.unique(ti[order], return_index=True)[1]]
+            best = order[run_starts(ti[order])]
             hit = beta[best] > beta0[np.searchsorted(tracks, ti[best])]
             t1, m1 = ti[best][hit], mj[best][hit]
             claimed = np.bincount(mj, weights=beta, minlength=meas.count).astype(np.float64)

@@ -60,25 +60,55 @@ class PolarEKFUpdater:
         return _polar_dim(meas.polar, self.d)
 
     def innovation(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64]:
-        if meas.polar is None:
+        polar = meas.polar
+        if polar is None:
             return self.linear.innovation(x, P, meas, cols)
-        y, H, R = self._linearise(x, meas.polar, cols)
-        if meas.polar.range_rate_mps is None:  # H has no velocity columns
-            d = self.d
+        d = self.d
+        if polar.range_rate_mps is None and d == 2:  # H has no velocity columns
+            y, Hp, R = self._linearise_2d(x, polar, cols)
+            return y, _sym(Hp @ P[..., :d, :d] @ Hp.swapaxes(-1, -2) + R)
+        y, H, R = self._linearise(x, polar, cols)
+        if polar.range_rate_mps is None:
             Hp = H[..., :d]
             return y, _sym(Hp @ P[..., :d, :d] @ Hp.swapaxes(-1, -2) + R)
         return y, _sym(H @ P @ H.swapaxes(-1, -2) + R)
 
     def update(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64, F64]:
-        if meas.polar is None:
+        polar = meas.polar
+        if polar is None:
             return self.linear.update(x, P, meas, cols)
-        y, H, R = self._linearise(x, meas.polar, cols)
-        if meas.polar.range_rate_mps is not None:
-            post = kalman.ekf_update(x, P, y, H, R, xp=np)
-            d2, logdet = mahalanobis(post.innovation, post.S)
-            return post.x, post.P, -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI)
-        x_post, P_post, d2, det = _ekf_position_update(x, P, y, H[..., : self.d], R)
+        if polar.range_rate_mps is None and self.d == 2:
+            y, Hp, R = self._linearise_2d(x, polar, cols)
+        else:
+            y, H, R = self._linearise(x, polar, cols)
+            if polar.range_rate_mps is not None:
+                post = kalman.ekf_update(x, P, y, H, R, xp=np)
+                d2, logdet = mahalanobis(post.innovation, post.S)
+                return post.x, post.P, -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI)
+            Hp = H[..., : self.d]
+        x_post, P_post, d2, det = _ekf_position_update(x, P, y, Hp, R)
         return x_post, P_post, -0.5 * (d2 + np.log(det) + y.shape[-1] * _LOG_2PI)
+
+    def _linearise_2d(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
+        """`_linearise` of range and azimuth in 2-D, the Jacobian's position columns only:
+        the arithmetic of `kalman.polar_measurement` (the same numbers) without its checks
+        and its zero velocity columns (it runs three times a scan)."""
+        e = x[..., 0] - polar.sensor_position_m[0]
+        n = x[..., 1] - polar.sensor_position_m[1]
+        rho2 = np.maximum(e * e + n * n, 1e-12)
+        r = np.sqrt(rho2)
+        Hp = np.empty((*x.shape[:-1], 2, 2))
+        Hp[..., 0, 0] = e / r
+        Hp[..., 0, 1] = n / r
+        Hp[..., 1, 0] = n / rho2
+        Hp[..., 1, 1] = -e / rho2
+        z = polar.z()[cols]
+        if x.ndim == 3:
+            z = z[:, None]
+        y = np.empty((*x.shape[:-1], 2))
+        y[..., 0] = z[..., 0] - r
+        y[..., 1] = kalman.wrap_angle(z[..., 1] - np.arctan2(e, n), xp=np)
+        return y, Hp, _polar_R(polar, 2)
 
     def _linearise(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
         h, H = kalman.polar_measurement(
@@ -141,12 +171,20 @@ def _polar_dim(polar: PolarDetections, d: int) -> int:
 
 
 def _polar_R(polar: PolarDetections, d: int) -> F64:
+    """The update's measurement covariance for a ``d``-D tracker (kept with the scan's
+    detections: every gating and update of the scan asks)."""
+    cached: F64 | None = polar.__dict__.get(f"_R{d}")
+    if cached is not None:
+        return cached
     sig = [polar.sigma_range_m, polar.sigma_azimuth_rad]
     if polar.elevation_rad is not None and d == 3:
         sig.append(polar.sigma_elevation_rad)
     if polar.range_rate_mps is not None:
         sig.append(polar.sigma_range_rate_mps)
-    return np.diag(np.square(sig))
+    R = np.diag(np.square(sig))
+    R.flags.writeable = False
+    polar.__dict__[f"_R{d}"] = R  # a frozen dataclass: the cache bypasses __setattr__
+    return R
 
 
 def mahalanobis(y: F64, S: F64) -> tuple[F64, F64]:
