@@ -44,7 +44,10 @@ largest size; the notes say which met it.
 Transport: ``--transport bulk`` (default) runs both processes on loopback with 64 KB UDP
 messages (`BULK_EXTRA_XML`): Cyclone's defaults (14.7 KB messages, 1.3 KB fragments) moved
 65 MB/s of 4 MB samples here, these settings 350–460 MB/s. ``--transport default`` measures
-the defaults.
+the defaults. ``--transport shm`` is ``bulk`` on the shared-memory transport (iceoryx; the
+bench starts RouDi when none runs): arrays of `mcc.compute.channel.BULK_MIN_BYTES` or more
+cross as loans of shared memory (`mcc.bus.bulk`), the requests and replies that name them
+over UDP.
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ COLUMNS = (
     "reply_mb",
 )
 TARGET_OVERHEAD = 0.10
+#: ``--transport`` choices.
+TRANSPORTS = ("bulk", "default", "shm")
 #: Target for the small call: remote minus kernel time, median, ms (one host).
 TARGET_SMALL_OVERHEAD_MS = 0.5
 #: Calls of the small call (local and remote each) for its overhead's median and p90.
@@ -283,15 +288,43 @@ def run_compute_bench(
     unknown = sorted(set(kernels) - set(KERNELS))
     if unknown:
         raise MccError(f"--kernels: unknown {unknown}; registered: {', '.join(KERNELS)}")
-    if transport not in ("bulk", "default"):
-        raise MccError(f"--transport {transport!r}: use 'bulk' or 'default'")
+    if transport not in TRANSPORTS:
+        raise MccError(f"--transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
     if reps is None:
         reps = QUICK_REPS if quick else DEFAULT_REPS
     if reps < 1:
         raise MccError(f"--reps {reps}: give at least 1 repetition")
     devices = list(devices or available_devices())
+    with _roudi(transport == "shm"):
+        return _run_devices(kernels, quick, reps, sizes, devices, transport, small_calls)
+
+
+@contextlib.contextmanager
+def _roudi(needed: bool) -> Iterator[None]:
+    """A RouDi for the shm transport, unless one runs (stopped after the bench if started)."""
+    from mcc.bus.shm import RouDi
+
+    roudi = RouDi.ensure() if needed else None
+    try:
+        yield
+    finally:
+        if roudi is not None:
+            roudi.stop()
+
+
+def _run_devices(
+    kernels: Sequence[str],
+    quick: bool,
+    reps: int,
+    sizes: Sequence[int] | None,
+    devices: Sequence[str],
+    transport: str,
+    small_calls: list[dict[str, Any]] | None,
+) -> list[dict[str, Any]]:
     tag = f"bench-compute-{os.getpid()}"
-    net = bulk_transport(tag) if transport == "bulk" else Transport.loopback(tag)
+    net = bulk_transport(tag) if transport != "default" else Transport.loopback(tag)
+    if transport == "shm":
+        net = dataclasses.replace(net, kind="shm")
     overrides = net.apply_to_env({})
     rows: list[dict[str, Any]] = []
     domains = ScratchDomains()
@@ -474,8 +507,9 @@ def add_parser(bench_subparsers: Any) -> None:
     parser.add_argument(
         "--transport",
         default="bulk",
-        choices=("bulk", "default"),
-        help="Cyclone settings: bulk = 64 KB messages on loopback (default), default = Cyclone's",
+        choices=TRANSPORTS,
+        help="Cyclone settings: bulk = 64 KB messages on loopback (default), default = "
+        "Cyclone's, shm = bulk with large arrays in iceoryx shared memory",
     )
     runner.add_load_option(parser)
 

@@ -16,6 +16,17 @@ reply (``ComputeReply``) carries ``compute_ms``: the kernel on the device, host�
 copies included. Intake, queueing, deadlines and reply hygiene (written disposed and
 unregistered, once the client's reply reader matched) are the bus's request/reply core
 (`mcc.bus.rpc.RpcServer`).
+
+Arrays of `BULK_MIN_BYTES` or more travel as bulk transfers (`mcc.bus.bulk`): a client sends
+them on ``Bulk`` before its request, which names them by transfer id; the service's inbox
+(`BulkInbox`) takes each whole into a buffer of its own, and the request claims them once it
+passed its checks (waiting up to `BULK_WAIT_S`). Large results go back the same way on
+``BulkReturn``, each under an id derived from the call (`result_transfer`), before the reply
+that names them. A transfer named by no request, refused, cut short or of another size than its
+request says is counted (`ServiceStatistics`) and dropped; a request whose transfer did not come
+is refused with a message saying so, and its client's next waits are short (`BULK_LATE_WAIT_S`)
+for `BULK_LATE_S`, so that a client that names transfers it never sends holds the intake up
+only once.
 """
 
 from __future__ import annotations
@@ -34,9 +45,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mcc.bus import Writer, rpc
+from mcc.bus.bulk import BulkWriter
 from mcc.bus.rpc import Pending, RpcServer, deadline_passed, ids_too_long
 from mcc.compute.backend import device_kind, get_xp
-from mcc.compute.channel import WireReader, open_service_bus, service_partition
+from mcc.compute.channel import (
+    BULK_MIN_BYTES,
+    BULK_WAIT_S,
+    BulkInbox,
+    WireReader,
+    open_service_bus,
+    result_transfer,
+    service_partition,
+)
 from mcc.compute.dispatch import run_kernel
 from mcc.compute.kernels import kernel_spec
 from mcc.compute.limits import (
@@ -46,8 +66,14 @@ from mcc.compute.limits import (
     compute_budget,
 )
 from mcc.compute.registry import KernelSpec, canonical_dtype
-from mcc.compute.wire import WireRequest, decode_request, encode_reply
-from mcc.errors import ComputeError, MccError
+from mcc.compute.wire import (
+    WireRequest,
+    decode_request,
+    encode_reply,
+    wire_buffer,
+    with_buffers,
+)
+from mcc.errors import ComputeError, MccError, PeerLostError, WriteTimeoutError
 from mcc.lifecycle import Service
 from mcc.types import ComputeReply
 
@@ -56,6 +82,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcc.compute.remote")
 T = TypeVar("T")
+
+#: After a client named a transfer that did not come, its requests wait this long for theirs…
+BULK_LATE_WAIT_S = 0.25
+#: …for this long.
+BULK_LATE_S = 30.0
+#: How long the service waits for a client to take the blocks of a result transfer.
+BULK_SEND_PATIENCE_S = 10.0
 
 
 class FairQueue(rpc.FairQueue[T]):
@@ -82,6 +115,10 @@ class ServiceStatistics:
     throttled: int = 0  # refused because the queue or the client's share of it was full
     over_budget: int = 0  # refused (estimate) or stopped (running) past the compute budget
     dropped: int = 0  # not answered: undecodable, or identifiers over max_id_chars
+    bulk_in: int = 0  # argument transfers received whole
+    bulk_out: int = 0  # result transfers sent
+    bulk_lost: int = 0  # argument transfers refused, cut short, of the wrong size, not claimed
+    # in time, or named by a request and never come
 
 
 @dataclasses.dataclass(eq=False)
@@ -151,9 +188,18 @@ class ComputeService(Service):
         try:
             self._reader = WireReader(self._bus, "ComputeRequest", decode_request)
             self._writer: Writer[Any] = self._bus.writer("ComputeReply")
+            self._bulk_in = BulkInbox(
+                self._bus,
+                "Bulk",
+                name=f"mcc-compute-{name}-bulk",
+                max_bytes=limits.max_request_bytes,
+                pool_bytes=limits.max_queued_bytes,
+            )
+            self._bulk_out = BulkWriter(self._bus, "BulkReturn")
         except BaseException:
             self._bus.close()
             raise
+        self._late: dict[str, float] = {}  # client → until when its transfers are not waited for
         self._queue: FairQueue[Pending[_Job]] = FairQueue(
             max_items=limits.max_queued,
             max_bytes=limits.max_queued_bytes,
@@ -217,6 +263,7 @@ class ComputeService(Service):
 
     def statistics(self) -> ServiceStatistics:
         """A snapshot of the counters."""
+        inbox = self._bulk_in.statistics()
         with self._lock:
             c = self._counts
             return ServiceStatistics(
@@ -234,6 +281,12 @@ class ComputeService(Service):
                 throttled=c["throttled"],
                 over_budget=c["over_budget"],
                 dropped=c["dropped"],
+                bulk_in=inbox.get("received", 0),
+                bulk_out=c["bulk_out"],
+                bulk_lost=sum(
+                    inbox.get(k, 0)
+                    for k in ("refused", "broken", "unclaimed", "missing", "wrong size")
+                ),
             )
 
     def stop(self) -> None:
@@ -241,7 +294,10 @@ class ComputeService(Service):
         if self._closed:
             return
         self._closed = True
+        self._bulk_in.cancel()  # a request waiting for its transfer is refused now
         self._server.stop()
+        self._bulk_in.close()
+        self._bulk_out.close()
         self._bus.close()
 
     close = stop
@@ -298,15 +354,10 @@ class ComputeService(Service):
             dims = spec.check_arrays([(canonical_dtype(a.dtype), a.shape) for a in req.args])
             params = spec.params_from_json(req.params_json)
             now_ns = time.time_ns()
-            pending = Pending(
-                req,
-                client,
-                _Job(spec, params),
-                _batch_key(spec, req.args, params),
-                req.nbytes,
-            )
             if deadline_passed(req, now_ns):
-                return pending  # the core answers it as expired, not run
+                # The core answers it as expired, not run: its transfers are not waited for.
+                self._bulk_in.drop(transfer for _, transfer in req.bulk)
+                return Pending(req, client, _Job(spec, params), None, req.nbytes)
             budget_s, by = self._budget_s(req, now_ns)
             estimate_s = spec.estimate_s(dims, params)
             if estimate_s > budget_s:
@@ -315,10 +366,40 @@ class ComputeService(Service):
                     f"the budget of {budget_s:.3g} s ({by}): ask for less per call (fewer "
                     "trials, iterations or rows)"
                 )
+            if req.bulk:  # checked: now its arrays
+                req.args = self._claim(req, client)
+            pending = Pending(
+                req,
+                client,
+                _Job(spec, params),
+                _batch_key(spec, req.args, params),
+                req.nbytes,
+            )
         except MccError as exc:
+            self._bulk_in.drop(transfer for _, transfer in req.bulk)
             self._refuse(req, exc)
             return None
         return pending
+
+    def _claim(self, req: WireRequest, client: str) -> tuple[np.ndarray, ...]:
+        """``req``'s arguments with its bulk transfers in place of their placeholders."""
+        now = time.monotonic()
+        late = self._late.get(client, 0.0) > now
+        wait_s = BULK_LATE_WAIT_S if late else BULK_WAIT_S
+        if req.deadline_ns:
+            wait_s = max(min(wait_s, (req.deadline_ns - time.time_ns()) / 1e9), 0.0)
+        buffers = {}
+        for i, transfer in req.bulk:
+            try:
+                buffers[i] = self._bulk_in.claim(transfer, req.args[i].nbytes, timeout_s=wait_s)
+            except ComputeError as exc:
+                if len(self._late) >= 10_000:
+                    self._late.clear()
+                self._late[client] = time.monotonic() + BULK_LATE_S
+                raise ComputeError(f"argument {i}: {exc}") from None
+        if not late:
+            self._late.pop(client, None)
+        return with_buffers(req.args, buffers)
 
     def _refuse(self, req: WireRequest, exc: MccError) -> None:
         with self._lock:
@@ -432,6 +513,7 @@ class ComputeService(Service):
         error: str = "",
         compute_ms: float = 0.0,
     ) -> None:
+        bulk = self._send_results(req, results) if results else {}
         data = encode_reply(
             request_id=req.request_id,
             client_id=req.client_id,
@@ -442,6 +524,7 @@ class ComputeService(Service):
             device=self.device,
             compute_ms=compute_ms,
             reply_ns=time.time_ns(),
+            bulk=bulk,
         )
         if not self._server.reply(req, ComputeReply(request_id=req.request_id), data=data):
             return
@@ -451,3 +534,24 @@ class ComputeService(Service):
             self._heartbeat.count_out()
             if req.issue_ns > 0:
                 self._heartbeat.record_latency_ns(max(time.time_ns() - req.issue_ns, 0))
+
+    def _send_results(self, req: WireRequest, results: tuple[np.ndarray, ...]) -> dict[int, int]:
+        """Send the large ``results`` as bulk transfers (when a client's inbox is there); the
+        transfer of each, by index. One not sent whole goes in the reply."""
+        large = [i for i, r in enumerate(results) if r.nbytes >= BULK_MIN_BYTES]
+        if not large or not self._bulk_out.wait_matched(1, timeout_s=0):
+            return {}
+        bulk = {}
+        for i in large:
+            transfer = result_transfer(req.client_id, req.request_id, i)
+            try:
+                self._bulk_out.send(
+                    transfer, wire_buffer(results[i]), patience_s=BULK_SEND_PATIENCE_S
+                )
+            except (WriteTimeoutError, PeerLostError) as exc:
+                self._log_once("bulk send", "result transfer not sent (%s); in the reply", exc)
+                continue
+            bulk[i] = transfer
+        with self._lock:
+            self._counts["bulk_out"] += len(bulk)
+        return bulk

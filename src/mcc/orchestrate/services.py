@@ -140,7 +140,9 @@ def system_topics(mission: Mission) -> dict[str, Topics]:
             if durable_topics(system.app):
                 topics |= HISTORY_TOPICS
         if system.resources.gpu == "shared":
-            topics |= Topics(publish=("ComputeRequest",), subscribe=("ComputeReply",))
+            topics |= Topics(
+                publish=("ComputeRequest", "Bulk"), subscribe=("ComputeReply", "BulkReturn")
+            )
         out[name] = topics
     return out
 
