@@ -207,3 +207,27 @@ def test_a_tracker_run_gives_the_same_numbers_without_the_fast_linearisation(
         np.testing.assert_array_equal(i1, i2)
         np.testing.assert_array_equal(x1, x2)
         np.testing.assert_array_equal(P1, P2)
+
+
+@pytest.mark.parametrize("models", [0, 7])
+def test_pair_innovation_and_update_are_those_of_the_gathered_rows(models: int) -> None:
+    """Linearising (and, for the update, computing the gain) once per row gives the numbers
+    of the per-pair computation, rows repeated (JPDA: a track with several detections)."""
+    rng = np.random.default_rng(5)
+    meas = _polar_meas(rng, 12)
+    shape = (30, models) if models else (30,)
+    x = np.concatenate([rng.uniform(-6e4, 6e4, (*shape, 2)), rng.normal(0, 200, (*shape, 2))],
+                       axis=-1)  # fmt: skip
+    A = rng.normal(0, 1, (*shape, 4, 4))
+    P = A @ A.swapaxes(-1, -2) * 1e4 + np.eye(4) * 100.0
+    rows = rng.integers(0, 30, 50)
+    cols = rng.integers(0, 12, 50)
+    for updater in (updaters.PolarEKFUpdater(2), updaters.PositionUpdater(2)):
+        y, S = updater.pair_innovation(x, P, meas, rows, cols)
+        y_ref, S_ref = updater.innovation(x[rows], P[rows], meas, cols)
+        np.testing.assert_array_equal(y, y_ref)
+        np.testing.assert_array_equal(S, S_ref)
+        got = updater.pair_update(x, P, meas, rows, cols)
+        want = updater.update(x[rows], P[rows], meas, cols)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -126,8 +126,22 @@ class Updater(Protocol):
         """Innovations ``y (K, [M,] m)`` of detections ``cols`` and their covariances ``S``."""
         ...
 
+    def pair_innovation(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64]:
+        """`innovation` of ``x[rows]``, ``P[rows]`` with detections ``cols`` (``x`` ``(N, n)``
+        or ``(N, M, n)``); an updater may linearise once per row rather than per pair."""
+        ...
+
     def update(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64, F64]:
         """Posterior ``x``, ``P`` and the log-likelihood of each detection ``(K, [M])``."""
+        ...
+
+    def pair_update(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64, F64]:
+        """`update` of ``x[rows]``, ``P[rows]`` with detections ``cols`` (JPDA: a row with
+        several detections; an updater may compute its gain once)."""
         ...
 
 

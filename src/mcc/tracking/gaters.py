@@ -49,7 +49,7 @@ class Chi2Gater:
         ti, mj = candidate_pairs(pos, np.sqrt(gate * bound), meas.z)
         if ti.size == 0:
             return Gated(ti, mj, np.zeros(0), np.zeros(0))
-        y, S = updater.innovation(x[ti], P[ti], meas, mj)
+        y, S = updater.pair_innovation(x, P, meas, ti, mj)
         d2, logdet = mahalanobis(y, S)
         ok = d2 <= gate
         return Gated(ti[ok], mj[ok], d2[ok], logdet[ok])

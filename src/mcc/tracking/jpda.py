@@ -130,7 +130,6 @@ class JPDAAssociator:
         sentinel = log_g.size  # an impossible pair
         lg = np.append(log_g, -np.inf)
         ml = np.append(m_loc, int(m_loc.max(initial=-1)) + 1)
-        events = np.exp(log_events)
         for T in np.unique(tracks_per[exact]).tolist():
             sel = np.flatnonzero(exact & (tracks_per == T))
             k = int(k_per[sel].max())
@@ -140,7 +139,7 @@ class JPDAAssociator:
             mine = rank[run_cl[pair_run]] >= 0
             pr = pair_run[mine]
             pairs[rank[run_cl[pr]], run_t[pr], pair_k[mine]] = order[mine]
-            chunk = max(1, int((1 << 20) // (float(events[sel].max()) * T)))
+            chunk = max(1, int((1 << 20) // (math.exp(float(log_events[sel].max())) * T)))
             for i in range(0, sel.size, chunk):
                 self._exact_group(pairs[i : i + chunk], t_loc, ml, lg, beta, beta0)
 

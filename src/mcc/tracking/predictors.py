@@ -56,7 +56,7 @@ class CVPredictor:
         self, ti: I64, updater: Updater, meas: Measurements, mj: I64, weigh: Weigh
     ) -> tuple[F64, I64, F64]:
         """JPDA: every gated pair ``(ti, mj)`` updates its track, weighted (`jpda.pda_mix`)."""
-        x, P, ll = updater.update(self.x[ti], self.P[ti], meas, mj)
+        x, P, ll = updater.pair_update(self.x, self.P, meas, ti, mj)
         beta, tracks, beta0 = weigh(ll)
         at = np.searchsorted(tracks, ti)
         ones = np.ones((tracks.size, 1))
@@ -182,7 +182,7 @@ class IMMPredictor:
         from mcc.tracking.updaters import mahalanobis
 
         st = self.state
-        y, S = updater.innovation(st.x[ti], st.P[ti], meas, mj)
+        y, S = updater.pair_innovation(st.x, st.P, meas, ti, mj)
         d2, logdet = mahalanobis(y, S)
         with np.errstate(divide="ignore"):
             a = -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI) + np.log(st.mu[ti])
@@ -211,7 +211,7 @@ class IMMPredictor:
         marginals come from the pairs' model-mixture likelihoods."""
         self._uniform = None
         st = self.state
-        x, P, ll = updater.update(st.x[ti], st.P[ti], meas, mj)
+        x, P, ll = updater.pair_update(st.x, st.P, meas, ti, mj)
         with np.errstate(divide="ignore"):
             a = ll + np.log(st.mu[ti])
         top = a.max(axis=1)

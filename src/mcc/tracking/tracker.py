@@ -240,9 +240,12 @@ class MultiTargetTracker:
         if n:
             self.predictor.predict(np.maximum(t - self._time, 0.0))
             self._time[:] = t
-            x, P = self.predictor.estimate()
+            # The predicted combined estimate only where it is read before the update: an
+            # IMM gates on its models and combines once, after the update (`_track_life`).
+            imm = isinstance(self.predictor, IMMPredictor)
+            x = None if imm and scan.coverage is None else self.predictor.estimate()[0]
             if meas.count:
-                gated, nll = self._gate(x, P, meas, updater)
+                gated, nll = self._gate(meas, updater)
                 first = self._status[gated.ti] != _TENTATIVE
                 miss = self._miss_cost(meas, updater, pd, given_clutter)
                 if self.jpda is None:
@@ -273,7 +276,7 @@ class MultiTargetTracker:
                     gain = self.score.hit(cost, updater.dim(meas), density)
             covered = (
                 np.ones(n, bool)
-                if scan.coverage is None
+                if scan.coverage is None or x is None
                 else np.asarray(scan.coverage(x[:, : self.d]), dtype=bool).reshape(n)
             )
             confirmed, deleted, changed = self._track_life(ti, gain, covered, t, scan.sensor_id)
@@ -428,7 +431,7 @@ class MultiTargetTracker:
         return -2.0 * miss + 2.0 * math.log(pd / density) - dim * _LOG_2PI
 
     def _gate(
-        self, x: F64, P: F64, meas: Measurements, updater: PolarEKFUpdater | PositionUpdater
+        self, meas: Measurements, updater: PolarEKFUpdater | PositionUpdater
     ) -> tuple[Gated, F64 | None]:
         """The gated pairs and, for an IMM, each pair's −2 ln likelihood (less m ln 2π) under
         the model mixture. An IMM's pair is gated when *one* of its models has it within the
@@ -436,6 +439,7 @@ class MultiTargetTracker:
         even while its straight model is the likeliest): candidates from the models'
         equal-weight combination under a wider gate, then each model's own distance."""
         if not isinstance(self.predictor, IMMPredictor):
+            x, P = self.predictor.estimate()
             return self.gater.gate(x, P, meas, updater), None
         xg, Pg = self.predictor.gate_estimate()
         cand = self.wide_gater.gate(xg, Pg, meas, updater)

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from mcc.compute import kalman
 from mcc.errors import ComputeError
+from mcc.tracking.associators import small_unique
 from mcc.tracking.base import Measurements
 from mcc.tracking.scan import PolarDetections
 
@@ -37,6 +38,18 @@ class PositionUpdater:
             z, R = z[:, None], R[:, None]
         d = self.d
         return z - x[..., :d], P[..., :d, :d] + R
+
+    def pair_innovation(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64]:
+        """`innovation` of rows ``rows`` of ``x``, ``P`` with detections ``cols``."""
+        return self.innovation(x[rows], P[rows], meas, cols)
+
+    def pair_update(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64, F64]:
+        """`update` of rows ``rows`` of ``x``, ``P`` with detections ``cols``."""
+        return self.update(x[rows], P[rows], meas, cols)
 
     def update(self, x: F64, P: F64, meas: Measurements, cols: I64) -> tuple[F64, F64, F64]:
         z, R = meas.z[cols], meas.R_rows(cols)
@@ -89,26 +102,41 @@ class PolarEKFUpdater:
         x_post, P_post, d2, det = _ekf_position_update(x, P, y, Hp, R)
         return x_post, P_post, -0.5 * (d2 + np.log(det) + y.shape[-1] * _LOG_2PI)
 
+    def pair_innovation(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64]:
+        """`innovation` of rows ``rows`` of ``x``, ``P`` with detections ``cols``, the
+        linearisation and ``H P Hᵀ`` made once per row, not per pair (the same numbers: at
+        1000 tracks in wide bearing noise a track has 30 candidate detections)."""
+        polar = meas.polar
+        if polar is None or polar.range_rate_mps is not None or self.d != 2:
+            return self.innovation(x[rows], P[rows], meas, cols)
+        r, az, Hp = _polar_2d(x, polar)
+        HPH = Hp @ P[..., :2, :2] @ Hp.swapaxes(-1, -2)
+        return _polar_residual(polar, cols, r[rows], az[rows]), _sym(HPH[rows] + _polar_R(polar, 2))
+
+    def pair_update(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64, F64]:
+        """`update` of rows ``rows`` of ``x``, ``P`` with detections ``cols``; a row's gain and
+        posterior covariance computed once for all its detections (JPDA: the same numbers)."""
+        polar = meas.polar
+        if polar is None or polar.range_rate_mps is not None or self.d != 2:
+            return self.update(x[rows], P[rows], meas, cols)
+        u, at = small_unique(rows)
+        xu = x[u]
+        r, az, Hp = _polar_2d(xu, polar)
+        y = _polar_residual(polar, cols, r[at], az[at])
+        R = _polar_R(polar, 2)
+        x_post, P_post, d2, det = _ekf_position_update(xu, P[u], y, Hp, R, at)
+        return x_post, P_post, -0.5 * (d2 + np.log(det) + y.shape[-1] * _LOG_2PI)
+
     def _linearise_2d(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
         """`_linearise` of range and azimuth in 2-D, the Jacobian's position columns only:
         the arithmetic of `kalman.polar_measurement` (the same numbers) without its checks
         and its zero velocity columns (it runs three times a scan)."""
-        e = x[..., 0] - polar.sensor_position_m[0]
-        n = x[..., 1] - polar.sensor_position_m[1]
-        rho2 = np.maximum(e * e + n * n, 1e-12)
-        r = np.sqrt(rho2)
-        Hp = np.empty((*x.shape[:-1], 2, 2))
-        Hp[..., 0, 0] = e / r
-        Hp[..., 0, 1] = n / r
-        Hp[..., 1, 0] = n / rho2
-        Hp[..., 1, 1] = -e / rho2
-        z = polar.z()[cols]
-        if x.ndim == 3:
-            z = z[:, None]
-        y = np.empty((*x.shape[:-1], 2))
-        y[..., 0] = z[..., 0] - r
-        y[..., 1] = kalman.wrap_angle(z[..., 1] - np.arctan2(e, n), xp=np)
-        return y, Hp, _polar_R(polar, 2)
+        r, az, Hp = _polar_2d(x, polar)
+        return _polar_residual(polar, cols, r, az), Hp, _polar_R(polar, 2)
 
     def _linearise(self, x: F64, polar: PolarDetections, cols: I64) -> tuple[F64, F64, F64]:
         h, H = kalman.polar_measurement(
@@ -130,9 +158,39 @@ class PolarEKFUpdater:
         return y, H, R
 
 
-def _ekf_position_update(x: F64, P: F64, y: F64, Hp: F64, R: F64) -> tuple[F64, F64, F64, F64]:
+def _polar_2d(x: F64, polar: PolarDetections) -> tuple[F64, F64, F64]:
+    """Range, azimuth and the position columns of their Jacobian at states ``x (..., 4)``,
+    by the arithmetic of `kalman.polar_measurement`."""
+    e = x[..., 0] - polar.sensor_position_m[0]
+    n = x[..., 1] - polar.sensor_position_m[1]
+    rho2 = np.maximum(e * e + n * n, 1e-12)
+    r = np.sqrt(rho2)
+    Hp = np.empty((*x.shape[:-1], 2, 2))
+    Hp[..., 0, 0] = e / r
+    Hp[..., 0, 1] = n / r
+    Hp[..., 1, 0] = n / rho2
+    Hp[..., 1, 1] = -e / rho2
+    return r, np.arctan2(e, n), Hp
+
+
+def _polar_residual(polar: PolarDetections, cols: I64, r: F64, az: F64) -> F64:
+    """Detections ``cols`` less the predicted range ``r`` and azimuth ``az`` (``(K,)`` or
+    ``(K, M)``), the azimuth wrapped."""
+    z = polar.z()[cols]
+    if r.ndim == 2:
+        z = z[:, None]
+    y = np.empty((*r.shape, 2))
+    y[..., 0] = z[..., 0] - r
+    y[..., 1] = kalman.wrap_angle(z[..., 1] - az, xp=np)
+    return y
+
+
+def _ekf_position_update(
+    x: F64, P: F64, y: F64, Hp: F64, R: F64, at: I64 | None = None
+) -> tuple[F64, F64, F64, F64]:
     """EKF update when the measurement depends on the position only, ``H = [Hp 0]``:
-    posterior ``x``, ``P``, the squared Mahalanobis distance and ``|S|`` of each row.
+    posterior ``x``, ``P``, the squared Mahalanobis distance and ``|S|`` of each row (with
+    ``at``: of each innovation ``y[k]`` of row ``at[k]``, R shared).
 
     P Hᵀ is P's position columns times Hpᵀ, S is m × m (m <= 3, closed-form inverse) and
     P⁺ = P − K (P Hᵀ)ᵀ: the same estimate as `kalman.ekf_update` (the tests compare both with
@@ -145,7 +203,6 @@ def _ekf_position_update(x: F64, P: F64, y: F64, Hp: F64, R: F64) -> tuple[F64, 
     m, d = Hp.shape[-2], Hp.shape[-1]
     Pt = np.ascontiguousarray(P.reshape(-1, n, n).transpose(1, 2, 0))  # (n, n, B)
     Ht = np.ascontiguousarray(Hp.reshape(-1, m, d).transpose(1, 2, 0))  # (m, d, B)
-    yt = np.ascontiguousarray(y.reshape(-1, m).T)  # (m, B)
     PHt = (Pt[:, None, :d] * Ht[None]).sum(axis=2)  # (n, m, B)
     S = (Ht[:, :, None] * PHt[None, :d]).sum(axis=1) + R[..., None]  # (m, m, B)
     S_inv, det = _inv_small(S.transpose(2, 0, 1), with_det=True)
@@ -154,8 +211,16 @@ def _ekf_position_update(x: F64, P: F64, y: F64, Hp: F64, R: F64) -> tuple[F64, 
     Pp = Pt - (K[:, None] * PHt[None]).sum(axis=2)  # (n, n, B)
     Pp += Pp.transpose(1, 0, 2)
     Pp *= 0.5
-    x_post = x + (K * yt[None]).sum(axis=1).T.reshape(*shape, n)
     P_post = np.ascontiguousarray(Pp.transpose(2, 0, 1)).reshape(*shape, n, n)
+    if at is not None:
+        # Rows ``at`` of the batch, one per innovation: the gain and the posterior
+        # covariance do not depend on the detection.
+        inner = int(np.prod(shape[1:], dtype=np.int64))
+        flat = (at[:, None] * inner + np.arange(inner)).reshape(-1)
+        shape = (at.size, *shape[1:])
+        x, P_post, K, Si, det = x[at], P_post[at], K[..., flat], Si[..., flat], det[flat]
+    yt = np.ascontiguousarray(y.reshape(-1, m).T)  # (m, B)
+    x_post = x + (K * yt[None]).sum(axis=1).T.reshape(*shape, n)
     d2 = (yt[:, None] * Si * yt[None]).sum(axis=(0, 1))
     return x_post, P_post, d2.reshape(shape), det.reshape(shape)
 
