@@ -49,10 +49,11 @@ _TRANSPORT_FIELDS = frozenset(
 )
 
 
-def home() -> Path:
-    """``$MCC_HOME``, else ``$XDG_STATE_HOME/mcc``, else ``~/.local/state/mcc`` (absolute);
-    created 0700 on first use, refused when another user owns it or others may write it."""
-    path = _home_path()
+def home(path: Path | None = None) -> Path:
+    """``path`` when given (a home of its own: a supervisor's `home`), else ``$MCC_HOME``,
+    else ``$XDG_STATE_HOME/mcc``, else ``~/.local/state/mcc`` (absolute); created 0700 on
+    first use, refused when another user owns it or others may write it."""
+    path = Path(path).absolute() if path is not None else _home_path()
     try:
         path.mkdir(mode=0o700, parents=True)
     except FileExistsError:
@@ -185,10 +186,11 @@ class ActiveMission:
 
 
 def register(supervisor: Supervisor) -> Path:
-    """Record ``supervisor``'s mission (0600, atomically); its run folder is made private."""
+    """Record ``supervisor``'s mission in its home (0600, atomically); its run folder is made
+    private."""
     private_dir(supervisor.run_dir)  # what the record points clients at: the user's only
     private_dir(supervisor.run_dir / "logs")
-    folder = private_dir(home() / "active")
+    folder = private_dir(home(supervisor.home) / "active")
     path = folder / f"{supervisor.mission.mission}.json"
     transport = _carried_transport(supervisor.client_env)
     tag = current().discovery_tag
@@ -224,7 +226,7 @@ def _transport_fields(transport: Transport) -> dict[str, Any]:
 
 
 def unregister(supervisor: Supervisor) -> None:
-    path = home() / "active" / f"{supervisor.mission.mission}.json"
+    path = home(supervisor.home) / "active" / f"{supervisor.mission.mission}.json"
     try:
         record = json.loads(read_private(path))
         if record.get("pid") == os.getpid():

@@ -26,26 +26,29 @@ import os
 import signal
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcc.bus import Bus, HeartbeatPublisher, Reader, Replier, Transport
+from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import OrchestratorError
 from mcc.files import rotate_log
 from mcc.lifecycle import Service
 from mcc.observe.audit import AUDIT_FILE, AuditLog
 from mcc.orchestrate import registry
 from mcc.orchestrate import supervisor_bus as on_bus
-from mcc.orchestrate import supervisor_launch as launching
 from mcc.orchestrate import supervisor_leadership as leading
 from mcc.orchestrate.backends.base import Backend, ExitEvent, Leadership
 from mcc.orchestrate.instances import LIVE, Instance, S
 from mcc.orchestrate.manifest import Cluster, Mission
 from mcc.orchestrate.planner import Planner
 from mcc.orchestrate.services import mission_transports, system_topics, with_services
+from mcc.orchestrate.supervisor_bus import HeartbeatIntake
+from mcc.orchestrate.supervisor_launch import Launcher, secured
+from mcc.orchestrate.supervisor_leadership import Succession
 from mcc.settings import current
-from mcc.types import Command, CommandReply, Heartbeat
+from mcc.types import Command, CommandReply
 
 if TYPE_CHECKING:
     from mcc.security.mission import Topics
@@ -60,7 +63,11 @@ LEASE_S = 1.5
 
 
 class Supervisor(Service):
-    """Run ``mission`` on ``backend`` until ``down()`` (or the end of ``run``'s duration)."""
+    """Run ``mission`` on ``backend`` until ``down()`` (or the end of ``run``'s duration).
+
+    It owns the desired state and the instances, and composes the parts that own the rest:
+    a `Succession` (role, epoch, the other supervisors, claims), a `HeartbeatIntake` (the
+    beats heard, the refused ones counted) and a `Launcher` (the launch queue)."""
 
     def __init__(
         self,
@@ -74,13 +81,17 @@ class Supervisor(Service):
         status_period_s: float = 1.0,
         watch: Topics | None = None,
         transport: Transport | None = None,
+        home: Path | None = None,
     ) -> None:
         """``watch``: what the process running this supervisor also reads on the supervisor's
         bus (a job launcher watching results) when the mission is secured. Cyclone DDS gives a
         process one identity per domain, so such a watcher shares the supervisor's.
         ``transport``: the base transport of the mission's processes (default: the backend's,
         e.g. a network lab's bridge, else this process's ``MCC_TRANSPORT``); given, every
-        process of the mission gets it."""
+        process of the mission gets it. ``home``: this supervisor's MCC home (its registry
+        record, keystores, what no instance may reach; default `registry.home`): a process
+        may run missions in homes of their own (the HPC bench) without changing its
+        environment; give the backend the same one (`open_mission` does)."""
         if phase is not None and phase not in mission.phases:
             raise OrchestratorError(
                 f"phase {phase!r} is not a phase of mission {mission.mission!r}; "
@@ -90,6 +101,7 @@ class Supervisor(Service):
         self.mission = mission = with_services(mission, gpus_available=any(gpus.values()))
         self.backend = backend
         self.run_dir = Path(run_dir)
+        self.home = registry.home(home)
         self.phase = phase or mission.phases[0]
         self.tick_s = tick_s
         self.status_period_s = status_period_s
@@ -117,11 +129,10 @@ class Supervisor(Service):
         self._last_rotation = 0.0
         self._status_dirty = True
         self._readers: list[Reader[Any]] = []
-        # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
-        # (when, when in ns, beat, its authenticated source: `Reader.source_of`)
-        self._beats: deque[tuple[float, int, Heartbeat, str | None]] = deque(maxlen=65536)
-        #: Beats refused because their sender is not who they name, by reason.
-        self.refused_beats: Counter[str] = Counter()
+        self._status_writer: Any = None  # the MissionStatus writer, opened by start
+        self._succession = Succession(mission.mission, lease_s=LEASE_S)
+        self._heartbeats = HeartbeatIntake(mission.mission, self._succession, wake=self._wake.set)
+        self._launcher: Launcher | None = None  # made by start, with the planner
         self._roudi: Any = None  # mcc.bus.shm.RouDi, when this supervisor started the host's
         transport = transport or backend.transport()
         transports = mission_transports(mission, transport or Transport.from_env())
@@ -131,27 +142,36 @@ class Supervisor(Service):
         #: What every other process of the mission (clients included) needs in its environment.
         self.client_env = transports[1].apply_to_env({}) if transports else {}
         self._instance_base = transports[1] if transports else None
-        self._home_exposure_told = False  # MCC_HOME where instances may write: said once
         self._system_topics: dict[str, Topics] = {}  # secured: what each system may do
         self._watch = watch
         self.keystore: Path | None = None
         #: The environment of the mission's web console (its identity when secured).
         self.console_env = self.client_env
-        #: active | standby | fenced (another supervisor took over: this one stops).
-        self.role = "active"
-        self.epoch = 0  # the node agent's fencing epoch of this supervisor's leadership
-        self.lease_s = LEASE_S
         self.fenced = threading.Event()
         self._started = threading.Event()
         self._replier: Replier[Command, CommandReply] | None = None
         self._beat: HeartbeatPublisher | None = None
-        self._peers: dict[str, tuple[float, Heartbeat]] = {}  # other supervisors' last beats
-        self._mission_beat_mono = 0.0  # last beat of any instance of the mission
-        self._heard_mono = 0.0  # last beat of anyone of the mission but this supervisor
         self._deaf = False
-        self._standby_since = 0.0
-        self._last_claim = 0.0
-        self._saved_state: Any = None
+
+    @property
+    def role(self) -> str:
+        """active | standby | fenced (another supervisor took over: this one stops)."""
+        return self._succession.role
+
+    @property
+    def epoch(self) -> int:
+        """The node agent's fencing epoch of this supervisor's leadership."""
+        return self._succession.epoch
+
+    @property
+    def lease_s(self) -> float:
+        """How long a standby waits for a silent active supervisor before it claims."""
+        return self._succession.lease_s
+
+    @property
+    def refused_beats(self) -> Counter[str]:
+        """Beats refused because their sender is not who they name, by reason."""
+        return self._heartbeats.refused
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -178,7 +198,7 @@ class Supervisor(Service):
             )
         bus = self._bus
         self._status_writer = bus.writer("MissionStatus")
-        self._readers.append(bus.reader("Heartbeat", on_data=self._on_heartbeats))
+        self._readers.append(bus.reader("Heartbeat", on_data=self._heartbeats.on_data))
         backend = self.backend
         backend.on_event = self._wake.set
         backend.on_promoted = self._on_promoted
@@ -186,6 +206,14 @@ class Supervisor(Service):
         backend.on_shutdown = self._on_shutdown
         leadership = backend.lead()  # None: a backend of one supervisor, opened and active
         self._planner = Planner(backend.capacity(), cores=backend.cores(), gpus=backend.gpus())
+        self._launcher = Launcher(
+            self,
+            self._planner,
+            event=self._event,
+            home=self.home,
+            instance_base=self._instance_base,
+            system_topics=self._system_topics,
+        )
         self._beat = HeartbeatPublisher(
             bus,
             f"{self.mission.mission}/supervisor/{os.getpid()}",
@@ -194,12 +222,10 @@ class Supervisor(Service):
         )
         with self._lock:
             if leadership is None or leadership.active:
-                leading.activate(self, leadership)
+                self._activate(leadership)
             else:
-                self.role = "standby"
-                self.epoch = leadership.epoch
-                self._standby_since = time.monotonic()
-                self._beat.message = f"standby epoch {self.epoch}"
+                self._succession.stand_by(leadership.epoch, time.monotonic())
+                self._beat.message = self._succession.beat_message
                 log.warning(
                     "mission %s: supervisor pid %d is active (epoch %d); this one stands by",
                     self.mission.mission,
@@ -217,18 +243,72 @@ class Supervisor(Service):
     def _placement(self, instance_id: str) -> Any:
         return self._planner.placement(instance_id) if self._planner is not None else None
 
+    def _activate(self, leadership: Leadership | None) -> None:
+        """Under the lock: become the active supervisor, adopting what runs."""
+        self._succession.lead(leadership.epoch if leadership is not None else 0)
+        if leadership is not None and (leadership.instances or leadership.state):
+            assert self._planner is not None
+            leading.adopt(self, leadership, planner=self._planner, event=self._event)
+        if self._beat is not None:
+            self._beat.state = S.SYSTEM_RUNNING
+            self._beat.message = self._succession.beat_message
+        if self._replier is None:
+            self._replier = Replier[Command, CommandReply](
+                self.bus,
+                self._handle,
+                replier_id=f"supervisor:{self.mission.mission}",
+                channel=COMMAND_CHANNEL,
+            ).start()
+        registry.register(self)
+        self._status_dirty = True
+
     def _on_promoted(self, leadership: Leadership) -> None:
         """The backend's thread: the active supervisor is gone, this one takes over."""
         self._started.wait(30.0)  # promoted while still starting: once the planner exists
         with self._lock:
             if self.role == "active" or self._done.is_set():
                 return
-            leading.activate(self, leadership)
+            self._activate(leadership)
         self._wake.set()
 
     def _on_fenced(self, epoch: int) -> None:
         """The backend's thread: another supervisor took over (epoch ``epoch``)."""
-        leading.on_fenced(self, epoch)
+        with self._lock:
+            if not self._succession.fence(epoch):
+                return
+        log.error(
+            "mission %s: supervisor epoch %d took over; this one (pid %d) no longer commands "
+            "and leaves",
+            self.mission.mission,
+            epoch,
+            os.getpid(),
+        )
+        if self._beat is not None:
+            self._beat.state = S.SYSTEM_STOPPED
+            self._beat.message = self._succession.beat_message
+        replier, self._replier = self._replier, None
+        if replier is not None:
+            replier.stop()
+        registry.unregister(self)
+        self.fenced.set()
+        self._done.set()
+
+    def _watch_active(self, now: float) -> None:
+        """A standby: claim when the active supervisor is silent while the mission is not."""
+        with self._lock:
+            claim = self._succession.should_claim(now)
+        if claim:
+            self.backend.claim(self.epoch)
+
+    def _leave_state(self) -> None:
+        """Under the lock: leave the desired state with the node agent when it changed, for
+        a successor to adopt."""
+        state = leading.desired_state(self, self._placement)
+        if self._succession.changed(state):
+            try:
+                self.backend.save_state(state)
+            except OrchestratorError as exc:
+                log.warning("cannot leave the desired state with the node agent: %s", exc)
 
     def _on_shutdown(self) -> None:
         """The backend's thread: the active supervisor stopped the mission."""
@@ -248,12 +328,12 @@ class Supervisor(Service):
 
     def secure(self) -> None:
         """Identities for this supervisor and the console from the mission's keystore
-        (``$MCC_HOME/keystores/MISSION``, created on first use), and the permissions of every
-        system, for the identity each instance gets at its start; `start` calls it for a
+        (``keystores/MISSION`` in its `home`, created on first use), and the permissions of
+        every system, for the identity each instance gets at its start; `start` calls it for a
         ``security: on`` mission unless done already (the demo does it before its console)."""
         from mcc.security.mission import CONSOLE, SUPERVISOR, mission_identities
 
-        self.keystore = registry.home() / "keystores" / self.mission.mission
+        self.keystore = self.home / "keystores" / self.mission.mission
         identities = mission_identities(
             self.keystore,
             mission=self.mission.mission,
@@ -265,10 +345,8 @@ class Supervisor(Service):
         # The instances' base transport, fixed now: the process environment may carry the
         # console's identity later (the demo's console runs in this process).
         self._instance_base = self._instance_base or Transport.from_env()
-        self._transport = launching.secured(self._transport, identities[SUPERVISOR])
-        self.console_env = launching.secured(self._instance_base, identities[CONSOLE]).apply_to_env(
-            {}
-        )
+        self._transport = secured(self._transport, identities[SUPERVISOR])
+        self.console_env = secured(self._instance_base, identities[CONSOLE]).apply_to_env({})
 
     def close(self) -> None:
         """Active: stop every instance gracefully, publish the final status, release
@@ -297,7 +375,7 @@ class Supervisor(Service):
                 if inst.state not in (S.SYSTEM_FAILED,):
                     inst.set_state(S.SYSTEM_STOPPED)
             self.state = S.SYSTEM_STOPPED
-        on_bus.publish_status(self)
+        self._publish_status()
         on_bus.write_summary(self)
         registry.unregister(self)
         self._release()
@@ -405,9 +483,9 @@ class Supervisor(Service):
             if self.role != "active":
                 now = time.monotonic()
                 with self._lock:
-                    on_bus.apply_heartbeats(self)
+                    self._apply_heartbeats()
                 if self.role == "standby":
-                    leading.watch_active(self, now)
+                    self._watch_active(now)
                 self._wake.wait(self.tick_s)
                 self._wake.clear()
                 continue
@@ -417,7 +495,7 @@ class Supervisor(Service):
                 log.exception("reconcile step failed")
             if self._going_down and not self._any(lambda i: i.pid and i.state != S.SYSTEM_STOPPED):
                 if not self._done.is_set():
-                    on_bus.publish_status(self)
+                    self._publish_status()
                 self._done.set()
                 return
             self._wake.wait(self.tick_s)
@@ -428,7 +506,7 @@ class Supervisor(Service):
         if self._roudi is not None and self._roudi.watch():
             self.events.append((time.time_ns(), "iox-roudi", "restarted"))
         with self._lock:
-            on_bus.apply_heartbeats(self)
+            self._apply_heartbeats()
             for event in self.backend.poll():
                 self._on_exit(event, now)
             for warning in self.backend.warnings():
@@ -446,11 +524,13 @@ class Supervisor(Service):
                     self.instances[instance_id] = Instance(instance_id, name, index, now)
                     self._status_dirty = True
             self._check_health(now)
-            launching.start_pending(self, now)
+            assert self._launcher is not None
+            if self._launcher.start_pending(now):
+                self._status_dirty = True
             self._refresh_locations()
-            leading.save_state(self)
+            self._leave_state()
         if self._status_dirty or now - self._last_status >= self.status_period_s:
-            on_bus.publish_status(self)
+            self._publish_status()
         if now - self._last_rotation >= LOG_CHECK_S:
             self._last_rotation = now
             self._rotate_logs()
@@ -542,7 +622,8 @@ class Supervisor(Service):
         log.warning("%s %s; restarting in %.2f s", inst.id, how, delay)
 
     def _check_health(self, now: float) -> None:
-        if self._heard_mono and now - self._heard_mono > self.lease_s:
+        heard = self._succession.heard_mono
+        if heard and now - heard > self.lease_s:
             # Not one beat of anyone (instances, other supervisors) for a lease: this
             # supervisor is more likely cut off than every instance hung at once. Killing
             # them would only make the standby, which may hear them, adopt fresh restarts.
@@ -552,7 +633,7 @@ class Supervisor(Service):
                     "mission %s: no heartbeat heard for %.1f s: this supervisor may be cut off "
                     "the network; it kills nothing for silence until it hears again",
                     self.mission.mission,
-                    now - self._heard_mono,
+                    now - heard,
                 )
             return
         self._deaf = False
@@ -587,27 +668,42 @@ class Supervisor(Service):
 
     # -- bus: heartbeats, status, commands (mcc.orchestrate.supervisor_bus) ----------------
 
-    def _on_heartbeats(self, reader: Reader[Heartbeat]) -> None:
-        """On Cyclone's thread: stamp and queue; the loop applies them (no lock wait here)."""
-        now, now_ns = time.monotonic(), time.time_ns()
-        for hb in reader.take():
-            self._beats.append((now, now_ns, hb, reader.source_of(hb)))
-        self._wake.set()
+    def _apply_heartbeats(self) -> None:
+        """Under the lock: the beats heard since the last tick."""
+        secured = self._bus is not None and self._bus.secured
+        if self._heartbeats.apply(self.instances, self.events, secured=secured):
+            self._status_dirty = True
 
     def status(self) -> dict[str, Any]:
         """The mission's state as a plain dict (what ``mcc status --json`` prints)."""
-        return on_bus.status(self)
+        with self._lock:
+            return on_bus.status(self, self._succession.peers())
+
+    def _publish_status(self) -> None:
+        with self._lock:
+            status = on_bus.mission_status(self)
+            self._status_dirty = False
+            self._last_status = time.monotonic()
+        self._status_writer.write(status)
 
     def _handle(self, command: Command) -> CommandReply:
         """The replier's thread: one operator command, recorded in the mission's audit (all
         but ``status``) with what came of it."""
         try:
-            reply = on_bus.handle(self, command)
+            reply = on_bus.handle(self, command, sender=self._sender, record=self._record)
         except Exception as exc:
-            on_bus.audit(self, command, "failed", str(exc))
+            on_bus.audit(self, command, "failed", str(exc), who=self._sender(command))
             raise
-        on_bus.audit(self, command, "ok", reply.message)
+        on_bus.audit(self, command, "ok", reply.message, who=self._sender(command))
         return reply
+
+    def _sender(self, command: Command) -> str:
+        """Who sent ``command``: its writer's identity (authenticated on a secured bus)."""
+        return self._replier.sender(command) if self._replier is not None else "unknown"
+
+    def _record(self, instance_id: str, what: str) -> None:
+        with self._lock:
+            self._event(instance_id, what)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -638,13 +734,18 @@ def _describe_exit(returncode: int | None) -> str:
     return f"exited {returncode}"
 
 
-def make_backend(mission: Mission, name: str = "local", *, address: str | None = None) -> Backend:
-    """The backend ``name`` for ``mission``: ``local`` (node agents on this host) or ``ray``
-    (a Ray cluster at ``address``, default: start or join the local one)."""
+def make_backend(
+    mission: Mission, name: str = "local", *, address: str | None = None, home: Path | None = None
+) -> Backend:
+    """The backend ``name`` for ``mission``: ``local`` (node agents on this host, their files
+    in ``home``, default `registry.home`) or ``ray`` (a Ray cluster at ``address``, default:
+    start or join the local one; each node keeps its own home)."""
     if name == "local":
         from mcc.orchestrate.backends.local import LocalBackend
 
-        return LocalBackend(mission.nodes, mission=mission.mission, domain=mission.domain)
+        return LocalBackend(
+            mission.nodes, mission=mission.mission, domain=mission.domain, home=home
+        )
     if name == "ray":
         from mcc.orchestrate.backends.ray import RayBackend
 
@@ -652,12 +753,12 @@ def make_backend(mission: Mission, name: str = "local", *, address: str | None =
     raise OrchestratorError(f"backend {name!r}: expected 'local' or 'ray'")
 
 
-def default_run_dir(mission: Mission) -> Path:
-    """``$MCC_HOME/runs/MISSION-YYYYmmdd-HHMMSS``."""
+def default_run_dir(mission: Mission, *, home: Path | None = None) -> Path:
+    """``HOME/runs/MISSION-YYYYmmdd-HHMMSS`` (``home``: default `registry.home`)."""
     from datetime import datetime
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return registry.home() / "runs" / f"{mission.mission}-{stamp}"
+    return registry.home(home) / "runs" / f"{mission.mission}-{stamp}"
 
 
 def open_mission(
@@ -666,16 +767,19 @@ def open_mission(
     backend: str = "local",
     address: str | None = None,
     run_dir: Path | None = None,
+    home: Path | None = None,
     **options: Any,
 ) -> Supervisor:
     """The one way to set a mission up to run: its supervisor on backend ``backend`` (see
     `make_backend`), its run folder (default `default_run_dir`); ``options`` go to
-    `Supervisor` (``phase``, ``watch``, ``transport``, …). `mcc up`, `mcc demo` and the HPC
+    `Supervisor` (``phase``, ``watch``, ``transport``, …); ``home``: the MCC home of the
+    supervisor and its backend (default `registry.home`). `mcc up`, `mcc demo` and the HPC
     jobs all start here; ``with open_mission(m) as sup:`` runs it until the block ends."""
-    folder = run_dir if run_dir is not None else default_run_dir(mission)
+    folder = run_dir if run_dir is not None else default_run_dir(mission, home=home)
     return Supervisor(
         mission,
-        backend=make_backend(mission, backend, address=address),
+        backend=make_backend(mission, backend, address=address, home=home),
         run_dir=folder,
+        home=home,
         **options,
     )

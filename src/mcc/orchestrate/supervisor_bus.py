@@ -1,7 +1,8 @@
-"""The supervisor on the bus: the heartbeats it hears, the ``MissionStatus`` it publishes (and
-``supervisor.json``), and the ``Command``s it answers (``mcc status|scale|phase|…``).
+"""The supervisor on the bus: the heartbeats it hears (`HeartbeatIntake`, a part it owns), the
+``MissionStatus`` it publishes (and ``supervisor.json``), and the ``Command``s it answers
+(``mcc status|scale|phase|…``, through its public actions).
 
-Functions of the `Supervisor` they serve; the status is read under its lock.
+The status functions read a `Supervisor`'s public state; it calls them under its lock.
 """
 
 from __future__ import annotations
@@ -11,84 +12,143 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcc.bus.rpc import COMMAND_CHANNEL
 from mcc.errors import MccError
 from mcc.orchestrate import registry
 from mcc.orchestrate.instances import LIVE, Instance, S
-from mcc.orchestrate.supervisor_leadership import epoch_of
+from mcc.orchestrate.supervisor_leadership import Succession, epoch_of
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
 
 if TYPE_CHECKING:
+    from mcc.bus import Reader
     from mcc.orchestrate.supervisor import Supervisor
 
 log = logging.getLogger("mcc.orchestrate")
 
 
-def apply_heartbeats(sup: Supervisor) -> None:
-    prefix = f"{sup.mission.mission}/"
-    supervisors = f"{prefix}supervisor/"
-    own = f"{supervisors}{os.getpid()}"
-    secured = sup._bus is not None and sup._bus.secured
-    while sup._beats:
-        now, now_ns, hb, source = sup._beats.popleft()
-        if secured and not _beat_from_its_owner(sup, hb, source):
-            continue
-        if hb.system_id.startswith(supervisors):
-            if hb.system_id != own and (len(sup._peers) < 64 or hb.system_id in sup._peers):
-                sup._peers[hb.system_id] = (now, hb)
-                sup._heard_mono = now
-            continue
-        if hb.system_id.startswith(prefix):
-            sup._mission_beat_mono = sup._heard_mono = now
-        inst = sup.instances.get(hb.system_id)
-        if inst is None or inst.state not in LIVE or not _beat_of(hb, inst):
-            continue
-        if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
-            continue  # a last word before exiting: the exit event says the rest
-        inst.last_beat_mono = now
-        if inst.state == S.SYSTEM_STARTING:
-            inst.set_state(S.SYSTEM_RUNNING)
-            inst.since_ns = now_ns  # when it beat, not when the loop saw it
-            sup.events.append((now_ns, inst.id, "first heartbeat"))
-            sup._status_dirty = True
-        if hb.device:
-            inst.device = hb.device
+class HeartbeatIntake:
+    """The heartbeats a supervisor hears: queued as they arrive (on Cyclone's thread, no lock
+    waited for), applied by the supervisor's loop (`apply`): an instance's marks it alive,
+    another supervisor's goes to the `Succession`. In a secured mission a beat counts only
+    when it comes from the identity that owns what it names; the others are counted by reason
+    (`refused`)."""
+
+    def __init__(self, mission: str, succession: Succession, *, wake: Callable[[], None]) -> None:
+        self.mission = mission
+        self._succession = succession
+        self._wake = wake
+        # Bounded: a flood of beats cannot grow it (the loop keeps up long before that).
+        # (when, when in ns, beat, its authenticated source: `Reader.source_of`)
+        self._beats: deque[tuple[float, int, Heartbeat, str | None]] = deque(maxlen=65536)
+        #: Beats refused because their sender is not who they name, by reason.
+        self.refused: Counter[str] = Counter()
+
+    def on_data(self, reader: Reader[Heartbeat]) -> None:
+        """On Cyclone's thread: stamp and queue; the loop applies them."""
+        now, now_ns = time.monotonic(), time.time_ns()
+        for hb in reader.take():
+            self._beats.append((now, now_ns, hb, reader.source_of(hb)))
+        self._wake()
+
+    def apply(
+        self,
+        instances: Mapping[str, Instance],
+        events: list[tuple[int, str, str]],
+        *,
+        secured: bool,
+    ) -> bool:
+        """Under the supervisor's lock: apply the queued beats to ``instances`` (a first beat
+        is recorded in ``events``); whether any instance changed state."""
+        prefix = f"{self.mission}/"
+        supervisors = f"{prefix}supervisor/"
+        own = f"{supervisors}{os.getpid()}"
+        changed = False
+        while self._beats:
+            now, now_ns, hb, source = self._beats.popleft()
+            if secured and not self._from_its_owner(hb, source):
+                continue
+            if hb.system_id.startswith(supervisors):
+                if hb.system_id != own:
+                    self._succession.hear_peer(hb.system_id, hb, now)
+                continue
+            if hb.system_id.startswith(prefix):
+                self._succession.hear_mission(now)
+            inst = instances.get(hb.system_id)
+            if inst is None or inst.state not in LIVE or not _beat_of(hb, inst):
+                continue
+            if hb.state in (S.SYSTEM_STOPPED, S.SYSTEM_FAILED):
+                continue  # a last word before exiting: the exit event says the rest
+            inst.last_beat_mono = now
+            if inst.state == S.SYSTEM_STARTING:
+                inst.set_state(S.SYSTEM_RUNNING)
+                inst.since_ns = now_ns  # when it beat, not when the loop saw it
+                events.append((now_ns, inst.id, "first heartbeat"))
+                changed = True
+            if hb.device:
+                inst.device = hb.device
+        return changed
+
+    def _from_its_owner(self, hb: Heartbeat, source: str | None) -> bool:
+        """Whether ``hb`` comes from the identity that owns what it names: a supervisor's beat
+        from a supervisor identity, ``MISSION/SYSTEM/INDEX`` from ``SYSTEM.INDEX``. In a
+        secured mission the source is authenticated, so a stolen radar identity can neither
+        keep a stopped tracker "running" nor claim a supervisor's epoch. A refusal is counted
+        and the first of each source logged."""
+        from mcc.security.mission import principal_of
+
+        owner = principal_of(hb.system_id)
+        if owner is not None and hb.system_id.startswith(f"{self.mission}/"):
+            if source == owner:
+                return True
+            why = f"beat as {owner[:80]} from {source or 'no source'}"
+        else:
+            why = f"beat naming no instance of this mission from {source or 'no source'}"
+        self.refused[why if len(self.refused) < 256 else "other"] += 1
+        if self.refused[why] == 1:
+            log.warning(
+                "mission %s: heartbeat refused (%s: %.80r); further ones are counted",
+                self.mission,
+                why,
+                hb.system_id,
+            )
+        return False
 
 
-def status(sup: Supervisor) -> dict[str, Any]:
-    """The mission's state as a plain dict (what ``mcc status --json`` prints)."""
-    with sup._lock:
-        return {
-            "mission": sup.mission.mission,
-            "phase": sup.phase,
-            "state": _mission_state(sup).name.removeprefix("SYSTEM_").lower(),
-            "backend": sup.backend.name,
-            "domain": sup.mission.domain,
-            "security": sup.mission.security,
-            "run_dir": str(sup.run_dir),
-            "clusters": _clusters(sup),
-            "supervisors": _supervisors(sup),
-            "instances": [
-                {
-                    "id": i.id,
-                    "state": i.state.name.removeprefix("SYSTEM_").lower(),
-                    "pid": i.pid,
-                    "host": i.host,
-                    "node": i.node,
-                    "cpus": _cpu_list(i.cpu_set),
-                    "device": i.device,
-                    "restarts": i.restarts,
-                    "reason": i.reason,
-                }
-                for i in _sorted_instances(sup)
-            ],
-        }
+def status(sup: Supervisor, peers: Iterable[tuple[float, Heartbeat]]) -> dict[str, Any]:
+    """Under the supervisor's lock: the mission's state as a plain dict (what ``mcc status
+    --json`` prints); ``peers``: (when heard, last beat) of the other supervisors."""
+    return {
+        "mission": sup.mission.mission,
+        "phase": sup.phase,
+        "state": _mission_state(sup).name.removeprefix("SYSTEM_").lower(),
+        "backend": sup.backend.name,
+        "domain": sup.mission.domain,
+        "security": sup.mission.security,
+        "run_dir": str(sup.run_dir),
+        "clusters": _clusters(sup),
+        "supervisors": _supervisors(sup, peers),
+        "instances": [
+            {
+                "id": i.id,
+                "state": i.state.name.removeprefix("SYSTEM_").lower(),
+                "pid": i.pid,
+                "host": i.host,
+                "node": i.node,
+                "cpus": _cpu_list(i.cpu_set),
+                "device": i.device,
+                "restarts": i.restarts,
+                "reason": i.reason,
+            }
+            for i in _sorted_instances(sup)
+        ],
+    }
 
 
-def _supervisors(sup: Supervisor) -> list[dict[str, Any]]:
+def _supervisors(sup: Supervisor, peers: Iterable[tuple[float, Heartbeat]]) -> list[dict[str, Any]]:
     """This supervisor and the others it hears: role, epoch and how fresh their beat is."""
 
     now = time.monotonic()
@@ -102,7 +162,7 @@ def _supervisors(sup: Supervisor) -> list[dict[str, Any]]:
             "healthy": True,
         }
     ]
-    for seen, hb in sup._peers.values():
+    for seen, hb in peers:
         age = now - seen
         if hb.state == S.SYSTEM_STOPPED or age > 30.0:
             continue
@@ -142,40 +202,46 @@ def _mission_state(sup: Supervisor) -> SystemState:
     return S.SYSTEM_RUNNING
 
 
-def publish_status(sup: Supervisor) -> None:
-    with sup._lock:
-        entries = [
-            SystemEntry(
-                system_id=i.id,
-                state=i.state,
-                pid=i.pid,
-                restarts=i.restarts,
-                host=i.host,
-                device=i.device,
-                node=i.node,
-                cpus=_cpu_list(i.cpu_set),
-                reason=i.reason[:200],
-                since_ns=i.since_ns,
-            )
-            for i in _sorted_instances(sup)
-        ]
-        status = MissionStatus(
-            mission=sup.mission.mission,
-            phase=sup.phase,
-            state=_mission_state(sup),
-            domain_id=sup.mission.domain,
-            run_dir=str(sup.run_dir),
-            systems=entries,
-            time_ns=time.time_ns(),
-            backend=sup.backend.name,
-            clusters_json=json.dumps(_clusters(sup)),
+def mission_status(sup: Supervisor) -> MissionStatus:
+    """Under the supervisor's lock: the ``MissionStatus`` it publishes."""
+    entries = [
+        SystemEntry(
+            system_id=i.id,
+            state=i.state,
+            pid=i.pid,
+            restarts=i.restarts,
+            host=i.host,
+            device=i.device,
+            node=i.node,
+            cpus=_cpu_list(i.cpu_set),
+            reason=i.reason[:200],
+            since_ns=i.since_ns,
         )
-        sup._status_dirty = False
-        sup._last_status = time.monotonic()
-    sup._status_writer.write(status)
+        for i in _sorted_instances(sup)
+    ]
+    return MissionStatus(
+        mission=sup.mission.mission,
+        phase=sup.phase,
+        state=_mission_state(sup),
+        domain_id=sup.mission.domain,
+        run_dir=str(sup.run_dir),
+        systems=entries,
+        time_ns=time.time_ns(),
+        backend=sup.backend.name,
+        clusters_json=json.dumps(_clusters(sup)),
+    )
 
 
-def handle(sup: Supervisor, command: Command) -> CommandReply:
+def handle(
+    sup: Supervisor,
+    command: Command,
+    *,
+    sender: Callable[[Command], str],
+    record: Callable[[str, str], None],
+) -> CommandReply:
+    """The replier's thread: one operator command, through the supervisor's public actions.
+    ``sender``: who sent it (its authenticated identity); ``record``: adds an event (under the
+    supervisor's lock)."""
     if command.mission and command.mission != sup.mission.mission:
         raise MccError(f"this domain runs mission {sup.mission.mission!r}, not {command.mission!r}")
     args = json.loads(command.args_json or "{}")
@@ -183,14 +249,12 @@ def handle(sup: Supervisor, command: Command) -> CommandReply:
     if sup.role != "active":
         raise MccError(f"this supervisor is {sup.role}, not active (epoch {sup.epoch})")
     if verb != "status":  # who commanded: the sender's identity, never a field it wrote
-        assert sup._replier is not None
-        sender = sup._replier.sender(command)
-        log.info("command %s %s from %s (%s)", verb, target, sender, command.client_id)
-        with sup._lock:
-            sup.events.append((time.time_ns(), f"{COMMAND_CHANNEL}/{sender}", f"{verb} {target}"))
+        who = sender(command)
+        log.info("command %s %s from %s (%s)", verb, target, who, command.client_id)
+        record(f"{COMMAND_CHANNEL}/{who}", f"{verb} {target}")
     result: Any = None
     if verb == "status":
-        result = status(sup)
+        result = sup.status()
     elif verb == "scale":
         sup.scale(target, int(args["size"]))
     elif verb == "phase":
@@ -214,51 +278,25 @@ def handle(sup: Supervisor, command: Command) -> CommandReply:
     return CommandReply(ok=True, message=f"{verb} {target}".strip(), result_json=json.dumps(result))
 
 
-def audit(sup: Supervisor, command: Command, result: str, message: str) -> None:
+def audit(sup: Supervisor, command: Command, result: str, message: str, *, who: str) -> None:
     """Record ``command`` (not ``status``) and its ``result`` in the mission's audit, as its
-    sender's identity (the partition it writes in: authenticated on a secured bus) and the
-    person the sender says it acts for (``on_behalf_of``: the console's web user)."""
+    sender's identity ``who`` (the partition it writes in: authenticated on a secured bus) and
+    the person the sender says it acts for (``on_behalf_of``: the console's web user)."""
     if command.verb == "status" or sup.audit is None:
         return
     sup.audit.record_command(
-        who=sup._replier.sender(command) if sup._replier is not None else "unknown",
-        role="operator", verb=command.verb, target=command.target, args_json=command.args_json,
-        client=command.client_id, result=result, message=message, by="supervisor",
+        who=who, role="operator", verb=command.verb, target=command.target,
+        args_json=command.args_json, client=command.client_id, result=result, message=message,
+        by="supervisor",
     )  # fmt: skip
 
 
 def write_summary(sup: Supervisor) -> None:
     summary = {
-        **status(sup),
+        **sup.status(),
         "events": [{"time_ns": t, "instance": i, "event": e} for t, i, e in sup.events],
     }
     registry.write_private(sup.run_dir / "supervisor.json", json.dumps(summary, indent=2))
-
-
-def _beat_from_its_owner(sup: Supervisor, hb: Heartbeat, source: str | None) -> bool:
-    """Whether ``hb`` comes from the identity that owns what it names: a supervisor's beat
-    from a supervisor identity, ``MISSION/SYSTEM/INDEX`` from ``SYSTEM.INDEX``. In a secured
-    mission the source is authenticated, so a stolen radar identity can neither keep a stopped
-    tracker "running" nor claim a supervisor's epoch. A refusal is counted and the first of
-    each source logged."""
-    from mcc.security.mission import principal_of
-
-    owner = principal_of(hb.system_id)
-    if owner is not None and hb.system_id.startswith(f"{sup.mission.mission}/"):
-        if source == owner:
-            return True
-        why = f"beat as {owner[:80]} from {source or 'no source'}"
-    else:
-        why = f"beat naming no instance of this mission from {source or 'no source'}"
-    sup.refused_beats[why if len(sup.refused_beats) < 256 else "other"] += 1
-    if sup.refused_beats[why] == 1:
-        log.warning(
-            "mission %s: heartbeat refused (%s: %.80r); further ones are counted",
-            sup.mission.mission,
-            why,
-            hb.system_id,
-        )
-    return False
 
 
 def _beat_of(hb: Heartbeat, inst: Instance) -> bool:

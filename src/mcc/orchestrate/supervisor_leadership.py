@@ -1,8 +1,10 @@
-"""Replicated supervisors: becoming the active one, adopting what runs and the desired state the
-previous one left with the node agent, being fenced, and claiming from a silent active one.
+"""Replicated supervisors: which one leads (`Succession`: role, fencing epoch, the other
+supervisors heard, when to claim), and what passes from one to the next (`adopt` the running
+instances and the desired state the previous one left with the node agent, `desired_state` to
+leave).
 
-Functions of the `Supervisor` they act on, called under its lock where they change its state
-(`mcc.orchestrate.supervisor` tells the whole protocol).
+`mcc.orchestrate.supervisor` tells the whole protocol; the `Supervisor` composes a `Succession`
+and calls these under its lock.
 """
 
 from __future__ import annotations
@@ -11,17 +13,15 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcc.bus import Replier
-from mcc.bus.rpc import COMMAND_CHANNEL
-from mcc.errors import OrchestratorError
-from mcc.orchestrate import registry
 from mcc.orchestrate.backends.base import Leadership
 from mcc.orchestrate.instances import Instance, S
 from mcc.orchestrate.manifest import Cluster
-from mcc.types import Command, CommandReply, Heartbeat
+from mcc.orchestrate.planner import Placement, Planner
+from mcc.types import Heartbeat
 
 if TYPE_CHECKING:
     from mcc.orchestrate.supervisor import Supervisor
@@ -29,33 +29,148 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcc.orchestrate")
 #: A new standby has not discovered everyone yet: no claim in its first seconds.
 STANDBY_GRACE_S = 3.0
+#: Other supervisors remembered at most (a flood of forged names cannot grow the table).
+MAX_PEERS = 64
 
 
-def activate(sup: Supervisor, leadership: Leadership | None) -> None:
-    """Under the lock: become the active supervisor, adopting what runs."""
-    sup.role = "active"
-    sup.epoch = leadership.epoch if leadership is not None else 0
-    if leadership is not None and (leadership.instances or leadership.state):
-        _adopt(sup, leadership)
-    if sup._beat is not None:
-        sup._beat.state = S.SYSTEM_RUNNING
-        sup._beat.message = f"active epoch {sup.epoch}"
-    if sup._replier is None:
-        sup._replier = Replier[Command, CommandReply](
-            sup.bus,
-            sup._handle,
-            replier_id=f"supervisor:{sup.mission.mission}",
-            channel=COMMAND_CHANNEL,
-        ).start()
-    registry.register(sup)
-    sup._status_dirty = True
+class Succession:
+    """Who of the mission's supervisors leads, as this one sees it.
+
+    Holds this supervisor's ``role`` (active | standby | fenced) and ``epoch`` (the node agent's
+    fencing epoch of its leadership), the last beat of each other supervisor, when it last heard
+    the mission and anyone at all, when it stood by and last claimed, and the desired state it
+    last left for a successor. Not thread-safe: its `Supervisor` calls it under its lock.
+    """
+
+    def __init__(self, mission: str, *, lease_s: float) -> None:
+        self.mission = mission
+        self.role = "active"
+        self.epoch = 0
+        #: How long a standby waits for a silent active one (hearing the mission) to claim.
+        self.lease_s = lease_s
+        self._peers: dict[str, tuple[float, Heartbeat]] = {}  # other supervisors' last beats
+        self._mission_mono = 0.0  # last beat of any instance of the mission
+        self._heard_mono = 0.0  # last beat of anyone of the mission but this supervisor
+        self._standby_since = 0.0
+        self._last_claim = 0.0
+        self._left: Any = None  # the desired state last left with the agent (comparable form)
+
+    # -- role --------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.role == "active"
+
+    def lead(self, epoch: int) -> None:
+        """This supervisor is the active one, at ``epoch``."""
+        self.role, self.epoch = "active", epoch
+
+    def stand_by(self, epoch: int, now: float) -> None:
+        """Another supervisor (``epoch``) is active: this one stands by from ``now``."""
+        self.role, self.epoch = "standby", epoch
+        self._standby_since = now
+
+    def fence(self, epoch: int) -> bool:
+        """Another supervisor took over at ``epoch``; False when this one was fenced already."""
+        if self.role == "fenced":
+            return False
+        self.role, self.epoch = "fenced", epoch
+        return True
+
+    @property
+    def beat_message(self) -> str:
+        """What this supervisor's heartbeat says of it (`epoch_of` reads it back)."""
+        if self.role == "fenced":
+            return f"fenced by epoch {self.epoch}"
+        return f"{self.role} epoch {self.epoch}"
+
+    # -- what it hears -----------------------------------------------------------------
+
+    def hear_peer(self, system_id: str, hb: Heartbeat, now: float) -> None:
+        """Another supervisor's beat (``system_id``: ``MISSION/supervisor/PID``)."""
+        if len(self._peers) < MAX_PEERS or system_id in self._peers:
+            self._peers[system_id] = (now, hb)
+            self._heard_mono = now
+
+    def hear_mission(self, now: float) -> None:
+        """A beat of one of the mission's instances."""
+        self._mission_mono = self._heard_mono = now
+
+    @property
+    def heard_mono(self) -> float:
+        """When anyone of the mission but this supervisor was last heard (0: never)."""
+        return self._heard_mono
+
+    def peers(self) -> list[tuple[float, Heartbeat]]:
+        """(when heard, last beat) of each other supervisor."""
+        return list(self._peers.values())
+
+    # -- claiming ----------------------------------------------------------------------
+
+    def should_claim(self, now: float) -> bool:
+        """A standby: whether to claim now (the active supervisor silent for a lease while the
+        mission is not, past the grace of a new standby and a lease after the last claim). It
+        follows the highest epoch it hears, so a claim names it."""
+        active = [(t, hb) for t, hb in self._peers.values() if hb.state == S.SYSTEM_RUNNING]
+        last_active = max((t for t, _ in active), default=self._standby_since)
+        for _, hb in active:
+            epoch = epoch_of(hb)
+            if epoch is not None and epoch > self.epoch:
+                self.epoch = epoch
+        if now - self._standby_since < STANDBY_GRACE_S or now - last_active < self.lease_s:
+            return False
+        if now - self._mission_mono > self.lease_s or now - self._last_claim < self.lease_s:
+            return False  # nothing heard at all: this standby is the one cut off
+        self._last_claim = now
+        log.warning(
+            "mission %s: the active supervisor is silent for %.1f s while the instances "
+            "beat: claiming (epoch %d)",
+            self.mission,
+            now - last_active,
+            self.epoch,
+        )
+        return True
+
+    # -- the desired state left for a successor ----------------------------------------
+
+    def changed(self, state: dict[str, Any]) -> bool:
+        """Whether ``state`` (`desired_state`) differs from the one last left, in what a
+        successor needs (run times aside); remembered when it does."""
+        comparable = {
+            **state,
+            "instances": {k: {**v, "ran_s": 0} for k, v in state["instances"].items()},
+        }
+        if comparable == self._left:
+            return False
+        self._left = comparable
+        return True
 
 
-def _adopt(sup: Supervisor, leadership: Leadership) -> None:
-    """Take over the running instances and the desired state another supervisor left."""
-    assert sup._planner is not None
+def epoch_of(hb: Heartbeat) -> int | None:
+    """The epoch a supervisor's beat names (``active epoch N`` / ``standby epoch N``)."""
+    words = hb.message.split()
+    if len(words) == 3 and words[1] == "epoch" and words[2].isdigit():
+        return int(words[2])
+    return None
+
+
+def fingerprint(sup: Supervisor) -> str:
+    """What must not change for a supervisor to adopt the previous one's instances."""
+    text = sup.mission.model_dump_json()
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def adopt(
+    sup: Supervisor,
+    leadership: Leadership,
+    *,
+    planner: Planner,
+    event: Callable[[str, str], None],
+) -> None:
+    """Under the lock: take over the running instances and the desired state another
+    supervisor left (``planner`` books their resources, ``event`` records each)."""
     state = leadership.state if isinstance(leadership.state, dict) else {}
-    same = state.get("fingerprint") == _fingerprint(sup)
+    same = state.get("fingerprint") == fingerprint(sup)
     if state and not same:
         log.warning(
             "mission %s: the manifest changed since the running instances were started: "
@@ -87,11 +202,11 @@ def _adopt(sup: Supervisor, leadership: Leadership) -> None:
         inst.set_state(S.SYSTEM_RUNNING, "adopted")
         group = name if isinstance(system, Cluster) else None
         gpu_ids = tuple(int(g) for g in meta.get("gpu_ids", ()))
-        sup._planner.adopt(
+        planner.adopt(
             inst.id, system, running.node, cpu_set=inst.cpu_set, gpu_ids=gpu_ids, group=group
         )
         sup.instances[inst.id] = inst
-        sup._event(inst.id, f"adopted (pid {inst.pid}, epoch {sup.epoch})")
+        event(inst.id, f"adopted (pid {inst.pid}, epoch {sup.epoch})")
         if not same:
             sup.backend.stop(inst.id, grace_s=sup.mission.stop_grace_s)
             inst.set_state(S.SYSTEM_STOPPING, "manifest changed")
@@ -102,13 +217,6 @@ def _adopt(sup: Supervisor, leadership: Leadership) -> None:
         sup.epoch,
         len(leadership.instances),
     )
-
-
-def _fingerprint(sup: Supervisor) -> str:
-    """What must not change for a supervisor to adopt the previous one's instances."""
-
-    text = sup.mission.model_dump_json()
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _restore(sup: Supervisor, state: dict[str, Any]) -> None:
@@ -129,10 +237,13 @@ def _restore(sup: Supervisor, state: dict[str, Any]) -> None:
         sup.run_dir = Path(state["run_dir"])
 
 
-def _desired_state(sup: Supervisor) -> dict[str, Any]:
+def desired_state(sup: Supervisor, placement: Callable[[str], Placement | None]) -> dict[str, Any]:
+    """What a successor needs to carry on: the desired state and each running instance's
+    placement (``placement``: the planner's, by instance id) and history."""
     now = time.monotonic()
+    instances: Iterable[Instance] = sup.instances.values()
     return {
-        "fingerprint": _fingerprint(sup),
+        "fingerprint": fingerprint(sup),
         "phase": sup.phase,
         "sizes": dict(sup.sizes),
         "disabled": sorted(sup.disabled),
@@ -141,80 +252,12 @@ def _desired_state(sup: Supervisor) -> dict[str, Any]:
         "instances": {
             i.id: {
                 "cpu_set": list(i.cpu_set),
-                "gpu_ids": list(p.gpu_ids) if (p := sup._placement(i.id)) else [],
+                "gpu_ids": list(p.gpu_ids) if (p := placement(i.id)) else [],
                 "device": i.device,
                 "restarts": i.restarts,
                 "ran_s": round(now - i.started_mono, 1) if i.started_mono else 0.0,
             }
-            for i in sup.instances.values()
+            for i in instances
             if i.pid
         },
     }
-
-
-def save_state(sup: Supervisor) -> None:
-    state = _desired_state(sup)
-    instances = state["instances"]
-    comparable = {**state, "instances": {k: {**v, "ran_s": 0} for k, v in instances.items()}}
-    if comparable != sup._saved_state:
-        sup._saved_state = comparable
-        try:
-            sup.backend.save_state(state)
-        except OrchestratorError as exc:
-            log.warning("cannot leave the desired state with the node agent: %s", exc)
-
-
-def on_fenced(sup: Supervisor, epoch: int) -> None:
-    """The backend's thread: another supervisor took over (epoch ``epoch``)."""
-    with sup._lock:
-        if sup.role == "fenced":
-            return
-        sup.role = "fenced"
-        sup.epoch = epoch
-    log.error(
-        "mission %s: supervisor epoch %d took over; this one (pid %d) no longer commands "
-        "and leaves",
-        sup.mission.mission,
-        epoch,
-        os.getpid(),
-    )
-    if sup._beat is not None:
-        sup._beat.state = S.SYSTEM_STOPPED
-        sup._beat.message = f"fenced by epoch {epoch}"
-    replier, sup._replier = sup._replier, None
-    if replier is not None:
-        replier.stop()
-    registry.unregister(sup)
-    sup.fenced.set()
-    sup._done.set()
-
-
-def watch_active(sup: Supervisor, now: float) -> None:
-    """A standby: claim when the active supervisor is silent while the mission is not."""
-    active = [(t, hb) for t, hb in sup._peers.values() if hb.state == S.SYSTEM_RUNNING]
-    last_active = max((t for t, _ in active), default=sup._standby_since)
-    for _, hb in active:
-        epoch = epoch_of(hb)
-        if epoch is not None and epoch > sup.epoch:
-            sup.epoch = epoch
-    if now - sup._standby_since < STANDBY_GRACE_S or now - last_active < sup.lease_s:
-        return
-    if now - sup._mission_beat_mono > sup.lease_s or now - sup._last_claim < sup.lease_s:
-        return  # nothing heard at all: this standby is the one cut off
-    sup._last_claim = now
-    log.warning(
-        "mission %s: the active supervisor is silent for %.1f s while the instances "
-        "beat: claiming (epoch %d)",
-        sup.mission.mission,
-        now - last_active,
-        sup.epoch,
-    )
-    sup.backend.claim(sup.epoch)
-
-
-def epoch_of(hb: Heartbeat) -> int | None:
-    """The epoch a supervisor's beat names (``active epoch N`` / ``standby epoch N``)."""
-    words = hb.message.split()
-    if len(words) == 3 and words[1] == "epoch" and words[2].isdigit():
-        return int(words[2])
-    return None

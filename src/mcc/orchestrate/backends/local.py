@@ -60,7 +60,8 @@ from mcc.orchestrate.backends.base import (
     Warning_,
 )
 from mcc.orchestrate.manifest import Node
-from mcc.orchestrate.registry import home, private_dir, write_private
+from mcc.orchestrate.registry import home as registry_home
+from mcc.orchestrate.registry import private_dir, write_private
 from mcc.orchestrate.zygote import open_log
 from mcc.settings import child_env, current, external
 
@@ -133,10 +134,14 @@ class LocalBackend(Backend):
         mission: str = "mcc",
         domain: int = 0,
         orphan_s: float | None = None,
+        home: Path | None = None,
     ) -> None:
+        """``home``: the MCC home of the agent's files and the network lab's record (default
+        `mcc.orchestrate.registry.home`), the supervisor's."""
         self.nodes = list(nodes) or [Node(name="local")]
         self.mission = mission
-        self.paths = agent.AgentPaths.for_mission(home(), mission, domain)
+        self.home = registry_home(home)
+        self.paths = agent.AgentPaths.for_mission(self.home, mission, domain)
         self.orphan_s = orphan_s if orphan_s is not None else current().agent_orphan_s
         self.epoch = 0
         self._sock: socket.socket | None = None
@@ -192,7 +197,7 @@ class LocalBackend(Backend):
         # bridge: the supervisor takes it from `transport()`, nothing goes into os.environ.
         self._root_transport = dataclasses.replace(lab_transport, interface=lab.bridge)
         self._host_transport = dataclasses.replace(lab_transport, interface=LAB_IFACE)
-        self._lab_file = private_dir(home() / "netlab") / f"{self.mission}.json"
+        self._lab_file = private_dir(self.home / "netlab") / f"{self.mission}.json"
         write_private(self._lab_file, json.dumps(lab.to_dict(), indent=2))
         log.info(
             "netns nodes %s on bridge %s (%s), this process at %s",
