@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from mcc.compute import kalman
 from mcc.tracking.base import Births, Measurements
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.gaters import candidate_pairs, lambda_max_bound
@@ -41,7 +40,15 @@ class OnePointInitiator:
             return None, refused
         take = np.arange(min(meas.count, room))
         z, R = meas.z[take], meas.R_rows(take)
-        x, P = kalman.cv_initiate(z, R, velocity_sigma_mps=self.sigma_v, xp=np)
+        # `kalman.cv_initiate` without its checks (the tracker checked the scan): every
+        # scan, for every left-over detection.
+        d = self.d
+        x = np.zeros((take.size, 2 * d))
+        x[:, :d] = z
+        P = np.zeros((take.size, 2 * d, 2 * d))
+        P[:, :d, :d] = R
+        vel = np.arange(d, 2 * d)
+        P[:, vel, vel] = self.sigma_v**2
         polar = meas.polar
         if polar is not None and polar.range_rate_mps is not None:
             d = self.d

@@ -188,12 +188,9 @@ class IMMPredictor:
             a = -0.5 * (d2 + logdet + y.shape[-1] * _LOG_2PI) + np.log(st.mu[ti])
         top = a.max(axis=1)
         ll = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
-        best = d2.argmin(axis=1)[:, None]
-        return (
-            np.take_along_axis(d2, best, 1)[:, 0],
-            np.take_along_axis(logdet, best, 1)[:, 0],
-            np.asarray(ll),
-        )
+        pair = np.arange(d2.shape[0])
+        best = d2.argmin(axis=1)
+        return d2[pair, best], logdet[pair, best], np.asarray(ll)
 
     def _recombine(self, rows: I64, new: kalman.IMMState) -> None:
         """Refresh the cached combined estimate of ``rows`` only, from their new state (new

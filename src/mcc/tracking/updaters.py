@@ -111,9 +111,10 @@ class PolarEKFUpdater:
         polar = meas.polar
         if polar is None or polar.range_rate_mps is not None or self.d != 2:
             return self.innovation(x[rows], P[rows], meas, cols)
-        r, az, Hp = _polar_2d(x, polar)
-        HPH = Hp @ P[..., :2, :2] @ Hp.swapaxes(-1, -2)
-        return _polar_residual(polar, cols, r[rows], az[rows]), _sym(HPH[rows] + _polar_R(polar, 2))
+        u, at = small_unique(rows)
+        r, az, Hp = _polar_2d(x[u], polar)
+        HPH = Hp @ P[u][..., :2, :2] @ Hp.swapaxes(-1, -2)
+        return _polar_residual(polar, cols, r[at], az[at]), _sym(HPH[at] + _polar_R(polar, 2))
 
     def pair_update(
         self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64
