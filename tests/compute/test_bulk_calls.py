@@ -174,7 +174,7 @@ def test_a_forged_transfer_of_another_size_fails_its_call(
 ) -> None:
     bus, rq = rogue
     transfer = secrets.randbits(64)
-    with BulkWriter(bus, "Bulk") as writer:
+    with BulkWriter(bus, "ComputeBulk") as writer:
         assert writer.wait_matched(1, timeout_s=20)
         writer.send(transfer, np.zeros(100, np.uint8))
         wait_for(lambda: service.statistics().bulk_in == 1, 20, "the transfer to be taken")

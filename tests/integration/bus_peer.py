@@ -137,6 +137,8 @@ def sample_for(topic: str) -> object:
         ),
         "Bulk": t.BulkBlock(transfer=5, index=1, count=3, offset=8, total=20, length=8),
         "BulkReturn": t.BulkBlock(transfer=5, index=0, count=1, offset=0, total=3, length=3),
+        "ComputeBulk": t.BulkBlock(transfer=6, index=0, count=1, offset=0, total=2, length=2),
+        "ComputeBulkReturn": t.BulkBlock(transfer=7, index=0, count=1, offset=0, total=1, length=1),
         "Checkpoint": t.Checkpoint(
             job_id="primes", worker_id="w/1", items_done=3, last_item_id=3, state=b"\x01\x02"
         ),

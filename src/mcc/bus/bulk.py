@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: The topics whose type is ``BulkBlock``.
-BULK_TOPICS = ("Bulk", "BulkReturn")
+BULK_TOPICS = ("Bulk", "BulkReturn", "ComputeBulk", "ComputeBulkReturn")
 #: The data a block carries (``BulkBlock.data``).
 BLOCK_BYTES = 65536
 

@@ -62,6 +62,10 @@ _SPECS = (
     # C type, so that iceoryx can loan its samples): a process never makes them from Python.
     TopicSpec("Bulk", types.BulkBlock, "bulk_transfer", "bulk transfers: a buffer in blocks"),
     TopicSpec("BulkReturn", types.BulkBlock, "bulk_transfer", "bulk transfers: the way back"),
+    # The compute service's own pair: a system granted Bulk for a stream of its own cannot
+    # read the arguments and results of remote kernel calls.
+    TopicSpec("ComputeBulk", types.BulkBlock, "bulk_transfer", "remote kernel arguments"),
+    TopicSpec("ComputeBulkReturn", types.BulkBlock, "bulk_transfer", "remote kernel results"),
     TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
     TopicSpec("PersistRequest", types.PersistRequest, "bulk", "history asked of the store"),
     TopicSpec("PersistReply", types.PersistReply, "bulk", "retained samples, per replica"),

@@ -122,10 +122,10 @@ class ComputeClient(Closeable):
         try:
             self._writer: Writer[Any] = self._bus.writer("ComputeRequest")
             self._reader = WireReader(self._bus, "ComputeReply", decode_reply)
-            self._bulk_writer = BulkWriter(self._bus, "Bulk")
+            self._bulk_writer = BulkWriter(self._bus, "ComputeBulk")
             self._inbox = BulkInbox(
                 self._bus,
-                "BulkReturn",
+                "ComputeBulkReturn",
                 name=f"mcc-compute-client-{service}-bulk",
                 max_bytes=_MAX_RESULT_BYTES,
                 pool_bytes=_MAX_RESULT_BYTES,

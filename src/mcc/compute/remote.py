@@ -99,7 +99,12 @@ def _local_device(device: str | None) -> str:
     return env if env and not env.startswith("remote:") else "cpu"
 
 
-@app(topics=Topics(publish=("ComputeReply", "BulkReturn"), subscribe=("ComputeRequest", "Bulk")))
+@app(
+    topics=Topics(
+        publish=("ComputeReply", "ComputeBulkReturn"),
+        subscribe=("ComputeRequest", "ComputeBulk"),
+    )
+)
 def serve(ctx: AppContext) -> int:
     """App entry ``mcc.compute.remote:serve``: run the service until the instance is stopped.
 

@@ -190,12 +190,12 @@ class ComputeService(Service):
             self._writer: Writer[Any] = self._bus.writer("ComputeReply")
             self._bulk_in = BulkInbox(
                 self._bus,
-                "Bulk",
+                "ComputeBulk",
                 name=f"mcc-compute-{name}-bulk",
                 max_bytes=limits.max_request_bytes,
                 pool_bytes=limits.max_queued_bytes,
             )
-            self._bulk_out = BulkWriter(self._bus, "BulkReturn")
+            self._bulk_out = BulkWriter(self._bus, "ComputeBulkReturn")
         except BaseException:
             self._bus.close()
             raise

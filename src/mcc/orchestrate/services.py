@@ -141,7 +141,8 @@ def system_topics(mission: Mission) -> dict[str, Topics]:
                 topics |= HISTORY_TOPICS
         if system.resources.gpu == "shared":
             topics |= Topics(
-                publish=("ComputeRequest", "Bulk"), subscribe=("ComputeReply", "BulkReturn")
+                publish=("ComputeRequest", "ComputeBulk"),
+                subscribe=("ComputeReply", "ComputeBulkReturn"),
             )
         out[name] = topics
     return out
