@@ -27,24 +27,9 @@ ALLOWED = {
     ("mcc/orchestrate/zygote.py", "environ.clear"): "the forked instance takes its environment",
     ("mcc/orchestrate/zygote.py", "environ.update"): "the forked instance takes its environment",
 }
-#: (file, line text) of the uses that remain, each with the change that removes it. A new one
-#: fails the test; a fixed one must be removed from here.
-_HPC_HOME = (
-    "run_hpc sets MCC_HOME for the whole process to keep the jobs' agents and records in a home "
-    "of their own: give Supervisor (and open_mission, make_backend, LocalBackend) a `home` "
-    "parameter that registry.register, secure() and the launch's confinement use instead of "
-    "registry.home(), and pass it"
-)
-PENDING: dict[tuple[str, str], str] = {
-    (
-        "mcc/bench/compute.py",
-        "env = child_env({**os.environ, **overrides}, domain=domain)",
-    ): "child_env({**environ(), **overrides}, domain=domain)",
-    ("mcc/bench/hpc.py", 'home = os.environ.get("MCC_HOME")'): _HPC_HOME,
-    ("mcc/bench/hpc.py", 'os.environ["MCC_HOME"] = str(Path(tmp) / "home")'): _HPC_HOME,
-    ("mcc/bench/hpc.py", 'os.environ.pop("MCC_HOME", None)'): _HPC_HOME,
-    ("mcc/bench/hpc.py", 'os.environ["MCC_HOME"] = home'): _HPC_HOME,
-}
+#: (file, line text) of the uses that remain, each with the change that removes it (none now).
+#: A new one fails the test; a fixed one must be removed from here.
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _uses(path: Path) -> list[tuple[int, str]]:

@@ -74,7 +74,7 @@ from mcc.compute import KERNELS, Kernels, open_compute
 from mcc.compute.backend import available_devices, device_kind
 from mcc.compute.registry import KernelSpec
 from mcc.errors import MccError
-from mcc.settings import child_env
+from mcc.settings import child_env, environ
 
 __all__ = [
     "BULK_EXTRA_XML",
@@ -332,7 +332,7 @@ def _run_devices(
         device_kind(device)
         domain = next(domains)
         name = f"bench-{os.getpid()}-{i}"
-        env = child_env({**os.environ, **overrides}, domain=domain)
+        env = child_env({**environ(), **overrides}, domain=domain)
         with (
             _service(device, name, env),
             open_compute(device) as local,

@@ -181,27 +181,21 @@ def run_hpc(
     rows: list[dict[str, Any]] = []
     references: dict[int, PrimeCount] = {}
     with tempfile.TemporaryDirectory(prefix="mcc-bench-hpc-") as tmp:
-        home = os.environ.get("MCC_HOME")
-        os.environ["MCC_HOME"] = str(Path(tmp) / "home")
-        try:
-            sweep = [(w, plan.n_workers) for w in plan.workers]
-            sweep += [(2, n) for n in plan.ns if (2, n) not in sweep]
-            for workers, n in sweep:
-                expected = references.setdefault(n, _reference(n))
-                results: dict[str, list[JobResult]] = {"dds": [], "mpi": []}
-                for _ in range(plan.repeats):
-                    for impl in ("dds", "mpi"):
-                        progress(f"primes {impl}: n={n} workers={workers}")
-                        domain = next(domains)
-                        results[impl].append(run_primes(impl, n=n, workers=workers, domain=domain))
-                rows += _primes_rows(results, workers, n, expected)
-            rows += _recovery_rows(plan, domains, references, progress)
-            rows += _stream_rows(plan, domains, progress)
-        finally:
-            if home is None:
-                os.environ.pop("MCC_HOME", None)
-            else:
-                os.environ["MCC_HOME"] = home
+        home = Path(tmp) / "home"  # the jobs' agents and records: apart from the user's
+        sweep = [(w, plan.n_workers) for w in plan.workers]
+        sweep += [(2, n) for n in plan.ns if (2, n) not in sweep]
+        for workers, n in sweep:
+            expected = references.setdefault(n, _reference(n))
+            results: dict[str, list[JobResult]] = {"dds": [], "mpi": []}
+            for _ in range(plan.repeats):
+                for impl in ("dds", "mpi"):
+                    progress(f"primes {impl}: n={n} workers={workers}")
+                    results[impl].append(
+                        run_primes(impl, n=n, workers=workers, domain=next(domains), home=home)
+                    )
+            rows += _primes_rows(results, workers, n, expected)
+        rows += _recovery_rows(plan, domains, references, progress, home=home)
+        rows += _stream_rows(plan, domains, progress, home=home)
     return rows
 
 
@@ -249,6 +243,8 @@ def _recovery_rows(
     domains: ScratchDomains,
     references: dict[int, PrimeCount],
     progress: Callable[[str], None],
+    *,
+    home: Path,
 ) -> list[dict[str, Any]]:
     from mcc.hpc.jobs import KillPlan, run_primes
 
@@ -266,9 +262,10 @@ def _recovery_rows(
         killed: list[JobResult] = []
         for _ in range(plan.kill_repeats):  # undisturbed and killed runs interleaved
             progress(f"primes {impl} undisturbed (recovery baseline): {common}")
-            base.append(run_primes(impl, domain=next(domains), **common).runtime_s or 0.0)
+            run = run_primes(impl, domain=next(domains), home=home, **common)
+            base.append(run.runtime_s or 0.0)
             progress(f"primes {impl} with worker {kill.worker} killed at 40 %: {common}")
-            killed.append(run_primes(impl, kill=kill, domain=next(domains), **common))
+            killed.append(run_primes(impl, kill=kill, domain=next(domains), home=home, **common))
         done = [r for r in killed if r.extra.get("kill")]
         runtime = _median([r.runtime_s for r in done])
         base_s = _median(base)
@@ -312,7 +309,7 @@ def _recovery_rows(
 
 
 def _stream_rows(
-    plan: Plan, domains: ScratchDomains, progress: Callable[[str], None]
+    plan: Plan, domains: ScratchDomains, progress: Callable[[str], None], *, home: Path
 ) -> list[dict[str, Any]]:
     rows = []
     for chunk_kib in plan.chunks_kib:
@@ -320,7 +317,7 @@ def _stream_rows(
         for _ in range(plan.stream_repeats):
             for impl in plan.stream_impls:
                 progress(f"stream {impl}: {plan.stream_bytes} B in {chunk_kib} KiB chunks")
-                runs[impl].append(_stream_run(impl, plan, chunk_kib * _KIB, domains))
+                runs[impl].append(_stream_run(impl, plan, chunk_kib * _KIB, domains, home=home))
         mb = {impl: _median([r.mb_per_s for r in rs]) for impl, rs in runs.items()}
         for impl, rs in runs.items():
             row: dict[str, Any] = {
@@ -350,9 +347,12 @@ def _stream_rows(
     return rows
 
 
-def _stream_run(impl: str, plan: Plan, chunk_bytes: int, domains: ScratchDomains) -> JobResult:
+def _stream_run(
+    impl: str, plan: Plan, chunk_bytes: int, domains: ScratchDomains, *, home: Path
+) -> JobResult:
     """One stream of ``impl``: ``dds`` (UDP), ``dds-shm``, ``mpi``, ``mpi-tcp``, or the
-    ``ddsperf`` anchor (one way, flat out, samples of ``chunk_bytes``: its MB/s only)."""
+    ``ddsperf`` anchor (one way, flat out, samples of ``chunk_bytes``: its MB/s only);
+    ``home``: the MCC home of a DDS stream's supervisor."""
     from mcc.hpc.jobs import run_stream
 
     if impl in ("dds", "dds-shm"):
@@ -362,6 +362,7 @@ def _stream_run(impl: str, plan: Plan, chunk_bytes: int, domains: ScratchDomains
             chunk_bytes=chunk_bytes,
             domain=next(domains),
             kind="shm" if impl == "dds-shm" else "udp",
+            home=home,
         )
     if impl == "ddsperf":
         from mcc.bench.anchors import run_ddsperf_throughput

@@ -249,9 +249,10 @@ def _run_mission(
     kill: KillPlan | None = None,
     items: int = 0,
     timeout_s: float,
+    home: Path | None = None,
 ) -> JobResult:
     """Run ``mission`` over ``transport`` until ``result_system`` wrote the job's result;
-    apply ``kill``."""
+    apply ``kill``; ``home``: the supervisor's MCC home (default `registry.home`)."""
     path = result_path(run_dir, job_id)
     kill_info: dict[str, Any] = {}
     start_ns = time.time_ns()
@@ -260,6 +261,7 @@ def _run_mission(
         run_dir=run_dir,
         watch=Topics(subscribe=("WorkResult", "Checkpoint")) if kill is not None else None,
         transport=transport,
+        home=home,
     )
     with contextlib.ExitStack() as stack:
         stack.enter_context(supervisor)
@@ -351,12 +353,14 @@ def run_primes(
     run_dir: Path | None = None,
     domain: int | None = None,
     timeout_s: float = 900.0,
+    home: Path | None = None,
 ) -> JobResult:
     """Count the primes in [1, ``n``] with ``workers`` workers on ``impl`` (dds | mpi | mpi-tcp).
 
     ``kill`` kills a worker mid-run: on DDS the orchestrator replaces it and the job goes on;
     on MPI the job aborts and is run again from the start (MPI has no replacement), and
-    ``lost_items`` counts the results thrown away.
+    ``lost_items`` counts the results thrown away. ``home``: the MCC home of the job's
+    supervisor and node agent (default `mcc.orchestrate.registry.home`).
     """
     _check(n, workers, impl)
     n_items = items if items else 8 * workers
@@ -386,6 +390,7 @@ def run_primes(
             kill=kill,
             items=n_items,
             timeout_s=timeout_s,
+            home=home,
         )
 
 
@@ -398,9 +403,11 @@ def run_stream(
     domain: int | None = None,
     timeout_s: float = 900.0,
     kind: TransportKind = "udp",
+    home: Path | None = None,
 ) -> JobResult:
     """Send ``size_bytes`` in ``chunk_bytes`` chunks to another process and back, checked;
-    ``kind`` is the DDS transport between them (``shm``: iceoryx shared memory)."""
+    ``kind`` is the DDS transport between them (``shm``: iceoryx shared memory); ``home``: as
+    `run_primes`'s."""
     _check(None, 1, impl)
     if size_bytes < 1 or chunk_bytes < 1:
         raise HpcError(f"stream: size {size_bytes} B and chunk {chunk_bytes} B must be >= 1")
@@ -422,6 +429,7 @@ def run_stream(
             result_system="source",
             transport=dataclasses.replace(_job_transport(bulk=True), kind=kind),
             timeout_s=timeout_s,
+            home=home,
         )
 
 
