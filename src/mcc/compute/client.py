@@ -44,8 +44,7 @@ from mcc.compute.channel import (
     result_transfer,
     service_partition,
 )
-from mcc.compute.dispatch import CallTiming
-from mcc.compute.registry import KernelSpec
+from mcc.compute.registry import CallTiming, KernelSpec
 from mcc.compute.wire import WireReply, decode_reply, encode_request, wire_buffer, with_buffers
 from mcc.errors import ComputeError, MccError, PeerLostError, RequestTimeoutError
 from mcc.lifecycle import Closeable

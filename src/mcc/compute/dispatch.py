@@ -26,7 +26,7 @@ import numpy as np
 
 from mcc.compute.backend import device_kind, get_xp, to_numpy
 from mcc.compute.kernels import KERNELS, kernel_spec
-from mcc.compute.registry import KernelSpec
+from mcc.compute.registry import CallTiming, KernelSpec
 
 if TYPE_CHECKING:  # the bus is imported only for a remote device
     from mcc.bus.transport import Transport
@@ -38,28 +38,6 @@ __all__ = ["ENV_DEVICE", "CallTiming", "Executor", "Kernels", "open_compute", "r
 
 #: Environment variable naming the device of `open_compute()` (set by the orchestrator).
 ENV_DEVICE = env_name("device")
-
-
-@dataclasses.dataclass(frozen=True)
-class CallTiming:
-    """Where the time of one kernel call went, in milliseconds.
-
-    ``compute_ms`` is the kernel on its device, host↔device copies included (measured by the
-    service for a remote call); ``total_ms - compute_ms`` is the cost of getting there and
-    back: checks, (de)serialisation, the wire, the service's queue.
-    """
-
-    kernel: str
-    device: str
-    total_ms: float
-    compute_ms: float
-    request_bytes: int = 0
-    reply_bytes: int = 0
-    attempts: int = 1
-
-    @property
-    def overhead_ms(self) -> float:
-        return max(self.total_ms - self.compute_ms, 0.0)
 
 
 class Executor(Protocol):
@@ -231,7 +209,7 @@ def open_compute(
     """
     device = device or current().device or "cpu"
     if device.startswith("remote:"):
-        from mcc.compute.remote import ComputeClient
+        from mcc.compute.client import ComputeClient
 
         return Kernels(
             ComputeClient(

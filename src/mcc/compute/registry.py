@@ -7,7 +7,7 @@ within which a GPU result must match the NumPy one. The same spec validates a lo
 (`mcc.compute.open_compute`) and a remote one (the compute service checks every
 ``ComputeRequest`` against it before queueing it), so a bad kernel name, dtype, shape or
 parameter is refused with the same message in both places. The kernels themselves are listed
-in `mcc.compute.kernels`.
+in `mcc.compute.kernels`; `CallTiming` says where the time of one call went.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from mcc.errors import ComputeError
 __all__ = [
     "REQUIRED",
     "ArgSpec",
+    "CallTiming",
     "Example",
     "KernelSpec",
     "ParamSpec",
@@ -292,3 +293,25 @@ def _host(a: Any) -> Any:
     if type(a).__module__.startswith("cupy"):
         return a.get()
     return a
+
+
+@dataclasses.dataclass(frozen=True)
+class CallTiming:
+    """Where the time of one kernel call went, in milliseconds.
+
+    ``compute_ms`` is the kernel on its device, host↔device copies included (measured by the
+    service for a remote call); ``total_ms - compute_ms`` is the cost of getting there and
+    back: checks, (de)serialisation, the wire, the service's queue.
+    """
+
+    kernel: str
+    device: str
+    total_ms: float
+    compute_ms: float
+    request_bytes: int = 0
+    reply_bytes: int = 0
+    attempts: int = 1
+
+    @property
+    def overhead_ms(self) -> float:
+        return max(self.total_ms - self.compute_ms, 0.0)
