@@ -20,7 +20,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
@@ -32,7 +32,7 @@ from mcc.orchestrate.manifest import NAME_PATTERN
 from mcc.settings import current, env_name, external
 
 if TYPE_CHECKING:
-    from mcc.orchestrate.supervisor import Supervisor
+    from mcc.orchestrate.manifest import Mission
 
 log = logging.getLogger("mcc.orchestrate.registry")
 
@@ -185,7 +185,24 @@ class ActiveMission:
         return env
 
 
-def register(supervisor: Supervisor) -> Path:
+class Recorded(Protocol):
+    """What the record of a running mission is made of (a `Supervisor` is one)."""
+
+    @property
+    def mission(self) -> Mission: ...
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def client_env(self) -> dict[str, str]: ...
+    @property
+    def keystore(self) -> Any: ...
+    @property
+    def home(self) -> Path | None: ...
+    @property
+    def backend(self) -> Any: ...
+
+
+def register(supervisor: Recorded) -> Path:
     """Record ``supervisor``'s mission in its home (0600, atomically); its run folder is made
     private."""
     private_dir(supervisor.run_dir)  # what the record points clients at: the user's only
@@ -225,7 +242,7 @@ def _transport_fields(transport: Transport) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in _TRANSPORT_FIELDS}
 
 
-def unregister(supervisor: Supervisor) -> None:
+def unregister(supervisor: Recorded) -> None:
     path = home(supervisor.home) / "active" / f"{supervisor.mission.mission}.json"
     try:
         record = json.loads(read_private(path))

@@ -23,7 +23,7 @@ from mcc.orchestrate.instances import LIVE, Instance, S
 from mcc.orchestrate.supervisor_leadership import Succession, epoch_of
 from mcc.types import Command, CommandReply, Heartbeat, MissionStatus, SystemEntry, SystemState
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the Supervisor composes this part and hands itself in
     from mcc.bus import Reader
     from mcc.orchestrate.supervisor import Supervisor
 

@@ -28,7 +28,7 @@ from mcc.settings import child_env, current, env_name, environ
 IDENTITY_DIR_REF = "${" + env_name("identity_dir") + "}"
 log = logging.getLogger("mcc.orchestrate")
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the Supervisor composes this part and hands itself in
     from mcc.orchestrate.supervisor import Supervisor
     from mcc.security import Identity
     from mcc.security.mission import Topics

@@ -23,7 +23,7 @@ from mcc.orchestrate.manifest import Cluster
 from mcc.orchestrate.planner import Placement, Planner
 from mcc.types import Heartbeat
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the Supervisor composes this part and hands itself in
     from mcc.orchestrate.supervisor import Supervisor
 
 log = logging.getLogger("mcc.orchestrate")
