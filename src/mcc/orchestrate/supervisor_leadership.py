@@ -93,7 +93,14 @@ class Succession:
             self._heard_mono = now
 
     def hear_mission(self, now: float) -> None:
-        """A beat of one of the mission's instances."""
+        """A beat of one of the mission's instances. A standby that hears the mission again
+        after a silence of `STANDBY_GRACE_S` (three heartbeat periods: it was cut off, and the
+        partition healed) starts its grace again: the active supervisor's beats may come a
+        moment after the instances', and a claim in between would take over from a supervisor
+        that never stopped."""
+        silent_s = now - self._mission_mono
+        if self.role == "standby" and self._mission_mono and silent_s > STANDBY_GRACE_S:
+            self._standby_since = now
         self._mission_mono = self._heard_mono = now
 
     @property

@@ -1,0 +1,46 @@
+"""`Succession`, a supervisor's part that decides when a standby claims the mission: the claim
+waits for a silent active supervisor, and a standby that was cut off and hears the mission again
+waits its grace again before it may claim (a partition that heals is not a lost supervisor)."""
+
+from __future__ import annotations
+
+from mcc.orchestrate.supervisor_leadership import STANDBY_GRACE_S, Succession
+
+LEASE_S = 0.8
+
+
+def _standby(at: float = 0.0) -> Succession:
+    succession = Succession("m", lease_s=LEASE_S)
+    succession.stand_by(1, at)
+    return succession
+
+
+def test_a_standby_claims_once_the_active_one_is_silent_while_the_mission_beats() -> None:
+    s = _standby()
+    s.hear_mission(STANDBY_GRACE_S + 1.0)
+    assert s.should_claim(STANDBY_GRACE_S + 1.2)
+
+
+def test_a_standby_that_hears_nothing_is_the_one_cut_off_and_never_claims() -> None:
+    s = _standby()
+    s.hear_mission(5.0)
+    assert not any(s.should_claim(t) for t in (6.0, 10.0, 19.9))  # nothing heard since 5 s
+
+
+def test_a_standby_cut_off_waits_its_grace_again_when_it_hears_the_mission() -> None:
+    s = _standby()
+    s.hear_mission(5.0)
+    s.hear_mission(20.0)  # after 15 s of silence: the partition healed
+    # the instances are heard a moment before the active supervisor: no claim meanwhile
+    assert not s.should_claim(20.2)
+    assert not s.should_claim(20.0 + STANDBY_GRACE_S - 0.1)
+    for t in range(21, 24):  # the instances beat each second, the active supervisor is gone
+        s.hear_mission(float(t))
+    assert s.should_claim(20.0 + STANDBY_GRACE_S + 0.2)
+
+
+def test_beats_a_period_apart_do_not_restart_the_grace() -> None:
+    s = _standby()
+    for t in range(1, 6):  # one instance, a beat a second: longer apart than a lease
+        s.hear_mission(float(t))
+    assert s.should_claim(5.1)
