@@ -3,7 +3,8 @@ Redis and the Ray head (GCS fault tolerance, no instance) on h1 with the supervi
 h2 and h3. Every instance gets its own identity through Ray on the host it lands on (no shared
 files, no keystore there); kill -9 of a worker host moves its instances to the other one with
 their identity; kill -9 of the supervisor lets a standby on h2 adopt every instance, restarting
-none; a restart of the Ray head on the same Redis restarts none. The faults are
+none; a restart of the Ray head on the same Redis restarts none; the head host cut off from the
+others (a standby on it) yields no second active supervisor and restarts none. The faults are
 `mcc.lab.raychaos.run_host_faults` (also ``mcc bench chaos --net lab``); their figures
 (detection, recovery, instances restarted) are printed (``pytest tests/lab/test_ray_lab.py -s``)
 and taken from the supervisors' JSON logs."""
@@ -72,6 +73,15 @@ def test_a_secured_ray_mission_survives_a_worker_host_and_its_supervisor(ray_lab
     supervisor = rows["supervisor"]
     assert supervisor["restarted"] == 0 and supervisor["recover_s"] < 5, supervisor
     assert rows["ray-head"]["restarted"] == 0, rows["ray-head"]
+    # A host cut off never yields a second active supervisor, and restarts nothing.
+    cut = rows["partition"]
+    print(
+        f"partition: statuses answered {cut['statuses_answered']}, most active at once "
+        f"{cut['actives_max']}, claims {cut['claims']}, adoptions {cut['adoptions']}, "
+        f"fenced {cut['fenced']}, standby heard again {cut['recover_s']} s after the join"
+    )
+    assert cut["actives_max"] == 1 and cut["claims"] == 0 and cut["adoptions"] == 0, cut
+    assert cut["restarted"] == 0 and cut["same_active"], cut
     for host in ("h1", "h2"):
         log = m.log(host)
         assert "Traceback" not in log, log

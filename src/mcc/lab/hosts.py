@@ -9,7 +9,8 @@ Each host is a container of ``localhost/mcc-core`` (``make images``: MCC install
 wheels, not the checkout) with its own filesystem, hostname (``h1`` …), address on the lab's
 bridge (``podman network create``: multicast reaches every host, so Cyclone DDS discovers across
 them as on a LAN) and ``$MCC_HOME`` (``/var/lib/mcc``, the image's non-root user). Containers get
-``NET_ADMIN`` so that ``tc netem`` can delay or drop their outgoing packets.
+``NET_ADMIN`` so that ``tc netem`` can delay or drop their outgoing packets; `partition` cuts
+a host off (nftables, set from this machine: it needs no netem).
 
 Every container and network carries the label ``mcc.lab`` (the lab's name) and ``mcc.lab.owner``
 (the owning process, ``PID@HOST``): a lab is removed when its owner leaves the ``with`` block, and
@@ -37,6 +38,7 @@ LABEL = "mcc.lab"
 OWNER = "mcc.lab.owner"
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,23}")
 MAX_HOSTS = 32
+_CUT_TABLE = "mcc_lab_cut"  # `ContainerLab.partition`'s nftables table
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,42 @@ class ContainerLab:
     def kill(self, host: str) -> None:
         """Lose ``host`` at once, as a power cut: SIGKILL to every process of its container."""
         podman(["kill", "--signal", "KILL", self.host(host).container], timeout_s=60)
+
+    def partition(self, host: str) -> None:
+        """Cut ``host`` off the lab's network, both ways, until `heal`: an nftables table that
+        drops everything on its link, set from this machine inside the container's network
+        namespace (``nsenter``), so neither the image nor a kernel with netem is needed."""
+        script = (
+            f"table netdev {_CUT_TABLE} {{\n"
+            "  chain in { type filter hook ingress device eth0 priority 0; drop; }\n"
+            "  chain out { type filter hook egress device eth0 priority 0; drop; }\n"
+            "}\n"
+        )
+        proc = subprocess.run(
+            self._in_netns(host, ["nft", "-f", "-"]),
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise PodmanError(f"cutting {host} off: nft refused: {proc.stderr.strip()}")
+
+    def heal(self, host: str) -> None:
+        """Undo `partition`."""
+        subprocess.run(
+            self._in_netns(host, ["nft", "delete", "table", "netdev", _CUT_TABLE]),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+    def _in_netns(self, host: str, argv: list[str]) -> list[str]:
+        """``argv`` run on this machine inside ``host``'s network namespace."""
+        container = self.host(host).container
+        pid = podman(["inspect", "--format", "{{.State.Pid}}", container]).stdout.strip()
+        return ["nsenter", "--target", pid, "--net", *argv]
 
     def netem(self, host: str, *, delay_ms: float = 0.0, loss_pct: float = 0.0) -> None:
         """Delay and drop ``host``'s outgoing packets on its lab link (both 0: none)."""

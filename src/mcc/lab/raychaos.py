@@ -14,6 +14,12 @@ on h2 and h3); the mission's supervisor runs on h1 (``mcc up --backend ray``), a
 3. ``ray-head``: ``ray stop --force`` and ``ray start --head`` on h1 with the same Redis:
    recovery is the head back, then the supervisor on h2 must still command (a scale-up) with 0
    instances restarted.
+4. ``partition``: a standby ``mcc up`` on h1 again, then h1 (the standby, the Ray head and
+   Redis) cut off from the lab for `PARTITION_S` (every packet in and out of its link dropped:
+   `ContainerLab.partition`, nftables) and joined again. Counted: the statuses the workstation
+   (h2) got answered while it was cut off, the most supervisors that said ``active`` in one
+   status, the claims and adoptions the cut-off standby logged (split brain: must be none),
+   fencings, instances restarted (0), and the time from the join to the standby heard again.
 
 Times are wall-clock differences between the kill (this machine) and the supervisors' JSON log
 lines (the containers share its clock).
@@ -65,6 +71,9 @@ IDS = frozenset({f"{MISSION}/truth/0", f"{MISSION}/radar/0", f"{MISSION}/w/0", f
 #: The issue's targets: a worker host's instances running elsewhere, a standby commanding.
 WORKER_RECOVER_S = 5.0
 SUPERVISOR_RECOVER_S = 1.0
+#: How long the partition lasts: many supervisor leases (0.8 s), well under Ray's 60 s before a
+#: raylet cut off from its GCS gives up.
+PARTITION_S = 15.0
 POLL_S = 1.0  # a status or a log line read on a container host: once a second
 
 
@@ -295,7 +304,69 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
             ok=not restarted,
         )
     )  # fmt: skip
+    rows.append(_partition(m, active_pid=st2["supervisors"][0]["pid"]))
     return rows
+
+
+def _partition(m: RayMissionLab, *, active_pid: int) -> dict[str, Any]:
+    """Fault 4 of the module's docstring: the head host, a standby on it, cut off and joined."""
+    cut_host, lab = m.head, m.lab
+    m.up(cut_host)
+    st = wait_for(
+        lambda: (
+            (s := m.status()) is not None
+            and [x["role"] for x in s["supervisors"]] == ["active", "standby"]
+            and s["supervisors"][0]["pid"] == active_pid
+            and s
+        ),
+        180,
+        f"a standby on {cut_host}",
+        period_s=POLL_S,
+    )
+    before = running(st)
+    claims_before = len(m.log_times(cut_host, "claiming"))
+    cut = time.time()
+    lab.partition(cut_host)
+    polls = answered = actives_max = 0
+    try:
+        while time.time() - cut < PARTITION_S:
+            polls += 1
+            s = m.status()
+            if s is not None:
+                answered += 1
+                roles = [x["role"] for x in s["supervisors"]]
+                actives_max = max(actives_max, roles.count("active"))
+            time.sleep(POLL_S)
+    finally:
+        lab.heal(cut_host)  # joined again
+    joined = time.time()
+    after = wait_for(
+        lambda: (
+            (s := m.status()) is not None
+            and [x["role"] for x in s["supervisors"]] == ["active", "standby"]
+            and set(running(s)) >= set(before)
+            and s
+        ),
+        120,
+        f"the standby on {cut_host} heard again",
+        period_s=POLL_S,
+    )
+    rejoined_s = time.time() - joined
+    actives_max = max(actives_max, [x["role"] for x in after["supervisors"]].count("active"))
+    now = running(after)
+    restarted = sorted(k for k in before if now.get(k, {}).get("pid") != before[k]["pid"])
+    claims = len(m.log_times(cut_host, "claiming")) - claims_before
+    adoptions = len(m.log_times(cut_host, "running instances"))  # "adopted N running …"
+    fenced = len(m.log_times(m.watcher, "this one is fenced"))
+    still_active = after["supervisors"][0]["pid"] == active_pid
+    return _row(
+        "partition", f"{cut_host} (standby, Ray head, Redis) cut off {PARTITION_S:g} s",
+        recover_s=round(rejoined_s, 2), restarted=len(restarted), restarted_ids=restarted,
+        statuses_answered=f"{answered}/{polls}", actives_max=actives_max, claims=claims,
+        adoptions=adoptions, fenced=fenced, same_active=still_active,
+        ok=not restarted and actives_max == 1 and claims == 0 and adoptions == 0
+        and still_active and answered > 0,
+    )  # fmt: skip
 
 
 def bench(name: str = "chaos") -> list[dict[str, Any]]:
