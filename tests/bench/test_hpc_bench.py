@@ -32,7 +32,16 @@ def test_bench_hpc_quick_rows(tmp_path: Path, bus_env: dict[str, str]) -> None:
         assert row["correct"] is True, row
     assert by_app == {
         "primes": {"dds", "mpi"},
-        "stream": {"dds", "dds-shm", "mpi", "mpi-tcp", "ddsperf"},
+        "stream": {
+            "dds",
+            "dds-plain",
+            "dds-shm",
+            "mpi",
+            "mpi-tcp",
+            "ddsperf",
+            "ddsperf-11",
+            "ddsperf-secure",
+        },  # fmt: skip
         "primes-kill": {"dds", "mpi"},
     }
     primes = [r for r in rows if r["app"] == "primes"]
@@ -46,9 +55,14 @@ def test_bench_hpc_quick_rows(tmp_path: Path, bus_env: dict[str, str]) -> None:
     for row in rows:
         if row["app"] == "stream":
             assert row["mb_per_s"] > 0
-            if row["impl"] in ("dds", "dds-shm"):  # beside its anchors, same run
+            if row["impl"] in ("dds-plain", "dds-shm"):  # beside its anchors, same run
                 assert row["ratio_vs_ddsperf"] > 0 and row["ratio_vs_mpi_tcp"] > 0, row
-    assert "stream over UDP / ddsperf" in proc.stdout
+            if row["impl"] == "dds":  # secured: beside ddsperf secured alike
+                assert row["ratio_vs_ddsperf_secure"] > 0 and row["secured_vs_plain"] > 0, row
+            if row["impl"] == "ddsperf-secure":
+                assert row["secured_vs_plain"] > 0, row
+    assert "stream over UDP / ddsperf (both unsecured)" in proc.stdout
+    assert "stream rate kept under DDS Security, MCC vs ddsperf" in proc.stdout
     dds_kill, mpi_kill = sorted(
         (r for r in rows if r["app"] == "primes-kill"), key=lambda r: r["impl"]
     )

@@ -217,12 +217,13 @@ def run_ddsperf_throughput(
     sub_config: str | None = None,
     pub_prefix: Sequence[str] = (),
     sub_prefix: Sequence[str] = (),
+    executable: str | None = None,
 ) -> DdsperfThroughput:
     """`ddsperf pub [RATE] size S` → `ddsperf sub`: the subscriber's steady throughput.
 
     ddsperf's data writer always batches writes (`dds_qset_writer_batching`) and keeps all
     samples (resource limit 10000); `rate_hz` 0 publishes flat out. Configuration and
-    prefixes as for `run_ddsperf_pingpong`.
+    prefixes and ``executable`` as for `run_ddsperf_pingpong`.
     """
     _check_ddsperf_size(size_bytes)
     _check_domain(domain_id)
@@ -230,7 +231,7 @@ def run_ddsperf_throughput(
     # the first second after matching is ramp-up, the last a partial one: two more seconds
     with _ddsperf_pair(
         ("pub", "sub"),
-        exe=tool_path("ddsperf"),
+        exe=executable or tool_path("ddsperf"),
         domain_id=domain_id,
         reliable=reliable,
         run_s=seconds + 2,

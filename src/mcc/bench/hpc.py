@@ -5,11 +5,16 @@ Four measurements, each on both implementations (``mcc.hpc.jobs``), same algorit
 1. **primes vs workers**: [1, N] with 1, 2 and 4 workers (4 oversubscribes a 2-core host);
 2. **primes vs N**: 2 workers, N over two decades;
 3. **stream vs chunk size**: a buffer sent to another process and back (one bulk transfer each
-   way, ``mcc.bus.bulk``), one-way MB/s, over UDP (``dds``) and iceoryx shared memory
+   way, ``mcc.bus.bulk``), one-way MB/s, over UDP as missions run, signed and encrypted
+   (``dds``), over UDP with ``security: none`` (``dds-plain``) and over iceoryx shared memory
    (``dds-shm``); MPI runs twice, as configured by default (shared memory between ranks of one
    host) and over TCP (``mpi-tcp``, the path two nodes would use); ``ddsperf`` is Cyclone's own
    C tool publishing samples of the chunk's size flat out (one way, same Cyclone settings as
-   the stream's UDP), the transport's ceiling;
+   the stream's UDP), the transport's ceiling: Debian's (``ddsperf``), MCC's own Cyclone build
+   (``ddsperf-11``) and that build with DDS Security, signed and encrypted with the bench's
+   identities (``ddsperf-secure``), the anchor of the secured ``dds`` row.
+   ``secured_vs_plain`` is the share of its rate a side keeps under DDS Security (``dds`` /
+   ``dds-plain``, ``ddsperf-secure`` / ``ddsperf-11``);
 4. **recovery**: a worker killed (``kill -9``) once 40 % of the results are in. DDS: the
    orchestrator restarts it under the same identity, it reads its checkpoint back through the
    persistence service and the master re-issues what it left unfinished. MPI: the job aborts
@@ -24,8 +29,9 @@ workers ready) apart. Each figure is the median of ``--repeats`` runs, DDS and M
 ``ratio_vs_mpi``: the median over the repeats of DDS runtime / MPI runtime of the MPI run right
 after it (primes: pairs cancel drift in the host's load), DDS MB/s / MPI MB/s (stream).
 Targets: primes ratio ≤ 1.05; stream over shm ≥ 0.5 of MPI's shared memory, over UDP ≥ 0.9 of
-ddsperf at 64 KiB, shm faster than UDP from 64 KiB; recovery < 0.5 s with no lost or
-duplicate items.
+ddsperf at 64 KiB (unsecured against unsecured, secured against secured), shm faster than UDP
+from 64 KiB, under DDS Security no less of its rate kept than ddsperf keeps; recovery < 0.5 s
+with no lost or duplicate items.
 """
 
 from __future__ import annotations
@@ -64,7 +70,9 @@ COLUMNS = (
     "reissued_items",
     "ratio_vs_mpi",
     "ratio_vs_ddsperf",
+    "ratio_vs_ddsperf_secure",
     "ratio_vs_udp",
+    "secured_vs_plain",
     "correct",
 )
 _KIB = 1 << 10
@@ -73,6 +81,17 @@ CHECKPOINT_INTERVAL_S = 0.05
 _GIB = 1 << 30
 #: How long the ddsperf anchor publishes (its first second, ramp-up, is not counted).
 DDSPERF_SECONDS = 5.0
+#: The ddsperf anchors of a stream: Debian's, MCC's own Cyclone build, and that build secured.
+DDSPERF_IMPLS = ("ddsperf", "ddsperf-11", "ddsperf-secure")
+_MPI = (("ratio_vs_mpi", "mpi"), ("ratio_vs_mpi_tcp", "mpi-tcp"))
+#: Each DDS stream's ratios (column, anchor): the secured one against ddsperf secured alike,
+#: the plain one against ddsperf, shared memory against ddsperf and against the secured UDP.
+_STREAM_ANCHORS = {
+    "dds": (*_MPI, ("ratio_vs_ddsperf_secure", "ddsperf-secure")),
+    "dds-plain": (*_MPI, ("ratio_vs_ddsperf", "ddsperf"), ("ratio_vs_ddsperf_11", "ddsperf-11")),
+    "dds-shm": (*_MPI, ("ratio_vs_ddsperf", "ddsperf"), ("ratio_vs_udp", "dds")),
+}
+_PLAIN_OF = {"dds": "dds-plain", "ddsperf-secure": "ddsperf-11"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +103,9 @@ class Plan:
     ns: tuple[int, ...] = (10_000_000, 100_000_000, 1_000_000_000)  # the N sweep (2 workers)
     stream_bytes: int = _GIB
     chunks_kib: tuple[int, ...] = (64, 256, 1024, 4096)
-    stream_impls: tuple[str, ...] = ("dds", "dds-shm", "mpi", "mpi-tcp", "ddsperf")
+    stream_impls: tuple[str, ...] = (
+        "dds", "dds-plain", "dds-shm", "mpi", "mpi-tcp", "ddsperf", "ddsperf-11", "ddsperf-secure",
+    )  # fmt: skip
     recovery_n: int = 500_000_000
     recovery_workers: int = 2
     recovery_items: int = 8  # few, long items: a kill lands inside one
@@ -332,17 +353,14 @@ def _stream_rows(
                 "correct": all(r.verified for r in rs),
                 "repeats": len(rs),
             }
-            ours, udp = mb.get(impl), mb.get("dds")
-            mpi, tcp, ddsperf = mb.get("mpi"), mb.get("mpi-tcp"), mb.get("ddsperf")
-            if impl in ("dds", "dds-shm"):
-                for column, anchor in (
-                    ("ratio_vs_mpi", mpi),
-                    ("ratio_vs_mpi_tcp", tcp),
-                    ("ratio_vs_ddsperf", ddsperf),
-                    ("ratio_vs_udp", udp if impl != "dds" else None),
-                ):
-                    if ours and anchor:
-                        row[column] = round(ours / anchor, 3)
+            ours = mb.get(impl)
+            pairs = list(_STREAM_ANCHORS.get(impl, ()))
+            if impl in _PLAIN_OF:  # the cost of DDS Security, each side on its own
+                pairs.append(("secured_vs_plain", _PLAIN_OF[impl]))
+            for column, anchor in pairs:
+                theirs = mb.get(anchor)
+                if ours and theirs:
+                    row[column] = round(ours / theirs, 3)
             rows.append(row)
     return rows
 
@@ -350,12 +368,13 @@ def _stream_rows(
 def _stream_run(
     impl: str, plan: Plan, chunk_bytes: int, domains: ScratchDomains, *, home: Path
 ) -> JobResult:
-    """One stream of ``impl``: ``dds`` (UDP), ``dds-shm``, ``mpi``, ``mpi-tcp``, or the
-    ``ddsperf`` anchor (one way, flat out, samples of ``chunk_bytes``: its MB/s only);
-    ``home``: the MCC home of a DDS stream's supervisor."""
+    """One stream of ``impl``: ``dds`` (UDP, a secured mission, as missions run), ``dds-plain``
+    (UDP, ``security: none``), ``dds-shm``, ``mpi``, ``mpi-tcp``, or a ``ddsperf`` anchor (one
+    way, flat out, samples of ``chunk_bytes``: its MB/s only); ``home``: the MCC home of a DDS
+    stream's supervisor."""
     from mcc.hpc.jobs import run_stream
 
-    if impl in ("dds", "dds-shm"):
+    if impl in ("dds", "dds-plain", "dds-shm"):
         return run_stream(
             "dds",
             size_bytes=plan.stream_bytes,
@@ -363,53 +382,81 @@ def _stream_run(
             domain=next(domains),
             kind="shm" if impl == "dds-shm" else "udp",
             home=home,
+            security="none" if impl == "dds-plain" else "on",
         )
-    if impl == "ddsperf":
-        from mcc.bench.anchors import run_ddsperf_throughput
-        from mcc.bus.transport import Transport
-        from mcc.hpc.stream import bulk_transport
-
-        config = bulk_transport(Transport.loopback(f"mcc-bench-hpc-{os.getpid()}")).to_xml()
-        got = run_ddsperf_throughput(
-            size_bytes=chunk_bytes,
-            duration_s=DDSPERF_SECONDS,
-            domain_id=next(domains),
-            pub_config=config,
-            sub_config=config,
-        )
-        return JobResult(
-            app="stream",
-            impl="ddsperf",
-            workers=1,
-            job_id="ddsperf",
-            size_bytes=chunk_bytes,
-            chunk_bytes=chunk_bytes,
-            verified=got.lost == 0,
-            mb_per_s=got.mb_per_s,
-        )
+    if impl in DDSPERF_IMPLS:
+        return _ddsperf_stream(impl, chunk_bytes, next(domains))
     return run_stream(impl, size_bytes=plan.stream_bytes, chunk_bytes=chunk_bytes)
+
+
+def _ddsperf_stream(impl: str, chunk_bytes: int, domain: int) -> JobResult:
+    """``ddsperf pub`` → ``ddsperf sub`` with the stream's UDP settings: Debian's (``ddsperf``)
+    or MCC's own Cyclone build, plain (``ddsperf-11``) or signed and encrypted with the bench's
+    identities (``ddsperf-secure``, the anchor of the secured ``dds`` row)."""
+    from mcc import cyclone_tool
+    from mcc.bench.anchors import run_ddsperf_throughput
+    from mcc.bench.perftest_net import secured
+    from mcc.bus.transport import Transport
+    from mcc.hpc.stream import bulk_transport
+
+    transport = bulk_transport(Transport.loopback(f"mcc-bench-hpc-{os.getpid()}"))
+    pub = sub = transport
+    if impl == "ddsperf-secure":
+        pub, sub = secured(transport, "first"), secured(transport, "second")
+    got = run_ddsperf_throughput(
+        size_bytes=chunk_bytes,
+        duration_s=DDSPERF_SECONDS,
+        domain_id=domain,
+        pub_config=pub.to_xml(),
+        sub_config=sub.to_xml(),
+        executable=None if impl == "ddsperf" else str(cyclone_tool("ddsperf")),
+    )
+    return JobResult(
+        app="stream",
+        impl=impl,
+        workers=1,
+        job_id=impl,
+        size_bytes=chunk_bytes,
+        chunk_bytes=chunk_bytes,
+        verified=got.lost == 0,
+        mb_per_s=got.mb_per_s,
+    )
 
 
 def _stream_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
     lines = []
     for impl, column, what, target in (
         ("dds-shm", "ratio_vs_mpi", "stream over shm / MPI shared memory", 0.5),
-        ("dds", "ratio_vs_ddsperf", "stream over UDP / ddsperf", 0.9),
+        ("dds-plain", "ratio_vs_ddsperf", "stream over UDP / ddsperf (both unsecured)", 0.9),
+        ("dds", "ratio_vs_ddsperf_secure", "secured stream over UDP / ddsperf secured", 0.9),
         ("dds-shm", "ratio_vs_udp", "stream over shm / over UDP", 1.0),
     ):
         got = [r for r in rows if r["app"] == "stream" and r["impl"] == impl and r.get(column)]
         if got:
             figures = ", ".join(f"{r[column]} at {r['chunk_kib']} KiB" for r in got)
-            if impl == "dds" and column == "ratio_vs_ddsperf":
-                judged = [r for r in got if r["chunk_kib"] == 64] or got
-            else:
-                judged = [r for r in got if r["chunk_kib"] >= 64] or got
-            met = all(r[column] >= target for r in judged)
+            at_64 = column.startswith("ratio_vs_ddsperf")
+            judged = [r for r in got if (r["chunk_kib"] == 64 if at_64 else r["chunk_kib"] >= 64)]
+            met = all(r[column] >= target for r in judged or got)
             lines.append(
                 f"{what}: {figures}; target >= {target:g}"
-                + (" at 64 KiB" if column == "ratio_vs_ddsperf" else " from 64 KiB")
+                + (" at 64 KiB" if at_64 else " from 64 KiB")
                 + f": {'met' if met else 'MISSED'}"
             )
+    kept = {
+        (r["impl"], r["chunk_kib"]): float(r["secured_vs_plain"])
+        for r in rows
+        if r["app"] == "stream" and r.get("secured_vs_plain")
+    }
+    ours = {k: v for (impl, k), v in kept.items() if impl == "dds"}
+    theirs = {k: v for (impl, k), v in kept.items() if impl == "ddsperf-secure"}
+    both = sorted(k for k in ours if k in theirs)
+    if both:
+        figures = ", ".join(f"{ours[k]} vs {theirs[k]} at {k} KiB" for k in both)
+        met = all(ours[k] >= theirs[k] for k in both)
+        lines.append(
+            f"stream rate kept under DDS Security, MCC vs ddsperf: {figures}; target: no less "
+            f"than ddsperf's: {'met' if met else 'MISSED'}"
+        )
     return lines
 
 

@@ -179,15 +179,22 @@ def primes_mission(
 
 
 def stream_mission(
-    *, size_bytes: int, chunk_bytes: int, job_id: str, domain: int | None = None
+    *,
+    size_bytes: int,
+    chunk_bytes: int,
+    job_id: str,
+    domain: int | None = None,
+    security: str = "on",
 ) -> Mission:
-    """Two nodes: ``source`` streams to ``echo`` and checks what comes back."""
+    """Two nodes: ``source`` streams to ``echo`` and checks what comes back; ``security`` as a
+    manifest's (``on``, the default: signed and encrypted)."""
     from mcc.orchestrate.manifest import parse_manifest
 
     return parse_manifest(
         f"""
 mission: hpc-stream
 domain: {21 if domain is None else domain}
+security: {security}
 systems:
   echo:
     app: "mcc.hpc.stream:echo"
@@ -404,10 +411,11 @@ def run_stream(
     timeout_s: float = 900.0,
     kind: TransportKind = "udp",
     home: Path | None = None,
+    security: str = "on",
 ) -> JobResult:
     """Send ``size_bytes`` in ``chunk_bytes`` chunks to another process and back, checked;
     ``kind`` is the DDS transport between them (``shm``: iceoryx shared memory); ``home``: as
-    `run_primes`'s."""
+    `run_primes`'s; ``security``: the mission's (``none`` for the cost of DDS Security)."""
     _check(None, 1, impl)
     if size_bytes < 1 or chunk_bytes < 1:
         raise HpcError(f"stream: size {size_bytes} B and chunk {chunk_bytes} B must be >= 1")
@@ -420,7 +428,11 @@ def run_stream(
     with contextlib.ExitStack() as stack:
         folder = _run_dir(run_dir, stack, "mcc-hpc-stream-")
         mission = stream_mission(
-            size_bytes=size_bytes, chunk_bytes=chunk_bytes, job_id=job_id, domain=domain
+            size_bytes=size_bytes,
+            chunk_bytes=chunk_bytes,
+            job_id=job_id,
+            domain=domain,
+            security=security,
         )
         return _run_mission(
             mission,
