@@ -332,6 +332,25 @@ def _recovery_rows(
 def _stream_rows(
     plan: Plan, domains: ScratchDomains, progress: Callable[[str], None], *, home: Path
 ) -> list[dict[str, Any]]:
+    # One RouDi for every shm stream of the bench: this process's iceoryx runtime registers
+    # once, with the RouDi that runs then, and dies with the process when that one is gone (a
+    # mission's supervisor stops the RouDi it started; with one running, it starts none).
+    roudi = None
+    if "dds-shm" in plan.stream_impls:
+        from mcc.bus.shm import RouDi
+
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        roudi = RouDi.ensure(log_path=home / "iox-roudi.log")
+    try:
+        return _stream_figures(plan, domains, progress, home=home)
+    finally:
+        if roudi is not None:
+            roudi.stop()
+
+
+def _stream_figures(
+    plan: Plan, domains: ScratchDomains, progress: Callable[[str], None], *, home: Path
+) -> list[dict[str, Any]]:
     rows = []
     for chunk_kib in plan.chunks_kib:
         runs: dict[str, list[JobResult]] = {impl: [] for impl in plan.stream_impls}
