@@ -124,26 +124,26 @@ class Dispatcher:
             self._attach(entity)
 
     def serve(self, reader: Reader[Any], conditions: tuple[Any, ...]) -> None:
-        """Call ``reader._on_data(reader)`` whenever one of ``conditions`` triggers."""
+        """Call ``reader.deliver()`` (its ``on_data``) whenever one of ``conditions`` triggers."""
         with self._lock:
-            ref = int(reader._dds._ref)
+            ref = int(reader.dds._ref)
             self._served[ref] = (reader, conditions)
             for condition in conditions:
                 self._conditions[int(condition._ref)] = ref
                 self._attach(condition)
 
     def serve_inline(self, reader: Reader[Any]) -> None:
-        """Call ``reader._on_data(reader)`` on the thread that delivers its data (Cyclone's
+        """Call ``reader.deliver()`` on the thread that delivers its data (Cyclone's
         receive thread), no hop to this dispatcher; the bus keeps the reader until it closes."""
-        ref = int(reader._dds._ref)
+        ref = int(reader.dds._ref)
 
         def call() -> None:
-            if reader._closed:
+            if reader.closed:
                 return
             inside = self._inside
             inside.depth = getattr(inside, "depth", 0) + 1
             try:
-                reader._on_data(reader)  # type: ignore[misc]
+                reader.deliver()
             except Exception as exc:
                 self.handler_failed(reader, exc)
             finally:
@@ -260,10 +260,10 @@ class Dispatcher:
     def _serve(self, reader: Reader[Any], conditions: tuple[Any, ...]) -> None:
         consumed = reader.consumed
         try:
-            reader._on_data(reader)  # type: ignore[misc]
+            reader.deliver()
         except Exception as exc:
             self.handler_failed(reader, exc)
-        ref = int(reader._dds._ref)
+        ref = int(reader.dds._ref)
         if reader.consumed != consumed:
             self._unread.pop(ref, None)
             return

@@ -460,6 +460,17 @@ class Reader(_Endpoint, Generic[T]):
         """The underlying cyclonedds DataReader."""
         return self._dds
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close` has run."""
+        return self._closed
+
+    def deliver(self) -> None:
+        """Call its ``on_data`` handler with it (the bus's dispatcher does, or Cyclone's
+        receive thread for an inline reader); nothing without a handler."""
+        if self._on_data is not None:
+            self._on_data(self)
+
 
 def poll_until(condition: Any, timeout_s: float, interval_s: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout_s
