@@ -54,11 +54,22 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else "mcc"
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, typing: bool = True) -> set[str]:
+    """What ``path`` imports of mcc; ``typing=False`` leaves out the ``if TYPE_CHECKING:``
+    blocks (names for annotations, never imported when the code runs)."""
     module = _module_name(path)
     base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(sub)
+        for node in ast.walk(tree)
+        if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for sub in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -71,12 +82,12 @@ def _imports(path: Path) -> set[str]:
     return {name for name in found if name == "mcc" or name.startswith("mcc.")}
 
 
-def _module_graph() -> dict[str, set[str]]:
+def _module_graph(*, typing: bool = True) -> dict[str, set[str]]:
     files = {_module_name(p): p for p in SRC.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
         targets = set()
-        for name in _imports(path):
+        for name in _imports(path, typing=typing):
             while name not in files and "." in name:
                 name = name.rsplit(".", 1)[0]
             if name in files and name != module:
@@ -140,6 +151,33 @@ def test_no_cycle_between_packages() -> None:
         f"{a} -> {b} -> ... -> {a}" for a in packages for b in packages[a] if reaches(b, a)
     )
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_import_cycle_between_modules() -> None:
+    """No module imports, directly or not, one that imports it back, when the code runs
+    (imports inside functions count; type-only ones do not, nor a module's import of its own
+    package, whose ``__init__`` gathers its modules)."""
+    graph = {
+        module: {t for t in targets if not module.startswith(t + ".")}
+        for module, targets in _module_graph(typing=False).items()
+    }
+
+    def path_back(start: str, goal: str) -> list[str] | None:
+        seen, todo = {start}, [[start]]
+        while todo:
+            trail = todo.pop()
+            for nxt in sorted(graph.get(trail[-1], ())):
+                if nxt == goal:
+                    return [*trail, nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append([*trail, nxt])
+        return None
+
+    cycles = sorted(
+        {" -> ".join([a, *trail]) for a in graph for b in graph[a] if (trail := path_back(b, a))}
+    )
+    assert not cycles, "import cycles between modules:\n" + "\n".join(cycles[:20])
 
 
 def test_nothing_imports_the_command_line() -> None:
