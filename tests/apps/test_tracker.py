@@ -425,9 +425,9 @@ def test_an_unknown_key_suggests_the_field() -> None:
     with pytest.raises(TrackerConfigError) as err:
         TrackerConfig.from_yaml("gate: 0.99\n", source="tracker.yaml")
     assert str(err.value).startswith(
-        "tracker.yaml: unknown field 'gate' (did you mean 'gate_probability'?)"
+        "tracker.yaml:1: unknown field 'gate' (did you mean 'gate_probability'?)"
     )
-    with pytest.raises(TrackerConfigError, match="tracker.yaml: TrackerConfig.confirm_n=0"):
+    with pytest.raises(TrackerConfigError, match="tracker.yaml:2: TrackerConfig.confirm_n=0"):
         TrackerConfig.from_yaml("confirm_m: 1\nconfirm_n: 0\n", source="tracker.yaml")
 
 

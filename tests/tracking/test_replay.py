@@ -162,7 +162,7 @@ def test_a_bad_tracker_config_names_the_file_and_field(
         check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert f"{config}: TrackerConfig.model='kalman' is out of range" in proc.stderr
+    assert f"{config}:1: TrackerConfig.model='kalman' is out of range" in proc.stderr
 
 
 def test_the_iff_column_gives_each_rows_track_identities(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
@@ -196,13 +197,17 @@ class TrackerConfig:
         """``source`` names ``text`` in messages; an empty document (comments only): defaults."""
         if all(not line.split("#", 1)[0].strip() for line in text.splitlines()):
             return cls()
-        data, _ = parse_mapping(
+        data, where = parse_mapping(
             text,
             source=source,
             error=TrackerConfigError,
             expected="a tracker config is a mapping of field: value",
         )
-        return cls.from_dict(data, source=source)
+        try:
+            return cls.from_dict(data, source=source)
+        except TrackerConfigError as exc:  # each problem at the line of its field
+            lines = (_at_line(line, source, where) for line in str(exc).splitlines())
+            raise TrackerConfigError("\n".join(lines)) from None
 
     @classmethod
     def load(cls, path: str | Path) -> TrackerConfig:
@@ -214,6 +219,17 @@ class TrackerConfig:
                 f"{path}: cannot read the tracker config ({exc.strerror})"
             ) from None
         return cls.from_yaml(text, source=str(path))
+
+
+_FIELD_OF = re.compile(r"^(?:TrackerConfig\.(\w+)=|unknown field '(\w+)')")
+
+
+def _at_line(message: str, source: str, where: Mapping[tuple[Any, ...], int]) -> str:
+    """``SOURCE: TrackerConfig.NAME=…`` as ``SOURCE:LINE: …``, LINE that of NAME in the file."""
+    head = f"{source}: "
+    found = _FIELD_OF.match(message.removeprefix(head)) if message.startswith(head) else None
+    line = where.get((found.group(1) or found.group(2),)) if found else None
+    return f"{source}:{line}: {message.removeprefix(head)}" if line else message
 
 
 _KINDS = {int: "an integer", float: "a number", tuple: "a list of numbers"}
