@@ -287,16 +287,17 @@ def _recovery_rows(
             base.append(run.runtime_s or 0.0)
             progress(f"primes {impl} with worker {kill.worker} killed at 40 %: {common}")
             killed.append(run_primes(impl, kill=kill, domain=next(domains), home=home, **common))
-        done = [r for r in killed if r.extra.get("kill")]
+        # counted: the runs whose victim was caught inside an item and that ran to the end
+        done = [r for r in killed if r.extra.get("kill") and r.runtime_s is not None]
         runtime = _median([r.runtime_s for r in done])
         base_s = _median(base)
         # Each killed run against the undisturbed run just before it: drift in the host's
         # load cancels out of the pairs.
         added = _median(
             [
-                (k.runtime_s or 0.0) - b
+                k.runtime_s - b
                 for k, b in zip(killed, base, strict=True)
-                if k.extra.get("kill")
+                if k.extra.get("kill") and k.runtime_s is not None
             ]
         )
         row: dict[str, Any] = {
@@ -323,7 +324,7 @@ def _recovery_rows(
         if len(done) < len(killed):
             row["error"] = (
                 f"{len(killed) - len(done)} of {len(killed)} runs ended before the victim was "
-                "caught inside an item (not counted)"
+                "caught inside an item, or gave no runtime (not counted)"
             )
         rows.append(row)
     return rows
