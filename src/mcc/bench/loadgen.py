@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import os
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from mcc.bench import perftest
 from mcc.bench.perftest import Node, PerfOptions, PubSpec, SubSpec
 from mcc.errors import MccError
 from mcc.settings import child_env
+from mcc.waiting import WaitTimeoutError, wait_for
 
 __all__ = ["BUS_LOAD_SIZE_BYTES", "LOADS", "LoadInfo", "applied_load"]
 
@@ -105,8 +105,12 @@ while time.monotonic() < end:
 
 
 def _wait_flowing(sub: perftest.Worker, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while perftest.FLOWING_LINE not in sub.bg.output():
-        if sub.bg.proc.poll() is not None or time.monotonic() > deadline:
-            raise MccError(f"the bus load did not start flowing:\n{sub.bg.output()[-2000:]}")
-        time.sleep(0.05)
+    def flowing() -> bool:
+        if sub.bg.proc.poll() is not None:  # it ended: no use waiting
+            raise WaitTimeoutError("the bus load's subscriber exited")
+        return perftest.FLOWING_LINE in sub.bg.output()
+
+    try:
+        wait_for(flowing, timeout_s, "the bus load flowing")
+    except WaitTimeoutError:
+        raise MccError(f"the bus load did not start flowing:\n{sub.bg.output()[-2000:]}") from None
