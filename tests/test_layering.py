@@ -197,7 +197,7 @@ def test_layers_are_the_documented_ones() -> None:
 
 PUBLIC = {
     "mcc.bus": "Bus BusStatistics DurableWriter HeartbeatPublisher HistoryReader HistoryStatus "
-    "QosEvent QosLibrary Reader ReaderLoop Replier Requester StoreError TOPICS TopicSpec "
+    "Linger QosEvent QosLibrary Reader ReaderLoop Replier Requester StoreError TOPICS TopicSpec "
     "Transport Writer default_library open_bus topic_spec validate_sample",
     "mcc.orchestrate": "AppContext AppSpec Cluster Identity LocalBackend Mission Node Placement "
     "Planner Supervisor System app load_app load_manifest open_mission parse_manifest",

@@ -76,6 +76,7 @@ from mcc.apps.launcher_weapons import (
     parse_weapons,
 )
 from mcc.apps.statefile import open_state
+from mcc.bus import Linger
 from mcc.errors import MccError
 from mcc.orchestrate.appconfig import AppConfig, Positive, app_config
 from mcc.orchestrate.appspec import app
@@ -113,6 +114,10 @@ MAX_ANSWERED = 4096
 #: remembers having taken (the oldest are forgotten: they are past the order age by then).
 MAX_TRACKS = 10_000
 MAX_SEEN = 16_384
+#: How long an answer's ``EngagementOutcome`` instance stays registered after its last write
+#: (the engagement in flight stays as long as it flies): long past the order age and a
+#: restarted reader's return, short enough that a raid that never stops holds a few dozen.
+OUTCOME_LINGER_S = 60.0
 
 
 # -- the launcher (no DDS) -----------------------------------------------------------------
@@ -472,6 +477,12 @@ class _LauncherApp:
         self.track_wait_ns = int(opts.track_wait_s * 1e9)
         self.status_writer = ctx.bus.writer("WeaponStatus")
         self.order_writer = ctx.bus.writer("EngagementOutcome")
+        self.outcomes = Linger(
+            self.order_writer,
+            OUTCOME_LINGER_S,
+            lambda order_id: EngagementOrder(order_id=order_id),
+            keep=self._in_flight,
+        )
         self.orders = ctx.bus.reader("EngagementOrder")
         self.tracks_reader = ctx.bus.reader("Track")
         self.waitset = WaitSet(ctx.bus.participant)
@@ -521,10 +532,7 @@ class _LauncherApp:
     def _save(self) -> None:
         """The durable record, before anything it covers is published."""
         while len(self.answered) > MAX_ANSWERED:
-            oldest = next(iter(self.answered))
-            del self.answered[oldest]
-            # its outcome leaves this writer's and the readers' caches with it
-            self.order_writer.unregister(EngagementOrder(order_id=oldest))
+            del self.answered[next(iter(self.answered))]
         self.record.save(
             {"unit": self.unit.snapshot(), "answered": [[o, s] for o, s in self.answered.items()]}
         )
@@ -563,6 +571,7 @@ class _LauncherApp:
                 self._publish_outcome(outcome)
             self._serve_pending(now_ns)
             self._publish_status(now_ns)
+            self.outcomes.expire()
         now_ns = time.time_ns()
         aborted = self.unit.shutdown(now_ns)
         self._save()
@@ -570,7 +579,7 @@ class _LauncherApp:
             self.ctx.log.warning(
                 "order %d aborted: the launcher is stopping with it in flight", outcome.order_id
             )
-            self.order_writer.write(outcome)
+            self._answer(outcome)
         self._publish_status(now_ns)
 
     def _take(self, now_ns: int) -> None:
@@ -620,7 +629,7 @@ class _LauncherApp:
             # On disk before it is published (before the interceptor leaves, for a launch).
             self.answered[order_id] = int(OrderStatus(reply.order.status).value)
             self._save()
-            self.order_writer.write(reply.order)
+            self._answer(reply.order)
             self.ctx.heartbeat.count_out()
             if reply.reason:
                 self.ctx.log.warning("order %d aborted: %s", order_id, reply.reason)
@@ -638,8 +647,16 @@ class _LauncherApp:
                 if order.origin_ns:
                     self.ctx.heartbeat.record_latency_ns(now_ns - order.origin_ns)
 
-    def _publish_outcome(self, outcome: EngagementOrder) -> None:
+    def _answer(self, outcome: EngagementOrder) -> None:
         self.order_writer.write(outcome)
+        self.outcomes.wrote(outcome.order_id)
+
+    def _in_flight(self, order_id: int) -> bool:
+        eng = self.unit.engagement
+        return eng is not None and eng.order.order_id == order_id
+
+    def _publish_outcome(self, outcome: EngagementOrder) -> None:
+        self._answer(outcome)
         self.ctx.heartbeat.count_out()
         self.ctx.log.info(
             "order %d: %s (track %d, pk %.2f, %d round(s))",

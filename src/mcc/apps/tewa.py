@@ -117,7 +117,7 @@ from mcc.apps.tewa_model import (
     TewaStatistics,
     ThreatReport,
 )
-from mcc.bus import Reader, Replier
+from mcc.bus import Linger, Reader, Replier
 from mcc.bus.rpc import APPROVAL_CHANNEL, principal_partition
 from mcc.errors import MccError
 from mcc.observe.audit import AUDIT_FILE, AuditLog
@@ -156,6 +156,9 @@ __all__ = [
 APPROVAL_PARTITION = principal_partition(APPROVAL_CHANNEL, "*")
 #: Weapons whose launcher identity TEWA remembers (a weapons file has a few).
 MAX_WEAPONS = 1024
+#: How long an order's ``EngagementOrder`` instance stays registered after its last write
+#: once the order holds nothing (answered, aborted): long past the launchers' order age.
+ORDER_LINGER_S = 60.0
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -327,6 +330,12 @@ class _TewaApp:
         self.answers = bus.reader("EngagementOutcome")
         self.threat_writer = bus.writer("Threat")
         self.order_writer = bus.writer("EngagementOrder")
+        self.orders_out = Linger(
+            self.order_writer,
+            ORDER_LINGER_S,
+            lambda order_id: EngagementOrder(order_id=order_id),
+            keep=self.engine.holds,
+        )
         self.dropped: Counter[str] = Counter()  # pictures, statuses and outcomes refused
         #: Weapon id → the launcher identity that reports it (the first to): only it may
         #: report the weapon's status and answer orders given to it.
@@ -391,7 +400,13 @@ class _TewaApp:
         # Same ids again, for a launcher (or console) that missed them: never fired twice.
         for rec in records:
             if rec.status in (OrderStatus.ORDER_ISSUED, OrderStatus.ORDER_PROPOSED):
-                self.order_writer.write(rec.order.to_msg(rec.status))
+                self._order_out(rec.order.to_msg(rec.status))
+
+    def _order_out(self, msg: EngagementOrder) -> None:
+        """Publish one of our orders; its instance goes ``ORDER_LINGER_S`` after this write
+        once the order holds nothing (a raid that never stops makes orders without end)."""
+        self.order_writer.write(msg)
+        self.orders_out.wrote(msg.order_id)
 
     def _save(self) -> None:
         """The durable record, before anything it covers is published."""
@@ -496,6 +511,7 @@ class _TewaApp:
         if newest is not None:
             self._cycle(newest)
         self._save()  # outcomes settled orders (nothing is written when nothing changed)
+        self.orders_out.expire()
 
     def _cycle(self, msg: AirPicture) -> None:
         try:
@@ -524,19 +540,15 @@ class _TewaApp:
         status = OrderStatus.ORDER_PROPOSED if self.engine.approval else OrderStatus.ORDER_ISSUED
         # Orders first: they are the hot path.
         for order in orders:
-            self.order_writer.write(order.to_msg(status))
+            self._order_out(order.to_msg(status))
             hb.count_out()
         for order in result.withdrawn:
-            self.order_writer.write(order.to_msg(OrderStatus.ORDER_ABORTED))
+            self._order_out(order.to_msg(OrderStatus.ORDER_ABORTED))
         for threat in result.threats.to_msgs(self.engine.assets.ids):
             self.threat_writer.write(threat)
             hb.count_out()
         for track_id in result.dropped:
             self.threat_writer.retire(Threat(track_id=track_id))
-        forgotten = list(self.engine.forgotten)
-        self.engine.forgotten.clear()
-        for order_id in forgotten:  # records forgotten: their orders leave the caches
-            self.order_writer.unregister(EngagementOrder(order_id=order_id))
         if msg.origin_ns:
             hb.record_latency_ns(time.time_ns() - msg.origin_ns)
         for order in orders:
@@ -565,7 +577,7 @@ class _TewaApp:
         order = self.engine.order(order_id)
         if order is not None and self.engine.order_status(order_id) == OrderStatus.ORDER_ABORTED:
             self._save()
-            self.order_writer.write(order.to_msg(OrderStatus.ORDER_ABORTED))
+            self._order_out(order.to_msg(OrderStatus.ORDER_ABORTED))
 
     def _on_command(self, command: Command) -> CommandReply:
         """An operator's decision on a proposal (on the replier's thread), recorded in the
@@ -635,7 +647,7 @@ class _TewaApp:
             else:
                 order, status = self.engine.reject(order_id, now_ns), OrderStatus.ORDER_ABORTED
             self._save()
-            self.order_writer.write(order.to_msg(status))
+            self._order_out(order.to_msg(status))
             self.ctx.heartbeat.count_out()
         self.ctx.log.info(  # who decided: the sender's identity, then what it says of its user
             "order %d: %s by %s (client %s) (weapon %s, track %d)",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +128,6 @@ class TewaEngine:
         self._seen_by: dict[int, int] | None = None
         self._weapons: dict[str, WeaponSeen] = {}
         self._orders: dict[int, OrderRecord] = {}
-        # order ids forgotten, for the app to unregister (bounded: an engine without an app)
-        self.forgotten: deque[int] = deque(maxlen=MAX_ORDERS_KEPT)
         self._killed_ns: dict[int, int] = {}
         self._rejected_ns: dict[int, int] = {}  # track id -> when its proposal was rejected
         self._reported: set[int] = set()
@@ -207,14 +205,12 @@ class TewaEngine:
     def _forget_finished(self) -> None:
         """Past ``MAX_ORDERS_KEPT`` records, forget the oldest that hold nothing (answered, or
         given up): under raids that never stop every order stayed, and each cycle went over all
-        of them. A late answer to one forgotten is not counted. Their ids go to ``forgotten``
-        (the app unregisters their ``EngagementOrder`` instances and empties it)."""
+        of them. A late answer to one forgotten is not counted."""
         excess = len(self._orders) - MAX_ORDERS_KEPT
         if excess <= 0:
             return
         for order_id in [i for i, rec in self._orders.items() if not rec.held][:excess]:
             del self._orders[order_id]
-            self.forgotten.append(order_id)
 
     def evaluate(self, picture: Picture, now_ns: int | None = None) -> ThreatReport:
         """The threat evaluation of ``picture`` (tracks moved to ``now_ns``), nothing else."""
@@ -665,6 +661,12 @@ class TewaEngine:
         """The order ``order_id`` this TEWA holds (any status), or None."""
         rec = self._orders.get(order_id)
         return rec.order if rec is not None else None
+
+    def holds(self, order_id: int) -> bool:
+        """Whether order ``order_id`` still holds a weapon or a threat (proposed, issued, in
+        flight): its ``EngagementOrder`` instance stays registered while it does."""
+        rec = self._orders.get(order_id)
+        return rec is not None and rec.held
 
     def order_status(self, order_id: int) -> OrderStatus | None:
         rec = self._orders.get(order_id)

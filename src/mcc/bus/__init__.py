@@ -6,6 +6,7 @@
 """
 
 from mcc.bus.core import Bus, Reader, Writer, open_bus
+from mcc.bus.endpoints import Linger
 from mcc.bus.heartbeat import HeartbeatPublisher
 from mcc.bus.history import DurableWriter, HistoryReader, HistoryStatus, StoreError
 from mcc.bus.loop import ReaderLoop
@@ -24,6 +25,7 @@ __all__ = [
     "HeartbeatPublisher",
     "HistoryReader",
     "HistoryStatus",
+    "Linger",
     "QosEvent",
     "QosLibrary",
     "Reader",

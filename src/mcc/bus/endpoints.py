@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the one circle of the bus, types only: a Bus makes its endp
     from mcc.bus.core import Bus
 
 T = TypeVar("T")
+K = TypeVar("K")
 log = logging.getLogger("mcc.bus")
 
 ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
@@ -235,6 +236,67 @@ class Writer(_Endpoint, Generic[T]):
     def dds(self) -> DataWriter[T]:
         """The underlying cyclonedds DataWriter (QoS, statuses, acknowledgements)."""
         return self._dds
+
+
+class Linger(Generic[K, T]):
+    """Unregisters a writer's instances ``after_s`` after their last write: for keyed topics
+    whose keys keep coming (orders, their outcomes), where no single event says "done" for
+    every reader. Each instance costs every matched reader about 1.1 KB while it is
+    registered, so a count-bounded unregister (the oldest past N) still grew a 2-hour mission
+    by 1.5-2 MB an hour in each reader; this one holds a writer to the instances written in
+    the last ``after_s``.
+
+    ``wrote(key)`` after each write (re-arms it); ``expire()`` on the writer's loop unregisters
+    the due ones, except those ``keep(key)`` still wants (they are re-armed). ``key_sample``
+    makes the sample whose key fields name the instance."""
+
+    def __init__(
+        self,
+        writer: Writer[T],
+        after_s: float,
+        key_sample: Callable[[K], T],
+        *,
+        keep: Callable[[K], bool] | None = None,
+    ) -> None:
+        self.writer = writer
+        self.after_ns = int(after_s * 1e9)
+        self.key_sample = key_sample
+        self.keep = keep
+        self.unregistered = 0
+        # key -> due (monotonic ns); the after is one for all, so insertion order is due order
+        self._due: dict[K, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def wrote(self, key: K, now_ns: int | None = None) -> None:
+        """The instance ``key`` was just written: unregister it ``after_s`` from now."""
+        self._due.pop(key, None)
+        self._due[key] = (time.monotonic_ns() if now_ns is None else now_ns) + self.after_ns
+
+    def expire(self, now_ns: int | None = None) -> int:
+        """Unregister the instances due by ``now_ns`` (monotonic); how many went."""
+        now = time.monotonic_ns() if now_ns is None else now_ns
+        gone = 0
+        while self._due:
+            key, due = next(iter(self._due.items()))
+            if due > now:
+                break
+            del self._due[key]
+            if self.keep is not None and self.keep(key):
+                self._due[key] = now + self.after_ns
+                continue
+            try:
+                self.writer.unregister(self.key_sample(key))
+            except DDSException as exc:  # not registered (never written, or gone): nothing held
+                log.debug("topic %r: unregister of %r: %s", self.writer.topic_name, key, exc)
+            gone += 1
+        self.unregistered += gone
+        return gone
+
+    def forget(self, key: K) -> None:
+        """Stop timing ``key`` (its instance was retired or unregistered otherwise)."""
+        self._due.pop(key, None)
 
 
 class Reader(_Endpoint, Generic[T]):
