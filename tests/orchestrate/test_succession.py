@@ -4,7 +4,8 @@ waits its grace again before it may claim (a partition that heals is not a lost 
 
 from __future__ import annotations
 
-from mcc.orchestrate.supervisor_leadership import STANDBY_GRACE_S, Succession
+from mcc.orchestrate.supervisor_leadership import REJOIN_GRACE_S, STANDBY_GRACE_S, Succession
+from mcc.types import Heartbeat, SystemState
 
 LEASE_S = 0.8
 
@@ -27,16 +28,33 @@ def test_a_standby_that_hears_nothing_is_the_one_cut_off_and_never_claims() -> N
     assert not any(s.should_claim(t) for t in (6.0, 10.0, 19.9))  # nothing heard since 5 s
 
 
-def test_a_standby_cut_off_waits_its_grace_again_when_it_hears_the_mission() -> None:
+def _active_beat() -> Heartbeat:
+    return Heartbeat(state=SystemState.SYSTEM_RUNNING, message="active epoch 1")
+
+
+def test_a_standby_cut_off_waits_for_the_active_one_when_it_hears_the_mission_again() -> None:
     s = _standby()
     s.hear_mission(5.0)
     s.hear_mission(20.0)  # after 15 s of silence: the partition healed
-    # the instances are heard a moment before the active supervisor: no claim meanwhile
-    assert not s.should_claim(20.2)
-    assert not s.should_claim(20.0 + STANDBY_GRACE_S - 0.1)
-    for t in range(21, 24):  # the instances beat each second, the active supervisor is gone
+    # the instances are heard seconds before the active supervisor: no claim meanwhile
+    for t in range(21, 30):
         s.hear_mission(float(t))
-    assert s.should_claim(20.0 + STANDBY_GRACE_S + 0.2)
+        assert not s.should_claim(t + 0.5)
+    s.hear_peer("m/supervisor/7", _active_beat(), 29.6)  # the active one, rediscovered
+    s.hear_mission(30.0)
+    assert not s.should_claim(30.1)
+    for t in range(31, 33):  # the instances beat each second; the active one went silent
+        s.hear_mission(float(t))
+    assert s.should_claim(32.1)  # a lease after its last beat: the active one is lost
+
+
+def test_a_standby_cut_off_claims_after_its_rejoin_grace_if_the_active_one_never_returns() -> None:
+    s = _standby()
+    s.hear_mission(5.0)
+    for t in range(20, 32):  # the partition healed at 20 s; the active one died during it
+        s.hear_mission(float(t))
+    assert not s.should_claim(20.0 + REJOIN_GRACE_S - 0.1)
+    assert s.should_claim(20.0 + REJOIN_GRACE_S + 0.1)
 
 
 def test_beats_a_period_apart_do_not_restart_the_grace() -> None:

@@ -100,8 +100,8 @@ def add_parser(bench_subparsers: Any) -> None:
     parser.add_argument(
         "--net", default="host", choices=("host", "netns", "lab"),
         help="where the processes run; lab: host-level faults of a secured mission on the Ray "
-        "backend over three container hosts (mcc.lab.raychaos: a worker host, the supervisor, "
-        "the Ray head; `make images` first), instead of the manifests",
+        "backend over four container hosts (mcc.lab.raychaos: a worker host, the supervisor's "
+        "host, the Ray head, a partition; `make images` first), instead of the manifests",
     )  # fmt: skip
     parser.add_argument(
         "--loss", type=float, default=0.0, help="percent loss on every netns host (--net netns)"

@@ -1,21 +1,24 @@
 """Host-level faults of a secured mission on the Ray backend, on a container lab (``mcc bench
 chaos --net lab``, tests/lab/test_ray_lab.py).
 
-Three hosts of ``localhost/mcc-ray`` (`RayLab`: Redis and the head with no CPUs on h1, workers
-on h2 and h3); the mission's supervisor runs on h1 (``mcc up --backend ray``), an operator
-(alice, exported on h1, imported on h2) watches from h2. `run_host_faults` then, in turn:
+Four hosts of ``localhost/mcc-ray`` (`RayLab`: Redis and the head with no CPUs on h1, workers
+on h2 and h3, h4 a node with no CPUs for the supervisor); the mission's supervisor runs on h4
+(``mcc up --backend ray``), an operator (alice, exported on h4, imported on h2) watches from
+h2. `run_host_faults` then, in turn:
 
 1. ``worker-host``: kills h3's container (SIGKILL to all of it): detection is the supervisor's
    ``Ray node h3 lost`` log line, recovery its last ``moved by Ray from h3`` line (the instances
    running on h2), restarted the instances whose pid changed (those of h3);
-2. ``supervisor``: starts a standby ``mcc up`` on h2 (a copy of the mission's keystore: a
-   supervisor host issues identities), kills -9 the active one on h1: recovery is the standby's
-   ``adopted N running instances`` line, restarted must be 0;
+2. ``supervisor-host``: starts a standby ``mcc up`` on h2 (a copy of the mission's keystore: a
+   supervisor host issues identities), kills h4's container (the active supervisor's host;
+   Redis and the head are elsewhere): recovery is the standby's ``adopted N running
+   instances`` line, restarted must be 0. (With the supervisor on the head's host, a lab
+   without a driver host, the fault is ``supervisor``: kill -9 of its process.)
 3. ``ray-head``: ``ray stop --force`` and ``ray start --head`` on h1 with the same Redis:
    recovery is the head back, then the supervisor on h2 must still command (a scale-up) with 0
    instances restarted.
-4. ``partition``: a standby ``mcc up`` on h1 again, then h1 (the standby, the Ray head and
-   Redis) cut off from the lab for `PARTITION_S` (every packet in and out of its link dropped:
+4. ``partition``: a standby ``mcc up`` on h1, then h1 (the standby, the Ray head and Redis) cut
+   off from the lab for `PARTITION_S` (every packet in and out of its link dropped:
    `ContainerLab.partition`, nftables) and joined again. Counted: the statuses the workstation
    (h2) got answered while it was cut off, the most supervisors that said ``active`` in one
    status, the claims and adoptions the cut-off standby logged (split brain: must be none),
@@ -85,12 +88,14 @@ def running(st: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 class RayMissionLab:
-    """The lab's mission on ``ray``: started on the head host, watched from the first worker."""
+    """The lab's mission on ``ray``: started on the first driver host (the head's without
+    one), watched from the first worker."""
 
     def __init__(self, ray: RayLab) -> None:
         self.ray = ray
         self.lab: ContainerLab = ray.lab
         self.head = ray.head
+        self.home = ray.drivers[0] if ray.drivers else ray.head  # the first supervisor's host
         self.watcher = ray.workers[0]  # the operator's view, and the standby's host
         self.keystore = f"{HOME}/keystores/{MISSION}"
 
@@ -114,32 +119,32 @@ class RayMissionLab:
         with tempfile.TemporaryDirectory(prefix="mcc-raychaos-") as tmp:
             manifest = Path(tmp) / "mission.yaml"
             manifest.write_text(MANIFEST)
-            for host in (self.head, self.watcher):
+            for host in {self.home, self.head, self.watcher}:
                 lab.copy_in(host, manifest, f"{HOME}/mission.yaml")
-            self.up(self.head)
+            self.up(self.home)
             wait_for(
                 lambda: (
                     lab.exec(
-                        self.head, ["test", "-f", f"{self.keystore}/governance.p7s"], check=False
+                        self.home, ["test", "-f", f"{self.keystore}/governance.p7s"], check=False
                     ).returncode
                     == 0
                 ),
                 90,
-                f"the mission's keystore on {self.head}",
+                f"the mission's keystore on {self.home}",
                 period_s=POLL_S,
             )
             lab.exec(
-                self.head,
+                self.home,
                 ["mcc", "security", "identity", self.keystore, f"{MISSION}/alice", "--domain",
                  str(DOMAIN), "--operator"],
             )  # fmt: skip
             lab.exec(
-                self.head,
+                self.home,
                 ["mcc", "security", "export", self.keystore, f"{MISSION}/alice", "--out",
                  f"{HOME}/alice.mcc-identity"],
             )  # fmt: skip
             identity = Path(tmp) / "alice.mcc-identity"
-            lab.copy_out(self.head, f"{HOME}/alice.mcc-identity", identity)
+            lab.copy_out(self.home, f"{HOME}/alice.mcc-identity", identity)
             lab.copy_in(self.watcher, identity, f"{HOME}/alice.mcc-identity")
         lab.exec(self.watcher, ["mcc", "security", "import", f"{HOME}/alice.mcc-identity"])
         return dict(
@@ -179,11 +184,11 @@ class RayMissionLab:
                 found.append(dt.datetime.fromisoformat(entry["time"]).timestamp())
         return found
 
-    def copy_keystore(self, host: str) -> None:
-        """The mission's keystore from the head host to ``host``, a supervisor host too."""
+    def copy_keystore(self, source: str, host: str) -> None:
+        """The mission's keystore from ``source`` to ``host``, a supervisor host too."""
         with tempfile.TemporaryDirectory(prefix="mcc-raychaos-") as tmp:
             local = Path(tmp) / MISSION
-            self.lab.copy_out(self.head, self.keystore, local)
+            self.lab.copy_out(source, self.keystore, local)
             self.lab.exec(host, ["mkdir", "-p", str(Path(self.keystore).parent)])
             self.lab.copy_in(host, local, self.keystore)
             self.lab.exec(host, ["chown", "-R", "10001", self.keystore], user="root")
@@ -218,8 +223,8 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
         f"{victim}'s instances running on {survivor}",
         period_s=POLL_S,
     )
-    losses = m.log_times(m.head, f"Ray node {victim} lost")
-    moves = m.log_times(m.head, f"moved by Ray from {victim}")
+    losses = m.log_times(m.home, f"Ray node {victim} lost")
+    moves = m.log_times(m.home, f"moved by Ray from {victim}")
     restarted = sorted(k for k in IDS if after[k]["pid"] != first[k]["pid"])
     recover = (max(moves) - killed) if len(moves) >= len(lost) else None
     rows.append(
@@ -229,11 +234,11 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
             recover_s=round(recover, 2) if recover is not None else None,
             restarted=len(restarted), restarted_ids=restarted,
             ok=recover is not None and recover <= WORKER_RECOVER_S and set(restarted) == lost,
-            error="" if losses and recover is not None else m.log(m.head)[-2000:],
+            error="" if losses and recover is not None else m.log(m.home)[-2000:],
         )
     )  # fmt: skip
 
-    m.copy_keystore(survivor)
+    m.copy_keystore(m.home, survivor)
     m.up(survivor)
     st = wait_for(
         lambda: (
@@ -248,7 +253,12 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     active_pid = st["supervisors"][0]["pid"]
     before = running(st)
     killed = time.time()
-    lab.exec(m.head, ["sh", "-c", f"kill -9 {active_pid}"])  # the shell's kill: no procps
+    if m.home != m.head:
+        lab.kill(m.home)  # the whole host: its raylet and the driver with it
+        kill, target = "supervisor-host", f"{m.home} (the active supervisor's host)"
+    else:
+        lab.exec(m.head, ["sh", "-c", f"kill -9 {active_pid}"])  # the shell's kill: no procps
+        kill, target = "supervisor", f"{m.head} mcc up"
     adopted = wait_for(
         lambda: m.log_times(survivor, f"adopted {len(IDS)} running instances"),
         60,
@@ -266,7 +276,7 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     recover = adopted[0] - killed
     rows.append(
         _row(
-            "supervisor", f"{m.head} mcc up",
+            kill, target,
             recover_s=round(recover, 2), restarted=len(restarted), restarted_ids=restarted,
             ok=recover <= SUPERVISOR_RECOVER_S and not restarted,
         )
@@ -311,6 +321,8 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
 def _partition(m: RayMissionLab, *, active_pid: int) -> dict[str, Any]:
     """Fault 4 of the module's docstring: the head host, a standby on it, cut off and joined."""
     cut_host, lab = m.head, m.lab
+    if m.home != m.head:
+        m.copy_keystore(m.watcher, cut_host)
     m.up(cut_host)
     st = wait_for(
         lambda: (
@@ -370,13 +382,13 @@ def _partition(m: RayMissionLab, *, active_pid: int) -> dict[str, Any]:
 
 
 def bench(name: str = "chaos") -> list[dict[str, Any]]:
-    """``mcc bench chaos --net lab``: a lab of three ``localhost/mcc-ray`` hosts (built by
-    ``make images``), the mission, the three faults; the rows. The lab is removed after."""
+    """``mcc bench chaos --net lab``: a lab of four ``localhost/mcc-ray`` hosts (built by
+    ``make images``), the mission, the four faults; the rows. The lab is removed after."""
     from mcc.lab.podman import PodmanError, podman
     from mcc.lab.raycluster import RAY_IMAGE
 
     if podman(["image", "exists", RAY_IMAGE], check=False).returncode != 0:
         raise PodmanError(f"image {RAY_IMAGE} is not built: run `make images`")
-    with ContainerLab(3, name=name, image=RAY_IMAGE) as lab:
-        m = RayMissionLab(RayLab(lab, head="h1", workers=("h2", "h3")).start())
+    with ContainerLab(4, name=name, image=RAY_IMAGE) as lab:
+        m = RayMissionLab(RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start())
         return run_host_faults(m, m.start())

@@ -44,11 +44,14 @@ WORKER_CPUS = 2
 
 @dataclass
 class RayLab:
-    """Ray on ``lab``: Redis and the head on ``head``, a worker on each of ``workers``."""
+    """Ray on ``lab``: Redis and the head on ``head``, a worker on each of ``workers``, and a
+    node with no CPUs on each of ``drivers``: a host for a supervisor (a Ray driver runs on a
+    node of the cluster) where no instance runs, so that losing it loses no instance."""
 
     lab: ContainerLab
     head: str = "h1"
     workers: Sequence[str] = ("h2", "h3")
+    drivers: Sequence[str] = ()
     password: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
 
     @property
@@ -71,6 +74,8 @@ class RayLab:
             self._ray_start(
                 worker, ["--address", self.address, "--num-cpus", str(WORKER_CPUS)], worker
             )
+        for driver in self.drivers:
+            self._ray_start(driver, ["--address", self.address, "--num-cpus", "0"], driver)
         return self
 
     def start_head(self) -> None:

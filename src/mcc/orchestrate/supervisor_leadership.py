@@ -29,6 +29,12 @@ if TYPE_CHECKING:  # types only: the Supervisor composes this part and hands its
 log = logging.getLogger("mcc.orchestrate")
 #: A new standby has not discovered everyone yet: no claim in its first seconds.
 STANDBY_GRACE_S = 3.0
+#: A standby that was cut off and hears the mission again waits this long for the active
+#: supervisor before it may claim (unless it hears it sooner): after a partition longer than
+#: a participant's lease every pair of participants discovers and, secured, authenticates
+#: each other again, in no set order; on the container lab the active supervisor came back
+#: 1-2 s after the instances, past `STANDBY_GRACE_S` from their first beat.
+REJOIN_GRACE_S = 10.0
 #: Other supervisors remembered at most (a flood of forged names cannot grow the table).
 MAX_PEERS = 64
 
@@ -52,6 +58,7 @@ class Succession:
         self._mission_mono = 0.0  # last beat of any instance of the mission
         self._heard_mono = 0.0  # last beat of anyone of the mission but this supervisor
         self._standby_since = 0.0
+        self._rejoining = False  # cut off, the mission heard again, the active one not yet
         self._last_claim = 0.0
         self._left: Any = None  # the desired state last left with the agent (comparable form)
 
@@ -91,16 +98,19 @@ class Succession:
         if len(self._peers) < MAX_PEERS or system_id in self._peers:
             self._peers[system_id] = (now, hb)
             self._heard_mono = now
+            if hb.state == S.SYSTEM_RUNNING:
+                self._rejoining = False
 
     def hear_mission(self, now: float) -> None:
         """A beat of one of the mission's instances. A standby that hears the mission again
         after a silence of `STANDBY_GRACE_S` (three heartbeat periods: it was cut off, and the
-        partition healed) starts its grace again: the active supervisor's beats may come a
-        moment after the instances', and a claim in between would take over from a supervisor
-        that never stopped."""
+        partition healed) waits `REJOIN_GRACE_S` from then, or until it hears the active
+        supervisor: the active one's beats may come seconds after the instances', and a claim
+        in between would ask to take over from a supervisor that never stopped."""
         silent_s = now - self._mission_mono
         if self.role == "standby" and self._mission_mono and silent_s > STANDBY_GRACE_S:
             self._standby_since = now
+            self._rejoining = True
         self._mission_mono = self._heard_mono = now
 
     @property
@@ -124,7 +134,8 @@ class Succession:
             epoch = epoch_of(hb)
             if epoch is not None and epoch > self.epoch:
                 self.epoch = epoch
-        if now - self._standby_since < STANDBY_GRACE_S or now - last_active < self.lease_s:
+        grace = REJOIN_GRACE_S if self._rejoining else STANDBY_GRACE_S
+        if now - self._standby_since < grace or now - last_active < self.lease_s:
             return False
         if now - self._mission_mono > self.lease_s or now - self._last_claim < self.lease_s:
             return False  # nothing heard at all: this standby is the one cut off
