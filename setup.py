@@ -1,4 +1,4 @@
-"""The two build steps pyproject.toml cannot declare.
+"""The build steps pyproject.toml cannot declare.
 
 1. The bus's native boundary, ``mcc.bus._native`` (C, src/mcc/bus/_native.c), compiled against
    the Cyclone DDS that native/build-cyclone.sh installed: ``CYCLONEDDS_HOME``, by default
@@ -8,7 +8,9 @@
    in its cyclonedds wheel (``$ORIGIN`` RUNPATH) and tags both with auditwheel. The C topic
    types it needs (``BulkBlock``, whose samples iceoryx can loan) are generated from
    idl/mcc.idl by that Cyclone's ``idlc`` into ``build/idlc/`` first.
-2. The checkout's top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` are copied into
+2. The tracker's JPDA kernel, ``mcc.tracking._jpda`` (C, src/mcc/tracking/_jpda.c, the CPython
+   API alone): the association marginals of a scan's clusters in one call.
+3. The checkout's top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` are copied into
    the wheel as ``mcc/data/<name>/``, where ``mcc.resources`` finds them. An editable install
    copies nothing: it reads the checkout's folders themselves.
 """
@@ -80,6 +82,13 @@ setup(
             libraries=["ddsc"],
             runtime_library_dirs=[str(lib)],
             extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
-        )
+        ),
+        Extension(
+            "mcc.tracking._jpda",
+            sources=["src/mcc/tracking/_jpda.c"],
+            libraries=["m"],
+            # No fused multiply-adds: the marginals are summed as NumPy sums them, to the bit.
+            extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
+        ),
     ],
 )

@@ -1,5 +1,6 @@
-"""JPDA: marginals against brute-force enumeration of joint events and Stone Soup's JPDA, the
-PDA update against the textbook formula, and the tracker with ``association: jpda``."""
+"""JPDA: marginals against brute-force enumeration of joint events and Stone Soup's JPDA, the C
+kernel's against the NumPy reference, the PDA update against the textbook formula, and the
+tracker with ``association: jpda``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from mcc.tracking import JPDAAssociator, Measurements, MultiTargetTracker, Scan, TrackerConfig
-from mcc.tracking.jpda import pda_mix
+from mcc.tracking.jpda import KERNEL, _codes, pda_mix
 from mcc.tracking.updaters import PositionUpdater
 
 PD, PG = 0.9, 0.999
@@ -136,6 +137,122 @@ def test_marginals_match_stone_soup_jpda() -> None:
                 assert beta[i * 4 + j] == pytest.approx(p, rel=1e-7, abs=1e-12)
             compared += 1
     assert compared >= 12
+
+
+def _random_scan(rng, clusters, max_tracks=8, max_meas=10):
+    """Gated pairs of ``clusters`` independent clusters of 1-``max_tracks`` tracks and
+    1-``max_meas`` detections (sparse gates: each track at least one), their tracks and
+    detections numbered with gaps and their pairs shuffled, as the tracker's are."""
+    ti, mj = [], []
+    t0 = m0 = 0
+    for _ in range(clusters):
+        n_t, n_m = int(rng.integers(1, max_tracks + 1)), int(rng.integers(1, max_meas + 1))
+        gate = rng.random((n_t, n_m)) < rng.uniform(0.1, 0.7)
+        gate[np.arange(n_t), rng.integers(0, n_m, n_t)] = True
+        t, m = np.nonzero(gate)
+        ti.append(t + t0)
+        mj.append(m + m0)
+        t0 += n_t + int(rng.integers(0, 3))
+        m0 += n_m + int(rng.integers(0, 3))
+    order = rng.permutation(sum(t.size for t in ti))
+    return (np.concatenate(ti)[order].astype(np.int64), np.concatenate(mj)[order].astype(np.int64),
+            rng.normal(0.0, 2.0, order.size))  # fmt: skip
+
+
+def _both(ti, mj, log_g, **kw):
+    """The C kernel's marginals and the NumPy reference's, and their associators."""
+    native, numpy = JPDAAssociator(PD, PG, **kw), JPDAAssociator(PD, PG, native=False, **kw)
+    assert native.kernel is not None and numpy.kernel is None
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return native.marginals(ti, mj, log_g), numpy.marginals(ti, mj, log_g), native, numpy
+
+
+def _assert_same(got, want, rtol=1e-12):
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=rtol, atol=0)
+    np.testing.assert_allclose(got[2], want[2], rtol=rtol, atol=0)
+
+
+def test_the_c_kernel_is_built() -> None:
+    """setup.py builds it with the package: a checkout without it is not a test run."""
+    assert KERNEL is not None
+
+
+@pytest.mark.parametrize("star", [False, True])
+@pytest.mark.parametrize("seed", range(10))
+def test_the_c_kernel_matches_the_numpy_marginals(seed: int, star: bool) -> None:
+    """Scans of 1-12 clusters of 1-8 tracks and 1-10 detections; some clusters past
+    ``max_cluster`` or ``max_events`` (the cheap JPDA), the same counted."""
+    rng = np.random.default_rng(200 + seed)
+    for _ in range(20):
+        ti, mj, log_g = _random_scan(rng, int(rng.integers(1, 13)))
+        max_cluster, max_events = int(rng.integers(2, 9)), int(rng.choice([50, 1 << 16]))
+        got, want, native, numpy = _both(
+            ti, mj, log_g, star=star, max_cluster=max_cluster, max_events=max_events
+        )
+        _assert_same(got, want)
+        assert (native.clusters, native.fallbacks) == (numpy.clusters, numpy.fallbacks)
+
+
+@pytest.mark.parametrize("star", [False, True])
+def test_the_c_kernel_takes_the_cheap_jpda_at_the_same_limits(star: bool) -> None:
+    """Four tracks sharing three detections: 4⁴ = 256 joint events before feasibility, exact
+    at ``max_events`` 256 (to the definition), the cheap JPDA at 255 and at 3 tracks."""
+    ti, mj = (a.ravel().astype(np.int64) for a in np.indices((4, 3)))
+    log_g = np.random.default_rng(1).normal(0.0, 2.0, ti.size)
+    for limits, fallbacks in (({"max_events": 256}, 0), ({"max_events": 255}, 1),
+                              ({"max_cluster": 3}, 1)):  # fmt: skip
+        got, want, native, numpy = _both(ti, mj, log_g, star=star, **limits)
+        _assert_same(got, want)
+        assert native.fallbacks == numpy.fallbacks == fallbacks
+    got, _, _, _ = _both(ti, mj, log_g, max_events=256)
+    beta, _, beta0 = _brute_force(ti, mj, log_g, JPDAAssociator(PD, PG).log_w0)
+    np.testing.assert_allclose(got[0], beta, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got[2], beta0, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("star", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_c_kernel_treats_hostile_likelihoods_as_numpy_does(seed: int, star: bool) -> None:
+    """NaN and infinite ln g (NaN where NumPy gives NaN, JPDA* preferring a finite event to a
+    NaN one), ln g past exp's range, and equal likelihoods (JPDA* keeps the first of equal
+    events, as the reference's stable sort does)."""
+    rng = np.random.default_rng(300 + seed)
+    for _ in range(40):
+        ti, mj, log_g = _random_scan(rng, int(rng.integers(1, 4)))
+        bad = rng.integers(0, ti.size, int(rng.integers(1, 4)))
+        log_g[bad] = rng.choice([np.nan, np.inf, -np.inf, 800.0, -800.0], bad.size)
+        got, want, _, _ = _both(ti, mj, log_g, star=star, max_cluster=int(rng.integers(1, 9)))
+        _assert_same(got, want)
+        ties = np.full(ti.size, float(rng.normal()))
+        _assert_same(*_both(ti, mj, ties, star=star)[:2])
+
+
+def test_the_c_kernel_without_pairs_and_with_lone_tracks() -> None:
+    """No gated pair (no detection, or none in a gate): nothing; tracks alone in their
+    clusters: the PDA closed form, as the reference."""
+    empty = np.zeros(0, np.int64)
+    got, want, native, _ = _both(empty, empty, np.zeros(0))
+    assert got[0].size == got[1].size == got[2].size == 0
+    _assert_same(got, want)
+    assert native.clusters == 0
+    ti, mj = np.array([3, 3, 7, 9], np.int64), np.array([0, 5, 2, 4], np.int64)
+    got, want, native, _ = _both(ti, mj, np.array([0.5, -1.0, 2.0, -30.0]))
+    _assert_same(got, want)
+    assert native.clusters == 0
+
+
+def test_the_c_kernel_refuses_malformed_arrays() -> None:
+    """Indices out of range and arrays of the wrong type raise instead of reading past them."""
+    assert KERNEL is not None
+    t, m, g = np.array([0, 1], np.int64), np.array([0, 2], np.int64), np.zeros(2)
+    args = (2, 2, -2.0, True, 8, 65536.0, _codes(16), np.empty(2), np.empty(2))
+    with pytest.raises(ValueError, match="out of range"):
+        KERNEL(t, m, g, *args)
+    with pytest.raises(TypeError, match="m_loc"):
+        KERNEL(t, m.astype(np.int32), g, *args)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="beta0"):
+        KERNEL(t, m - m, g, *args[:-1], np.empty(3))
 
 
 def test_the_pda_mix_is_the_textbook_pda_update() -> None:

@@ -14,11 +14,16 @@ Fitzgerald's cheap JPDA, ``β_tj = g_tj / (w0 + S_t + S_j − g_tj)`` normalised
 (``S_t``, ``S_j`` the row and column sums of ``g``; exact for a single track), and are counted
 in ``fallbacks``. `pda_mix` then reduces each track's mixture (no detection, or detection
 ``j``) to one Gaussian per filter model: the PDA update with its spread-of-innovations term.
+
+The marginals of a scan are computed by the C kernel `mcc.tracking._jpda`, every cluster in one
+call, where it is built (setup.py builds it with the package); the NumPy code here is its
+reference (``native=False``), and what runs in a checkout whose extensions are not built.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +34,23 @@ __all__ = ["JPDAAssociator", "pda_mix"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+# mcc.tracking._jpda.marginals (its stub has the parameters' names)
+Kernel = Callable[
+    [I64, I64, F64, int, int, float, bool, int, float, U64, F64, F64], tuple[int, int]
+]
+
+
+def _load_kernel() -> Kernel | None:
+    """The C kernel, or None where the package's extensions are not built."""
+    try:
+        from mcc.tracking._jpda import marginals
+    except ImportError:
+        return None
+    return marginals
+
+
+KERNEL = _load_kernel()
 
 
 class JPDAAssociator:
@@ -37,7 +59,8 @@ class JPDAAssociator:
     ``pd``: probability of detection; ``gate_probability``: p_g, the probability that a true
     detection is in the gate; ``max_cluster``: the most tracks a cluster may have for exact
     enumeration; ``max_events``: the most joint events (before removing those that give one
-    detection to two tracks) enumerated at once.
+    detection to two tracks) enumerated at once; ``native``: by the C kernel where it is built
+    (`KERNEL`), else by the NumPy enumeration, its reference.
     """
 
     def __init__(
@@ -48,12 +71,14 @@ class JPDAAssociator:
         max_cluster: int = 8,
         max_events: int = 1 << 16,
         star: bool = False,
+        native: bool = True,
     ) -> None:
         self.gate_probability = gate_probability
         self.set_pd(pd)
         self.star = star
         self.max_cluster = max_cluster
         self.max_events = max_events
+        self.kernel = KERNEL if native else None
         self.clusters = 0  # clusters of two tracks or more, solved
         self.fallbacks = 0  # of which solved by the cheap approximation
 
@@ -75,6 +100,16 @@ class JPDAAssociator:
         if ti.size == 0:
             return beta, tracks, beta0
         meas, m_loc = small_unique(mj)
+        if self.kernel is not None:
+            exact_tracks = min(self.max_cluster, tracks.size)  # JPDA*'s codes: see _exact_group
+            clusters, fallbacks = self.kernel(
+                t_loc, m_loc, np.ascontiguousarray(log_g, np.float64), tracks.size, meas.size,
+                self.log_w0, self.star, self.max_cluster, float(self.max_events),
+                _codes(meas.size + exact_tracks), beta, beta0,
+            )  # fmt: skip
+            self.clusters += clusters
+            self.fallbacks += fallbacks
+            return beta, tracks, beta0
         label = bipartite_components(t_loc, m_loc, tracks.size, meas.size)
         comp = label[t_loc]
         t_per = np.bincount(label, minlength=tracks.size)
@@ -120,8 +155,10 @@ class JPDAAssociator:
         pair_run = np.repeat(np.arange(runs.size), run_len)
         pair_k = np.arange(order.size) - runs[pair_run]
         self.clusters += int(n_cl)
-        log_events = np.add.reduceat(np.log(run_len + 1.0), cl_start)  # ln Π (n_t + 1)
-        exact = (tracks_per <= self.max_cluster) & (log_events <= math.log(self.max_events))
+        # Π (n_t + 1) itself, not its log, so that a cluster of max_events events is exact
+        # here as in the C kernel (floats: exact below 2^53, and past it over any max_events)
+        events = np.multiply.reduceat(run_len + 1.0, cl_start)
+        exact = (tracks_per <= self.max_cluster) & (events <= self.max_events)
         if not exact.all():
             self.fallbacks += int(np.count_nonzero(~exact))
             self._cheap(order[~exact[run_cl[pair_run]]], t_loc, m_loc, log_g, beta, beta0)
@@ -139,7 +176,7 @@ class JPDAAssociator:
             mine = rank[run_cl[pair_run]] >= 0
             pr = pair_run[mine]
             pairs[rank[run_cl[pr]], run_t[pr], pair_k[mine]] = order[mine]
-            chunk = max(1, int((1 << 20) // (math.exp(float(log_events[sel].max())) * T)))
+            chunk = max(1, int((1 << 20) // (float(events[sel].max()) * T)))
             for i in range(0, sel.size, chunk):
                 self._exact_group(pairs[i : i + chunk], t_loc, ml, lg, beta, beta0)
 

@@ -1,0 +1,19 @@
+# Type stub of the C extension mcc.tracking._jpda (src/mcc/tracking/_jpda.c).
+import numpy as np
+import numpy.typing as npt
+
+def marginals(
+    t_loc: npt.NDArray[np.int64],
+    m_loc: npt.NDArray[np.int64],
+    log_g: npt.NDArray[np.float64],
+    n_tracks: int,
+    n_meas: int,
+    log_w0: float,
+    star: bool,
+    max_cluster: int,
+    max_events: float,
+    codes: npt.NDArray[np.uint64],
+    beta: npt.NDArray[np.float64],
+    beta0: npt.NDArray[np.float64],
+    /,
+) -> tuple[int, int]: ...
