@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml setup.py native/Cargo.toml native/build-cyclone.sh
 	    > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/mcc-cyclone.pth"
 	touch $(STAMP)
 
-$(NATIVE): $(STAMP) src/mcc/bus/_native.c src/mcc/tracking/_jpda.c idl/mcc.idl
+$(NATIVE): $(STAMP) src/mcc/bus/_native.c src/mcc/tracking/_jpda.c src/mcc/tracking/_ekf.c \
+    idl/mcc.idl
 	$(PY) setup.py --quiet build_ext --inplace
 	touch $(NATIVE)
 
@@ -75,4 +76,4 @@ interop-rti:
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache src/mcc/bus/_native.*.so \
-	    src/mcc/tracking/_jpda.*.so
+	    src/mcc/tracking/_jpda.*.so src/mcc/tracking/_ekf.*.so

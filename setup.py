@@ -9,7 +9,9 @@
    types it needs (``BulkBlock``, whose samples iceoryx can loan) are generated from
    idl/mcc.idl by that Cyclone's ``idlc`` into ``build/idlc/`` first.
 2. The tracker's JPDA kernel, ``mcc.tracking._jpda`` (C, src/mcc/tracking/_jpda.c, the CPython
-   API alone): the association marginals of a scan's clusters in one call.
+   API alone): the association marginals of a scan's clusters in one call; and its 2-D
+   range/azimuth EKF, ``mcc.tracking._ekf`` (src/mcc/tracking/_ekf.c): the gate's distances and
+   the update of a scan's pairs in one call.
 3. The checkout's top-level ``qos/``, ``idl/``, ``missions/`` and ``scenarios/`` are copied into
    the wheel as ``mcc/data/<name>/``, where ``mcc.resources`` finds them. An editable install
    copies nothing: it reads the checkout's folders themselves.
@@ -88,6 +90,13 @@ setup(
             sources=["src/mcc/tracking/_jpda.c"],
             libraries=["m"],
             # No fused multiply-adds: the marginals are summed as NumPy sums them, to the bit.
+            extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
+        ),
+        Extension(
+            "mcc.tracking._ekf",
+            sources=["src/mcc/tracking/_ekf.c"],
+            libraries=["m"],
+            # No fused multiply-adds: the reference's arithmetic in its order.
             extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
         ),
     ],

@@ -171,7 +171,9 @@ def test_a_tracker_run_gives_the_same_numbers_without_the_fast_linearisation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Five crossing targets in clutter, 2-D polar: every scan's tracks (ids, states,
-    covariances) bit for bit with and without `PolarEKFUpdater._linearise_2d`."""
+    covariances) bit for bit with and without `PolarEKFUpdater._linearise_2d` (the NumPy path:
+    the C kernel off, tests/tracking/test_ekf_kernel.py compares it)."""
+    monkeypatch.setattr(updaters, "KERNEL", None)
 
     def run() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         rng = np.random.default_rng(11)

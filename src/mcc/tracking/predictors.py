@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
 
 from mcc.compute import kalman
+from mcc.tracking import updaters
 from mcc.tracking.base import Measurements, Updater
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.jpda import pda_mix
+from mcc.tracking.updaters import PolarEKFUpdater
 
 __all__ = ["CVPredictor", "IMMPredictor", "cv_predict", "imm_transition", "make_predictor"]
 
@@ -39,6 +41,8 @@ class CVPredictor:
         self.noise_model = config.noise_model
         self.x: F64 = np.zeros((0, self.n))
         self.P: F64 = np.zeros((0, self.n, self.n))
+        # JPDA's mixture by the C kernel (`mcc.tracking._ekf.pda_mix`) in 2-D; None: NumPy's.
+        self.kernel = updaters.KERNEL if self.n == 4 else None
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -59,6 +63,13 @@ class CVPredictor:
         x, P, ll = updater.pair_update(self.x, self.P, meas, ti, mj)
         beta, tracks, beta0 = weigh(ll)
         at = np.searchsorted(tracks, ti)
+        if self.kernel is not None:
+            xn, Pn, _ = _native_pda_mix(
+                self.kernel, self.x, self.P, np.ones(len(self)), tracks, at, x, P, ll,
+                beta, beta0,
+            )  # fmt: skip
+            self.x[tracks], self.P[tracks] = xn[:, 0], Pn[:, 0]
+            return beta, tracks, beta0
         ones = np.ones((tracks.size, 1))
         xn, Pn, _ = pda_mix(
             self.x[tracks][:, None], self.P[tracks][:, None], ones,
@@ -102,6 +113,8 @@ class IMMPredictor:
         )
         self._combined: tuple[F64, F64] | None = None
         self._uniform: tuple[F64, F64] | None = None
+        # JPDA's mixture by the C kernel (`mcc.tracking._ekf.pda_mix`) in 2-D; None: NumPy's.
+        self.kernel = updaters.KERNEL if self.n == 4 else None
 
     def __len__(self) -> int:
         return int(self.state.x.shape[0])
@@ -124,6 +137,12 @@ class IMMPredictor:
                 lo, rates, self.sigma_a, self.d, self.noise_model, self.sojourn_s
             )
             # pi comes from `kalman.imm_transition` (checked there), cached per step length.
+            if self.kernel is not None and pi.ndim == 2:
+                self.state = _native_imm_predict(self.kernel, self.state, pi, self.mix_floor,
+                                                 FT, FFT, Q)  # fmt: skip
+                self._combined = None
+                self._uniform = None
+                return
             mixed = imm_mix(self.state, pi, self.mix_floor)
             n_tracks, n_models, n = mixed.x.shape
             Pv = mixed.P.reshape(n_tracks, n_models, n * n)
@@ -148,11 +167,33 @@ class IMMPredictor:
 
     def estimate(self) -> tuple[F64, F64]:
         if self._combined is None:
-            self._combined = kalman.imm_combine(self.state, xp=np)
+            self._combined = self._combine(self.state)
         return self._combined
+
+    def _combine(self, state: kalman.IMMState, *, equal: bool = False) -> tuple[F64, F64]:
+        """`kalman.imm_combine` of ``state`` (``equal``: with equal model weights), by the C
+        kernel in 2-D: its matrix-vector products may differ in the last bits from NumPy's
+        (no recursion reads the combined estimate: the output, the wide gate and deletion)."""
+        x, P, mu = state
+        if self.kernel is None:
+            if equal:
+                mu = np.full(mu.shape, 1.0 / mu.shape[1])
+            return kalman.imm_combine(kalman.IMMState(x, P, mu), xp=np)
+        if x.strides[-1] != 8 or P.strides[-2:] != (32, 8):
+            x, P = np.ascontiguousarray(x), np.ascontiguousarray(P)
+        xc, Pc = np.empty((x.shape[0], 4)), np.empty((x.shape[0], 4, 4))
+        weights = None if equal else np.ascontiguousarray(mu, dtype=np.float64)
+        self.kernel.imm_combine(x, P, weights, mu.shape[1], xc, Pc)
+        return xc, Pc
 
     def update(self, rows: I64, updater: Updater, meas: Measurements, cols: I64) -> None:
         self._uniform = None
+        if _native(updater, meas):
+            st = self.state
+            x, P, _, _, mu = updater.pair_update_mix(st.x, st.P, st.mu, meas, rows, cols)
+            st.x[rows], st.P[rows], st.mu[rows] = x, P, mu
+            self._recombine(rows, kalman.IMMState(x, P, mu))
+            return
         x, P, ll = updater.update(self.state.x[rows], self.state.P[rows], meas, cols)
         with np.errstate(divide="ignore"):
             log_w = ll + np.log(self.state.mu[rows])
@@ -166,9 +207,7 @@ class IMMPredictor:
         """Every model's estimate combined with equal weights: a Gaussian that covers each
         model's prediction, to find the pairs one model may take (`model_gate`)."""
         if self._uniform is None:
-            st = self.state
-            flat = np.full(st.mu.shape, 1.0 / st.mu.shape[1])
-            self._uniform = kalman.imm_combine(kalman.IMMState(st.x, st.P, flat), xp=np)
+            self._uniform = self._combine(self.state, equal=True)
         return self._uniform
 
     def model_gate(
@@ -182,6 +221,10 @@ class IMMPredictor:
         from mcc.tracking.updaters import mahalanobis
 
         st = self.state
+        if _native(updater, meas):
+            d2_best, logdet_best, ll_mix = updater.pair_distance(st.x, st.P, meas, ti, mj, st.mu)
+            assert ll_mix is not None
+            return d2_best, logdet_best, ll_mix
         y, S = updater.pair_innovation(st.x, st.P, meas, ti, mj)
         d2, logdet = mahalanobis(y, S)
         with np.errstate(divide="ignore"):
@@ -198,7 +241,7 @@ class IMMPredictor:
         if self._combined is None:
             return
         xc, Pc = self._combined[0].copy(), self._combined[1].copy()
-        xc[rows], Pc[rows] = kalman.imm_combine(new, xp=np)
+        xc[rows], Pc[rows] = self._combine(new)
         self._combined = (xc, Pc)
 
     def pda_update(
@@ -208,13 +251,24 @@ class IMMPredictor:
         marginals come from the pairs' model-mixture likelihoods."""
         self._uniform = None
         st = self.state
-        x, P, ll = updater.pair_update(st.x, st.P, meas, ti, mj)
-        with np.errstate(divide="ignore"):
-            a = ll + np.log(st.mu[ti])
-        top = a.max(axis=1)
-        beta, tracks, beta0 = weigh(top + np.log(np.exp(a - top[:, None]).sum(axis=1)))
+        if _native(updater, meas):
+            x, P, ll, mix, _ = updater.pair_update_mix(st.x, st.P, st.mu, meas, ti, mj)
+            beta, tracks, beta0 = weigh(mix)
+        else:
+            x, P, ll = updater.pair_update(st.x, st.P, meas, ti, mj)
+            with np.errstate(divide="ignore"):
+                a = ll + np.log(st.mu[ti])
+            top = a.max(axis=1)
+            beta, tracks, beta0 = weigh(top + np.log(np.exp(a - top[:, None]).sum(axis=1)))
         at = np.searchsorted(tracks, ti)
-        xs, Ps, mus = pda_mix(st.x[tracks], st.P[tracks], st.mu[tracks], x, P, ll, at, beta, beta0)
+        if self.kernel is not None:
+            xs, Ps, mus = _native_pda_mix(
+                self.kernel, st.x, st.P, st.mu, tracks, at, x, P, ll, beta, beta0
+            )
+        else:
+            xs, Ps, mus = pda_mix(
+                st.x[tracks], st.P[tracks], st.mu[tracks], x, P, ll, at, beta, beta0
+            )
         st.x[tracks], st.P[tracks], st.mu[tracks] = xs, Ps, mus
         self._recombine(tracks, kalman.IMMState(xs, Ps, mus))
         return beta, tracks, beta0
@@ -240,6 +294,63 @@ class IMMPredictor:
         self.state = kalman.IMMState(*(a[mask] for a in self.state))
         if self._combined is not None:
             self._combined = (self._combined[0][mask], self._combined[1][mask])
+
+
+def _native(updater: Updater, meas: Measurements) -> TypeGuard[PolarEKFUpdater]:
+    """Whether ``updater`` is the EKF and its C kernel takes this scan
+    (`PolarEKFUpdater.native`)."""
+    return isinstance(updater, PolarEKFUpdater) and updater.native(meas)
+
+
+def _native_pda_mix(
+    kernel: Any,
+    x: F64,
+    P: F64,
+    mu: F64,
+    tracks: I64,
+    at: I64,
+    x_pair: F64,
+    P_pair: F64,
+    ll_pair: F64,
+    beta: F64,
+    beta0: F64,
+) -> tuple[F64, F64, F64]:
+    """`jpda.pda_mix` of rows ``tracks`` of ``x (N, [M,] 4)``, ``P``, ``mu (N[, M])`` by the C
+    kernel (the same operations in the same order): ``(T, M, 4)``, ``(T, M, 4, 4)``,
+    ``(T, M)``. The tracks' states are read in place, not gathered first."""
+    n_models = x.shape[1] if x.ndim == 3 else 1
+    shape = (tracks.size, n_models)
+    xs, Ps, mus = np.empty((*shape, 4)), np.empty((*shape, 4, 4)), np.empty(shape)
+
+    def flat(a: npt.NDArray[Any], dtype: type = np.float64) -> npt.NDArray[Any]:
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    if x.strides[-1] != 8 or P.strides[-2:] != (32, 8):
+        x, P = flat(x), flat(P)
+    kernel.pda_mix(
+        x, P, flat(mu), n_models, flat(tracks, np.int64), flat(at, np.int64), flat(x_pair),
+        flat(P_pair), flat(ll_pair), flat(beta), flat(beta0), xs, Ps, mus,
+    )  # fmt: skip
+    return xs, Ps, mus
+
+
+def _native_imm_predict(
+    kernel: Any, state: kalman.IMMState, pi: F64, floor: float, FT: F64, FFT: F64, Q: F64
+) -> kalman.IMMState:
+    """`imm_mix` and each model's one-step prediction (``x Fᵀ``, ``vec(P) (F ⊗ F)ᵀ + Q``) of
+    every track by the C kernel, track by track: the same operations as the NumPy branch of
+    `IMMPredictor.predict`, each matrix product summed as OpenBLAS sums it (docs/tracking.md)."""
+    x, P, mu = state
+    n_tracks, n_models = mu.shape
+    if x.strides[-1] != 8 or P.strides[-2:] != (32, 8):
+        x, P = np.ascontiguousarray(x), np.ascontiguousarray(P)
+    xn, Pn, mun = np.empty(x.shape), np.empty(P.shape), np.empty(mu.shape)
+    kernel.imm_predict(
+        x, P, np.ascontiguousarray(mu), n_models, np.ascontiguousarray(pi), float(floor),
+        np.ascontiguousarray(FT), np.ascontiguousarray(FFT), np.ascontiguousarray(Q),
+        n_tracks if n_tracks <= _TALL_ROWS else _TALL_ROWS, xn, Pn, mun,
+    )  # fmt: skip
+    return kalman.IMMState(xn, Pn, mun)
 
 
 def _imm_models(

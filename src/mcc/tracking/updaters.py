@@ -4,6 +4,7 @@ polar detections (range, azimuth[, elevation][, range rate])."""
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Literal, overload
 
 import numpy as np
@@ -20,6 +21,20 @@ __all__ = ["PolarEKFUpdater", "PositionUpdater", "mahalanobis", "position_update
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _load_kernel() -> ModuleType | None:
+    """The C kernel `mcc.tracking._ekf`, or None where the package's extensions are not built."""
+    try:
+        from mcc.tracking import _ekf
+    except ImportError:
+        return None
+    return _ekf
+
+
+# The 2-D range/azimuth EKF of a scan's pairs in one call (gate distances, IMM model mixture,
+# update); the NumPy code below is its reference and what runs without it.
+KERNEL = _load_kernel()
 
 
 class PositionUpdater:
@@ -63,9 +78,82 @@ class PolarEKFUpdater:
     from `kalman.polar_measurement` at the prediction, the azimuth innovation wrapped to
     ±π. Used for scans with ``polar`` set; others go to the `PositionUpdater`."""
 
-    def __init__(self, ndim: int) -> None:
+    def __init__(self, ndim: int, *, native: bool = True) -> None:
         self.d = ndim
         self.linear = PositionUpdater(ndim)
+        self.kernel = KERNEL if native else None  # read at construction (tests patch KERNEL)
+
+    def native(self, meas: Measurements) -> bool:
+        """Whether the C kernel computes this scan's gate and update: 2-D range/azimuth
+        detections (no range rate) and the kernel built."""
+        polar = meas.polar
+        return (
+            self.kernel is not None
+            and polar is not None
+            and polar.range_rate_mps is None
+            and self.d == 2
+        )
+
+    def pair_distance(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64, mu: F64 | None = None
+    ) -> tuple[F64, F64, F64 | None]:
+        """By the C kernel (`native` scans only): `mahalanobis` of `pair_innovation` of rows
+        ``rows`` of ``x (N, [M,] 4)``, ``P`` with detections ``cols``: ``d2`` and ``ln|S|``
+        ``(K, [M])``. With ``mu (N, M)``, the IMM's `model_gate` instead: per pair the least
+        ``d2`` over the models, that model's ``ln|S|`` and ln Σ_m μ_m N(y_m; 0, S_m) ``(K,)``."""
+        polar = meas.polar
+        assert self.kernel is not None and polar is not None
+        models = x.shape[1] if x.ndim == 3 else 1
+        shape = (rows.size,) if mu is not None or x.ndim == 2 else (rows.size, models)
+        d2, logdet = np.empty(shape), np.empty(shape)
+        ll = None if mu is None else np.empty(rows.size)
+        if mu is not None:
+            mu = np.ascontiguousarray(mu, dtype=np.float64)
+        x, P = _inner_contiguous(x, P)
+        bad = self.kernel.gate(
+            x, P, models, _indices(rows), _indices(cols), _range_azimuth(polar), _polar_R(polar, 2),
+            float(polar.sensor_position_m[0]), float(polar.sensor_position_m[1]),
+            mu, d2, logdet, ll,
+        )  # fmt: skip
+        if bad:
+            raise ComputeError("an innovation covariance is not positive definite; check R and P")
+        return d2, logdet, ll
+
+    def pair_update_mix(
+        self, x: F64, P: F64, mu: F64, meas: Measurements, rows: I64, cols: I64
+    ) -> tuple[F64, F64, F64, F64, F64]:
+        """By the C kernel (`native` scans only), for an IMM's models ``x (N, M, 4)``:
+        `pair_update`, each pair's ln Σ_m μ_m N_m(y) ``(K,)`` (`IMMPredictor.pda_update`'s) and
+        the models' posterior probabilities ``(K, M)`` (`IMMPredictor.update`'s)."""
+        x_post, P_post, ll, mix, mu_post = self._native_update(x, P, meas, rows, cols, mu)
+        assert mix is not None and mu_post is not None
+        return x_post, P_post, ll, mix, mu_post
+
+    def _native_update(
+        self, x: F64, P: F64, meas: Measurements, rows: I64, cols: I64, mu: F64 | None = None
+    ) -> tuple[F64, F64, F64, F64 | None, F64 | None]:
+        """`pair_update` by the C kernel (`native` scans only); with ``mu``, also the mixture
+        of each pair and the models' posterior probabilities (`pair_update_mix`)."""
+        polar = meas.polar
+        assert self.kernel is not None and polar is not None
+        lead = (rows.size, x.shape[1]) if x.ndim == 3 else (rows.size,)
+        x_post, P_post, ll = np.empty((*lead, 4)), np.empty((*lead, 4, 4)), np.empty(lead)
+        x, P = _inner_contiguous(x, P)
+        extra: tuple[F64, ...] = ()
+        if mu is not None:
+            extra = (np.ascontiguousarray(mu, dtype=np.float64), np.empty(rows.size),
+                     np.empty(lead))  # fmt: skip
+        bad = self.kernel.update(
+            x, P, x.shape[1] if x.ndim == 3 else 1, _indices(rows), _indices(cols),
+            _range_azimuth(polar),
+            _polar_R(polar, 2), float(polar.sensor_position_m[0]),
+            float(polar.sensor_position_m[1]), x_post, P_post, ll, *extra,
+        )  # fmt: skip
+        if bad:
+            raise ComputeError("an innovation covariance is not positive definite; check R and P")
+        if mu is None:
+            return x_post, P_post, ll, None, None
+        return x_post, P_post, ll, extra[1], extra[2]
 
     def dim(self, meas: Measurements) -> int:
         if meas.polar is None:
@@ -90,6 +178,8 @@ class PolarEKFUpdater:
         polar = meas.polar
         if polar is None:
             return self.linear.update(x, P, meas, cols)
+        if self.native(meas):
+            return self._native_update(x, P, meas, np.arange(x.shape[0]), cols)[:3]
         if polar.range_rate_mps is None and self.d == 2:
             y, Hp, R = self._linearise_2d(x, polar, cols)
         else:
@@ -122,6 +212,8 @@ class PolarEKFUpdater:
         """`update` of rows ``rows`` of ``x``, ``P`` with detections ``cols``; a row's gain and
         posterior covariance computed once for all its detections (JPDA: the same numbers)."""
         polar = meas.polar
+        if self.native(meas):
+            return self._native_update(x, P, meas, rows, cols)[:3]
         if polar is None or polar.range_rate_mps is not None or self.d != 2:
             return self.update(x[rows], P[rows], meas, cols)
         u, at = small_unique(rows)
@@ -157,6 +249,31 @@ class PolarEKFUpdater:
         y[..., 1] = kalman.wrap_angle(y[..., 1], xp=np)
         R = _polar_R(polar, self.d)
         return y, H, R
+
+
+def _inner_contiguous(x: F64, P: F64) -> tuple[F64, F64]:
+    """``x`` and ``P`` as the kernel reads them: float64, any strides over tracks and models,
+    each state and covariance contiguous (a copy only where they are not)."""
+    if x.dtype != np.float64 or x.strides[-1] != 8:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+    if P.dtype != np.float64 or P.strides[-2:] != (32, 8):
+        P = np.ascontiguousarray(P, dtype=np.float64)
+    return x, P
+
+
+def _range_azimuth(polar: PolarDetections) -> F64:
+    """The detections' range and azimuth ``(M, 2)``, contiguous (the kernel's ``z``; a 2-D
+    tracker ignores elevation). Kept with the scan's detections, as `PolarDetections.z`."""
+    cached: F64 | None = polar.__dict__.get("_z2")
+    if cached is None:
+        cached = np.ascontiguousarray(polar.z()[:, :2])
+        polar.__dict__["_z2"] = cached  # a frozen dataclass: the cache bypasses __setattr__
+    return cached
+
+
+def _indices(a: I64) -> I64:
+    """``a`` as a contiguous int64 array (the kernel's indices)."""
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def _polar_2d(x: F64, polar: PolarDetections) -> tuple[F64, F64, F64]:
