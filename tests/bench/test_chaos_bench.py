@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcc.bench.chaos import Watch, id_switches, missing_ids, picture_gap, run_chaos
+from mcc.bench.chaos import run_chaos
+from mcc.bench.chaos_watch import Watch, id_switches, missing_ids, picture_gap
 
 
 def test_order_ids_lost_are_counted_within_a_numbering() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mcc.bench.chaos_lab import sam_worker_host
 from mcc.lab import images
 from mcc.lab.hosts import ContainerLab
 from mcc.lab.raychaos import HOME, RayMissionLab, run_host_faults
@@ -85,6 +86,34 @@ def test_a_secured_ray_mission_survives_a_worker_host_and_its_supervisor(ray_lab
     for host in ("h1", "h2"):
         log = m.log(host)
         assert "Traceback" not in log, log
+
+
+def test_the_sam_toc_on_ray_loses_no_order_when_the_engagement_host_is_lost(
+    built: list[images.Built],
+) -> None:
+    """The SAM TOC under a raid that never ends, secured, on four container hosts; the worker
+    host that runs TEWA and most launchers killed: every instance of it runs again on the other
+    one, no order is lost or answered twice, the picture's silence is measured, all as a
+    workstation (h4, the mission's console identity) heard it. Before the Ray actor refused a
+    signal meant for its previous incarnation, the supervisor's kill of the silent instances
+    reached the ones Ray had just moved, and the mission never came back whole."""
+    assert RAY_IMAGE in {item.image for item in built}
+    with ContainerLab(4, name=f"s{os.getpid()}", image=RAY_IMAGE) as lab:
+        ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+        row = sam_worker_host(ray)
+    print(
+        f"\nSAM TOC, worker host {row['target']} killed: detected in {row['detect_s']} s, "
+        f"its {row['restarted']} instances running again in {row['recover_s']} s, picture gap "
+        f"{row['picture_gap_s']} s, id switches {row['id_switches']}, orders issued "
+        f"{row['orders_issued']}, lost {row['orders_lost']}, duplicated "
+        f"{row['orders_duplicated']}, ids missing {row['order_ids_missing']}"
+    )
+    assert row["recover_s"] is not None and row["recover_s"] < 30, row
+    assert row["restarted"] >= 1 and "tewa" in row["target"], row
+    assert row["orders_issued"] > 0, row
+    assert row["orders_lost"] == 0 and row["orders_duplicated"] == 0, row
+    assert row["order_ids_missing"] == 0, row
+    assert row["picture_gap_s"] is not None and row["picture_gap_s"] < 10, row
 
 
 def test_the_lab_chaos_bench_refuses_what_it_does_not_take() -> None:

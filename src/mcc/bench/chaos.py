@@ -43,13 +43,20 @@ from typing import Any
 import yaml
 
 from mcc.bench import report
-from mcc.bench.chaos_watch import Watch, wait_for
+from mcc.bench.chaos_watch import (
+    SWITCH_WINDOW_S,
+    Watch,
+    id_switches,
+    picture_gap,
+    score_orders,
+    wait_for,
+)
 from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
 from mcc.lifecycle import Closeable
 from mcc.settings import child_env
-from mcc.types import OrderStatus, SystemState
+from mcc.types import SystemState
 
 COLUMNS = (
     "mission",
@@ -68,12 +75,8 @@ COLUMNS = (
 #: The targets of the issue, per kill: what ``ok`` checks.
 SUPERVISOR_RECOVER_S = 1.0
 PICTURE_GAP_S = 1.0
-SWITCH_WINDOW_S = 3.0
 #: Known answers of the HPC jobs the shipped missions run: π(n).
 PRIMES = {10**6: 78_498, 10**7: 664_579, 10**8: 5_761_455, 10**9: 50_847_534, 10**10: 455_052_511}
-NUMBERING_JUMP = 1000  # a larger step between order ids is a new numbering, not a loss
-ORDER_DRAIN_S = 20.0  # an order issued later than this before the end may still be in flight
-TERMINAL = {OrderStatus.ORDER_KILL.value, OrderStatus.ORDER_MISS.value}
 
 
 DEFAULT_MANIFESTS = ["missions/sam-toc.yaml", "missions/hpc-primes.yaml"]
@@ -122,7 +125,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     if args.net == "lab":
-        from mcc.lab.raychaos import bench
+        from mcc.bench.chaos_lab import bench
 
         if args.manifests != DEFAULT_MANIFESTS or kinds or args.loss:
             raise MccError(
@@ -572,68 +575,30 @@ def _restarted(
     )
 
 
-def picture_gap(watch: Watch, start: float, end: float) -> float | None:
-    with watch.lock:
-        times = [t for t, _ in watch.pictures if start <= t <= end]
-    if not watch.pictures:
-        return None
-    if len(times) < 2:
-        return round(end - start, 3)
-    edges = [start, *times, end]
-    return round(max(b - a for a, b in zip(edges, edges[1:], strict=False)), 3)
-
-
-def id_switches(watch: Watch, index_before: int, recovered: float) -> int:
-    """Tracks of the last picture before the kill that vanish while new ids appear."""
-    with watch.lock:
-        last = watch.pictures[index_before - 1][1] if index_before else frozenset()
-        later = [
-            ids for t, ids in watch.pictures[index_before:] if t <= recovered + SWITCH_WINDOW_S
-        ]
-    seen_after = frozenset().union(*later) if later else frozenset()
-    lost = last - seen_after
-    new = seen_after - last
-    return min(len(lost), len(new))
-
-
 def _summary(
     m: BenchMission, watch: Watch, rows: list[dict[str, Any]], *, net: str, loss_pct: float
 ) -> dict[str, Any]:
-    end = time.monotonic()
-    with watch.lock:
-        orders = dict(watch.orders)
-        outcomes = {k: set(v) for k, v in watch.outcomes.items()}
-    settled = [o for o, t in orders.items() if end - t > ORDER_DRAIN_S]
-    lost = [o for o in settled if o not in outcomes]
-    duplicated = [
-        o for o, seen in outcomes.items() if len({s for s in seen if s[0] in TERMINAL}) > 1
-    ]
-    missing = missing_ids(sorted(watch.order_ids))
+    scored = score_orders(watch, time.monotonic())
     answer, exact = _hpc_answer(m)
     run = {
         "mission": m.name,
         "net": net,
         "loss_pct": loss_pct,
         "kills": len(rows),
-        "orders_issued": len(orders) if orders or "tewa" in m.mission.all_systems() else None,
-        "orders_lost": len(lost),
-        "orders_duplicated": len(duplicated),
-        "order_ids_missing": missing,
+        **scored,
+        "orders_issued": scored["orders_issued"]
+        if scored["orders_issued"] or "tewa" in m.mission.all_systems()
+        else None,
         "hpc_answer": answer,
         "hpc_exact": exact,
     }
-    run["ok"] = not lost and not duplicated and not missing and exact is not False
+    run["ok"] = (
+        not scored["orders_lost"]
+        and not scored["orders_duplicated"]
+        and not scored["order_ids_missing"]
+        and exact is not False
+    )
     return run
-
-
-def missing_ids(ids: list[int]) -> int:
-    """Ids never heard between the first and last of each numbering (a TEWA that starts with
-    no record numbers from a new base): ``EngagementOrder`` samples lost though reliable."""
-    missing = 0
-    for a, b in zip(ids, ids[1:], strict=False):
-        if 1 < b - a <= NUMBERING_JUMP:
-            missing += b - a - 1
-    return missing
 
 
 def _hpc_answer(m: BenchMission) -> tuple[int | None, bool | None]:

@@ -16,7 +16,16 @@ import numpy as np
 from mcc.bench.deploy import wait_until
 from mcc.types import OrderStatus, SystemState
 
-__all__ = ["Watch", "enum_value", "wait_for"]
+__all__ = [
+    "ORDER_DRAIN_S", "SWITCH_WINDOW_S", "Watch", "enum_value", "id_switches", "missing_ids",
+    "picture_gap", "score_orders", "wait_for",
+]  # fmt: skip
+
+#: Tracks lost while new ids appear within this long of the recovery: id switches.
+SWITCH_WINDOW_S = 3.0
+NUMBERING_JUMP = 1000  # a larger step between order ids is a new numbering, not a loss
+ORDER_DRAIN_S = 20.0  # an order issued later than this before the end may still be in flight
+TERMINAL = {OrderStatus.ORDER_KILL.value, OrderStatus.ORDER_MISS.value}
 
 
 @dataclass
@@ -84,6 +93,59 @@ class Watch:
             entries = self.statuses[-1][1]
         running = SystemState.SYSTEM_RUNNING.value
         return {k: v for k, v in entries.items() if v[0] == running}
+
+
+def picture_gap(watch: Watch, start: float, end: float) -> float | None:
+    with watch.lock:
+        times = [t for t, _ in watch.pictures if start <= t <= end]
+    if not watch.pictures:
+        return None
+    if len(times) < 2:
+        return round(end - start, 3)
+    edges = [start, *times, end]
+    return round(max(b - a for a, b in zip(edges, edges[1:], strict=False)), 3)
+
+
+def id_switches(watch: Watch, index_before: int, recovered: float) -> int:
+    """Tracks of the last picture before the kill that vanish while new ids appear."""
+    with watch.lock:
+        last = watch.pictures[index_before - 1][1] if index_before else frozenset()
+        later = [
+            ids for t, ids in watch.pictures[index_before:] if t <= recovered + SWITCH_WINDOW_S
+        ]
+    seen_after = frozenset().union(*later) if later else frozenset()
+    lost = last - seen_after
+    new = seen_after - last
+    return min(len(lost), len(new))
+
+
+def missing_ids(ids: list[int]) -> int:
+    """Ids never heard between the first and last of each numbering (a TEWA that starts with
+    no record numbers from a new base): ``EngagementOrder`` samples lost though reliable."""
+    missing = 0
+    for a, b in zip(ids, ids[1:], strict=False):
+        if 1 < b - a <= NUMBERING_JUMP:
+            missing += b - a - 1
+    return missing
+
+
+def score_orders(watch: Watch, end: float) -> dict[str, int]:
+    """The orders of a run, by ``end`` (the watch's clock): issued, lost (issued more than
+    `ORDER_DRAIN_S` before the end, never answered with an outcome), duplicated (answered
+    with two different final outcomes: fired twice), and ids never heard (`missing_ids`)."""
+    with watch.lock:
+        orders = dict(watch.orders)
+        outcomes = {k: set(v) for k, v in watch.outcomes.items()}
+        ids = sorted(watch.order_ids)
+    settled = [o for o, t in orders.items() if end - t > ORDER_DRAIN_S]
+    return {
+        "orders_issued": len(orders),
+        "orders_lost": sum(1 for o in settled if o not in outcomes),
+        "orders_duplicated": sum(
+            1 for seen in outcomes.values() if len({s for s in seen if s[0] in TERMINAL}) > 1
+        ),
+        "order_ids_missing": missing_ids(ids),
+    }
 
 
 def enum_value(value: Any) -> int:

@@ -34,6 +34,7 @@ import datetime as dt
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,10 @@ from mcc.lab.hosts import ContainerLab
 from mcc.lab.raycluster import RayLab
 from mcc.waiting import wait_for
 
-__all__ = ["IDS", "MANIFEST", "MISSION", "RayMissionLab", "run_host_faults"]
+__all__ = [
+    "IDS", "MANIFEST", "MISSION", "PROBE", "LabMission", "RayMissionLab", "run_host_faults",
+    "sam_toc",
+]  # fmt: skip
 
 DOMAIN = 8
 MISSION = "lab-ray"
@@ -71,6 +75,35 @@ clusters:
     {_HEALTH}
 """
 IDS = frozenset({f"{MISSION}/truth/0", f"{MISSION}/radar/0", f"{MISSION}/w/0", f"{MISSION}/w/1"})
+
+
+@dataclass(frozen=True)
+class LabMission:
+    """What the lab runs: a manifest (mission `MISSION`, domain `DOMAIN`), the ids of its
+    instances, the phase ``mcc up`` starts it in."""
+
+    manifest: str
+    ids: frozenset[str]
+    phase: str | None = None
+
+
+#: The host faults' mission: two systems and an idle cluster.
+PROBE = LabMission(MANIFEST, IDS)
+
+
+def sam_toc() -> LabMission:
+    """The SAM TOC under a raid that never ends (``missions/sam-toc-continuous.yaml``) as the
+    lab's mission, in its engagement phase: orders and outcomes to count across a fault."""
+    from mcc.resources import mission_file
+
+    text = mission_file("sam-toc-continuous").read_text()
+    text = text.replace("mission: sam-toc-continuous", f"mission: {MISSION}", 1)
+    text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
+    systems = {"truth": 1, "radar": 2, "tracker": 1, "tewa": 1, "launcher": 3, "assessor": 1}
+    ids = frozenset(f"{MISSION}/{s}/{i}" for s, n in systems.items() for i in range(n))
+    return LabMission(text, ids, phase="engagement")
+
+
 #: The issue's targets: a worker host's instances running elsewhere, a standby commanding.
 WORKER_RECOVER_S = 5.0
 SUPERVISOR_RECOVER_S = 1.0
@@ -88,25 +121,30 @@ def running(st: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 class RayMissionLab:
-    """The lab's mission on ``ray``: started on the first driver host (the head's without
-    one), watched from the first worker."""
+    """The lab's ``mission`` on ``ray``: started on the first driver host (the head's without
+    one), watched from ``watcher`` (default the first worker)."""
 
-    def __init__(self, ray: RayLab) -> None:
+    def __init__(
+        self, ray: RayLab, mission: LabMission = PROBE, *, watcher: str | None = None
+    ) -> None:
         self.ray = ray
+        self.mission = mission
+        self.ids = mission.ids
         self.lab: ContainerLab = ray.lab
         self.head = ray.head
         self.home = ray.drivers[0] if ray.drivers else ray.head  # the first supervisor's host
-        self.watcher = ray.workers[0]  # the operator's view, and the standby's host
+        self.watcher = watcher or ray.workers[0]  # the operator's view, the standby's host
         self.keystore = f"{HOME}/keystores/{MISSION}"
 
     def up(self, host: str) -> None:
         """``mcc up --backend ray`` on ``host``, logging JSON lines to ``$HOME/up.log``."""
+        phase = f"--phase {self.mission.phase} " if self.mission.phase else ""
         self.lab.exec(
             host,
             [
                 "sh", "-c",
                 f"exec mcc up {HOME}/mission.yaml --backend ray --address {self.ray.address} "
-                f"--quiet > {HOME}/up.log 2>&1",
+                f"{phase}--quiet > {HOME}/up.log 2>&1",
             ],
             env={"MCC_LOG_FORMAT": "json", "MCC_AGENT_ORPHAN_S": "60"},
             detach=True,
@@ -118,7 +156,7 @@ class RayMissionLab:
         lab = self.lab
         with tempfile.TemporaryDirectory(prefix="mcc-raychaos-") as tmp:
             manifest = Path(tmp) / "mission.yaml"
-            manifest.write_text(MANIFEST)
+            manifest.write_text(self.mission.manifest)
             for host in {self.home, self.head, self.watcher}:
                 lab.copy_in(host, manifest, f"{HOME}/mission.yaml")
             self.up(self.home)
@@ -149,7 +187,7 @@ class RayMissionLab:
         lab.exec(self.watcher, ["mcc", "security", "import", f"{HOME}/alice.mcc-identity"])
         return dict(
             wait_for(
-                lambda: (now := running(self.status())) and set(now) == IDS and now,
+                lambda: (now := running(self.status())) and set(now) == self.ids and now,
                 240,
                 "the mission running on the Ray workers",
                 period_s=POLL_S,
@@ -202,20 +240,18 @@ def _row(kill: str, target: str, **fields: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The three faults of the module's docstring on the running mission (``first``: its
-    instances); one row per fault, in ``mcc bench chaos``'s columns."""
-    lab = m.lab
-    rows = []
-    victim = m.ray.workers[-1]
-    survivor = m.watcher
+def worker_host_fault(
+    m: RayMissionLab, first: dict[str, dict[str, Any]], victim: str, survivor: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], float]:
+    """Fault 1 of the module's docstring: ``victim``'s container killed, its instances running
+    again on ``survivor``; the row, the instances after, and when the kill was (wall clock)."""
     lost = {k for k, v in first.items() if v["node"] == victim}
     killed = time.time()
-    lab.kill(victim)
+    m.lab.kill(victim)
     after = wait_for(
         lambda: (
             (now := running(m.status()))
-            and set(now) == IDS
+            and set(now) == m.ids
             and all(now[k]["node"] == survivor for k in lost)
             and now
         ),
@@ -225,18 +261,26 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     )
     losses = m.log_times(m.home, f"Ray node {victim} lost")
     moves = m.log_times(m.home, f"moved by Ray from {victim}")
-    restarted = sorted(k for k in IDS if after[k]["pid"] != first[k]["pid"])
+    restarted = sorted(k for k in m.ids if after[k]["pid"] != first[k]["pid"])
     recover = (max(moves) - killed) if len(moves) >= len(lost) else None
-    rows.append(
-        _row(
-            "worker-host", victim,
-            detect_s=round(losses[0] - killed, 2) if losses else None,
-            recover_s=round(recover, 2) if recover is not None else None,
-            restarted=len(restarted), restarted_ids=restarted,
-            ok=recover is not None and recover <= WORKER_RECOVER_S and set(restarted) == lost,
-            error="" if losses and recover is not None else m.log(m.home)[-2000:],
-        )
+    row = _row(
+        "worker-host", victim,
+        detect_s=round(losses[0] - killed, 2) if losses else None,
+        recover_s=round(recover, 2) if recover is not None else None,
+        restarted=len(restarted), restarted_ids=restarted,
+        ok=recover is not None and recover <= WORKER_RECOVER_S and set(restarted) == lost,
+        error="" if losses and recover is not None else m.log(m.home)[-2000:],
     )  # fmt: skip
+    return row, after, killed
+
+
+def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The four faults of the module's docstring on the running mission (``first``: its
+    instances); one row per fault, in ``mcc bench chaos``'s columns."""
+    lab = m.lab
+    survivor = m.watcher
+    row, _, _ = worker_host_fault(m, first, m.ray.workers[-1], survivor)
+    rows = [row]
 
     m.copy_keystore(m.home, survivor)
     m.up(survivor)
@@ -260,7 +304,7 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
         lab.exec(m.head, ["sh", "-c", f"kill -9 {active_pid}"])  # the shell's kill: no procps
         kill, target = "supervisor", f"{m.head} mcc up"
     adopted = wait_for(
-        lambda: m.log_times(survivor, f"adopted {len(IDS)} running instances"),
+        lambda: m.log_times(survivor, f"adopted {len(m.ids)} running instances"),
         60,
         "the standby's adoption",
         period_s=POLL_S,
@@ -288,7 +332,7 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     wait_for(
         lambda: (
             (s := m.status()) is not None
-            and set(running(s)) == IDS
+            and set(running(s)) == m.ids
             and s["supervisors"][0]["pid"] == st2["supervisors"][0]["pid"]
         ),
         120,
@@ -300,7 +344,7 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     ]  # fmt: skip
     lab.exec(survivor, scale, timeout_s=60)
     st4 = wait_for(
-        lambda: (s := m.status()) is not None and len(running(s)) == len(IDS) + 1 and s,
+        lambda: (s := m.status()) is not None and len(running(s)) == len(m.ids) + 1 and s,
         120,
         "a third worker after the head's restart",
         period_s=POLL_S,

@@ -572,7 +572,12 @@ class Supervisor(Service):
 
     def _on_exit(self, event: ExitEvent, now: float) -> None:
         inst = self.instances.get(event.instance_id)
-        if inst is None or inst.pid != event.pid:
+        if inst is None:
+            return
+        if inst.pid != event.pid and (inst.state not in LIVE or self.backend.where(inst.id)):
+            # An older process's exit, while this one runs. A process Ray moved to another
+            # host that exits before this supervisor saw the move has a pid it does not know
+            # yet; the backend, which holds nothing of it any more, says it is the last one.
             return
         self._status_dirty = True
         self._event(inst.id, f"exit {event.returncode}")
@@ -662,6 +667,8 @@ class Supervisor(Service):
                 if running is not None and (running.node, running.pid) != (inst.node, inst.pid):
                     self._event(inst.id, f"moved to {running.node}")
                     inst.node, inst.host, inst.pid = running.node, running.host, running.pid
+                    inst.killing = False  # a kill of the old process: it went with its node
+                    inst.reason = f"moved to {running.node}"
                     inst.last_beat_mono = None
                     inst.started_mono = time.monotonic()
                     self._status_dirty = True

@@ -296,12 +296,12 @@ class RayBackend(Closeable, Backend):
     def stop(self, instance_id: str, *, grace_s: float) -> None:
         inst = self._instances.get(instance_id)
         if inst is not None:
-            inst.actor.terminate.remote(grace_s, self.epoch)
+            inst.actor.terminate.remote(grace_s, self.epoch, inst.incarnation)
 
     def kill(self, instance_id: str) -> None:
         inst = self._instances.get(instance_id)
         if inst is not None:
-            inst.actor.kill.remote(self.epoch)
+            inst.actor.kill.remote(self.epoch, inst.incarnation)
 
     def poll(self) -> list[ExitEvent]:
         if self._ray is not None:

@@ -309,20 +309,29 @@ class InstanceActor:
         self._exited.wait()
         return self._returncode
 
-    def terminate(self, grace_s: float, epoch: int = 0) -> bool:
+    def terminate(self, grace_s: float, epoch: int = 0, incarnation: str | None = None) -> bool:
         """SIGTERM to the process group, SIGKILL after ``grace_s``; refused (False) when
-        ``epoch`` is older than the fence (a supervisor that another one replaced)."""
-        if epoch < self._fence:
+        ``epoch`` is older than the fence (a supervisor that another one replaced) or the
+        signal was meant for another ``incarnation`` (`_refused`)."""
+        if self._refused(epoch, incarnation):
             return False
         if self._signal(signal.SIGTERM) and not self._exited.wait(grace_s):
             self._signal(signal.SIGKILL)
         return True
 
-    def kill(self, epoch: int = 0) -> bool:
-        if epoch < self._fence:
+    def kill(self, epoch: int = 0, incarnation: str | None = None) -> bool:
+        """SIGKILL to the process group; refused as `terminate` is."""
+        if self._refused(epoch, incarnation):
             return False
         self._signal(signal.SIGKILL)
         return True
+
+    def _refused(self, epoch: int, incarnation: str | None) -> bool:
+        """A signal of an older supervisor, or one sent to the incarnation before this one:
+        Ray retries an actor's calls on its restart, so a kill sent to an instance silent
+        because its host was lost reached the instance Ray had just started elsewhere, and
+        killed it (found on the container lab, the SAM TOC losing a worker host)."""
+        return epoch < self._fence or (incarnation is not None and incarnation != self._incarnation)
 
     def tail(self, lines: int) -> list[str]:
         return list(self._tail)[-lines:]

@@ -1,0 +1,210 @@
+"""The lab's SAM TOC fault for ``mcc bench chaos --net lab``: a worker host lost under a raid,
+scored as on one host (picture gap, id switches, orders lost or duplicated).
+
+`sam_worker_host` runs the SAM TOC under a raid that never ends (`mcc.lab.raychaos.sam_toc`,
+secured, on Ray) on the container lab of `mcc.lab.raychaos` (Redis and the head on h1, workers
+h2 and h3, the supervisor on h4), records on h4 what a workstation hears (``python -m
+mcc.bench.chaos_lab``, the mission's ``console`` identity exported there), kills the worker host
+that runs TEWA and most launchers, and scores the recording with the chaos bench's own code
+(`mcc.bench.chaos_watch`): the longest ``AirPicture`` silence around the kill, tracks of the
+last picture before it lost while new ids appear, and over the run the orders never answered
+(issued more than ``ORDER_DRAIN_S`` before the end) or answered with two final outcomes.
+
+Run as a module it is that recorder: what a workstation of a secured mission hears of its
+picture and its engagements, one JSON line each, stamped with the host's wall clock (the lab's
+containers share the machine's); `load` reads the lines back into a `Watch`.
+
+    python -m mcc.bench.chaos_lab --domain 8 --identity console.mcc-identity --out watch.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from mcc.bench.chaos_watch import (
+    ORDER_DRAIN_S,
+    Watch,
+    enum_value,
+    id_switches,
+    picture_gap,
+    score_orders,
+)
+from mcc.bus import Bus
+from mcc.bus.transport import Transport
+from mcc.errors import MccError
+from mcc.lab.raycluster import RayLab
+from mcc.waiting import wait_for
+
+__all__ = ["load", "main", "sam_worker_host"]
+
+#: After the kill, how long the run goes on before it is scored: every order issued before
+#: the kill is answered or counted lost (`ORDER_DRAIN_S`), and the picture has settled.
+AFTER_KILL_S = ORDER_DRAIN_S + 10.0
+#: The picture's silence is looked for from a second before the kill to this long after the
+#: instances run again.
+GAP_AFTER_S = 5.0
+WATCH_FILE = "watch.jsonl"
+
+
+class _Recorder:
+    """The bus handlers: one line per sample, flushed as it comes (the host may be lost)."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.lines = 0
+
+    def _line(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.out.write(json.dumps({"t": round(time.time(), 4), **record}) + "\n")
+            self.out.flush()
+            self.lines += 1
+
+    def picture(self, reader: Any) -> None:
+        for msg in reader.take():
+            ids = np.frombuffer(bytes(msg.track_id), dtype="<u4")
+            self._line({"kind": "picture", "ids": [int(i) for i in ids]})
+
+    def order(self, reader: Any) -> None:
+        for msg in reader.take():
+            self._line({"kind": "order", "id": msg.order_id, "status": enum_value(msg.status)})
+
+    def outcome(self, reader: Any) -> None:
+        for msg in reader.take():
+            status, rounds = enum_value(msg.status), int(msg.rounds)
+            self._line({"kind": "outcome", "id": msg.order_id, "status": status, "rounds": rounds})
+
+
+def load(path: Path, mission: str) -> Watch:
+    """The lines of a watch file as a `Watch`, its times the wall clock's (seconds)."""
+    from mcc.types import OrderStatus
+
+    watch = Watch(mission)
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # the last line of a host lost mid-write
+        t, kind = float(rec["t"]), rec["kind"]
+        if kind == "picture":
+            watch.pictures.append((t, frozenset(rec["ids"])))
+        elif kind == "order":
+            watch.order_ids.add(rec["id"])
+            if rec["status"] == OrderStatus.ORDER_ISSUED.value:
+                watch.orders.setdefault(rec["id"], t)
+        elif kind == "outcome":
+            watch.outcomes.setdefault(rec["id"], set()).add((rec["status"], rec["rounds"]))
+    return watch
+
+
+def sam_worker_host(ray: RayLab) -> dict[str, Any]:
+    """The SAM TOC on ``ray`` (a started `RayLab` with a driver host), a worker host killed
+    under its raid; the row (the module's docstring)."""
+    from mcc.lab.raychaos import DOMAIN, HOME, MISSION, RayMissionLab, sam_toc, worker_host_fault
+
+    home = ray.drivers[0]
+    m = RayMissionLab(ray, sam_toc(), watcher=home)
+    first = m.start()
+    lab, keystore = m.lab, m.keystore
+    identity, out = f"{HOME}/console.mcc-identity", f"{HOME}/{WATCH_FILE}"
+    lab.exec(home, ["mcc", "security", "export", keystore, f"{MISSION}/console", "--out", identity])
+    lab.exec(
+        home,
+        ["sh", "-c", f"exec /opt/mcc/bin/python -m mcc.bench.chaos_lab --domain {DOMAIN} "
+         f"--identity {identity} --out {out} > {HOME}/watch.log 2>&1"],
+        detach=True,
+    )  # fmt: skip
+
+    def outcomes() -> int:
+        proc = lab.exec(home, ["sh", "-c", f"grep -c outcome {out} || true"], check=False)
+        return int(proc.stdout.strip() or 0)
+
+    wait_for(outcomes, 240, "the raid's first outcomes at the workstation", period_s=2.0)
+    engaged = Counter(
+        v["node"] for k, v in first.items() if k.split("/")[1] in ("tewa", "launcher")
+    )
+    victim = engaged.most_common(1)[0][0]
+    survivor = next(w for w in ray.workers if w != victim)
+    row, _, killed = worker_host_fault(m, first, victim, survivor)
+    time.sleep(AFTER_KILL_S)
+    with tempfile.TemporaryDirectory(prefix="mcc-chaos-lab-") as tmp:
+        local = Path(tmp) / WATCH_FILE
+        lab.copy_out(home, out, local)
+        watch = load(local, MISSION)
+    recovered = killed + (row["recover_s"] if row["recover_s"] is not None else AFTER_KILL_S)
+    before = sum(1 for t, _ in watch.pictures if t < killed)
+    scored = score_orders(watch, time.time())
+    moved = sorted({k.split("/")[1] for k in row["restarted_ids"]})
+    row.update(
+        mission="sam-toc-continuous",
+        target=f"{victim} ({', '.join(moved)})",
+        picture_gap_s=picture_gap(watch, killed - 1.0, recovered + GAP_AFTER_S),
+        id_switches=id_switches(watch, before, recovered) if "tracker" in moved else None,
+        **scored,
+    )
+    row["ok"] = bool(row["ok"]) and not scored["orders_lost"] and not scored["orders_duplicated"]
+    return row
+
+
+def bench(name: str = "chaos") -> list[dict[str, Any]]:
+    """``mcc bench chaos --net lab``: the four host faults of `mcc.lab.raychaos` on its probe
+    mission, then, on a fresh lab, the SAM TOC's worker host (`sam_worker_host`); the rows."""
+    from mcc.lab.hosts import ContainerLab
+    from mcc.lab.raychaos import bench as host_faults
+    from mcc.lab.raycluster import RAY_IMAGE
+
+    rows = host_faults(name)
+    with ContainerLab(4, name=f"{name}s", image=RAY_IMAGE) as lab:
+        ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+        rows.append(sam_worker_host(ray))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from mcc.security.bundle import import_identity, read_bundle
+
+    parser = argparse.ArgumentParser(prog="python -m mcc.bench.chaos_lab", description=__doc__)
+    parser.add_argument("--domain", type=int, required=True, help="the mission's DDS domain")
+    parser.add_argument("--identity", type=Path, required=True, help="mcc security export file")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON lines file written")
+    args = parser.parse_args(argv)
+    folder = Path(tempfile.mkdtemp(prefix="mcc-watch-"))  # 0700, removed on exit
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        found = import_identity(read_bundle(args.identity), folder)
+        base = Transport.from_env()
+        transport = dataclasses.replace(
+            base, extra_xml=base.extra_xml + found.identity.security_xml()
+        )
+        with args.out.open("a") as out, Bus(args.domain, transport=transport, name="watch") as bus:
+            rec = _Recorder(out)
+            bus.reader("AirPicture", on_data=rec.picture)
+            bus.reader("EngagementOrder", on_data=rec.order)
+            bus.reader("EngagementOutcome", on_data=rec.outcome)
+            while not stop.wait(0.5):
+                pass
+    except MccError as exc:
+        print(f"python -m mcc.bench.chaos_lab: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
