@@ -1,7 +1,7 @@
 """The lab's SAM TOC fault for ``mcc bench chaos --net lab``: a worker host lost under a raid,
 scored as on one host (picture gap, id switches, orders lost or duplicated).
 
-`sam_worker_host` runs the SAM TOC under a raid that never ends (`mcc.lab.raychaos.sam_toc`,
+`sam_worker_host` runs the SAM TOC under a raid that never ends (`sam_toc`,
 secured, on Ray) on the container lab of `mcc.lab.raychaos` (Redis and the head on h1, workers
 h2 and h3, the supervisor on h4), records on h4 what a workstation hears (``python -m
 mcc.bench.chaos_lab``, the mission's ``console`` identity exported there), kills the worker host
@@ -46,10 +46,12 @@ from mcc.bench.chaos_watch import (
 from mcc.bus import Bus
 from mcc.bus.transport import Transport
 from mcc.errors import MccError
+from mcc.lab.raychaos import DOMAIN, MISSION, LabMission
 from mcc.lab.raycluster import RayLab
+from mcc.resources import mission_file
 from mcc.waiting import wait_for
 
-__all__ = ["load", "main", "sam_worker_host"]
+__all__ = ["bench", "load", "main", "sam_toc", "sam_worker_host"]
 
 #: After the kill, how long the run goes on before it is scored: every order issued before
 #: the kill is answered or counted lost (`ORDER_DRAIN_S`), and the picture has settled.
@@ -111,10 +113,21 @@ def load(path: Path, mission: str) -> Watch:
     return watch
 
 
+def sam_toc() -> LabMission:
+    """The SAM TOC under a raid that never ends (``missions/sam-toc-continuous.yaml``) as the
+    lab's mission, in its engagement phase: orders and outcomes to count across a fault."""
+    text = mission_file("sam-toc-continuous").read_text()
+    text = text.replace("mission: sam-toc-continuous", f"mission: {MISSION}", 1)
+    text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
+    systems = {"truth": 1, "radar": 2, "tracker": 1, "tewa": 1, "launcher": 3, "assessor": 1}
+    ids = frozenset(f"{MISSION}/{s}/{i}" for s, n in systems.items() for i in range(n))
+    return LabMission(text, ids, phase="engagement")
+
+
 def sam_worker_host(ray: RayLab) -> dict[str, Any]:
     """The SAM TOC on ``ray`` (a started `RayLab` with a driver host), a worker host killed
     under its raid; the row (the module's docstring)."""
-    from mcc.lab.raychaos import DOMAIN, HOME, MISSION, RayMissionLab, sam_toc, worker_host_fault
+    from mcc.lab.raychaos import HOME, RayMissionLab, worker_host_fault
 
     home = ray.drivers[0]
     m = RayMissionLab(ray, sam_toc(), watcher=home)

@@ -44,7 +44,7 @@ from mcc.waiting import wait_for
 
 __all__ = [
     "IDS", "MANIFEST", "MISSION", "PROBE", "LabMission", "RayMissionLab", "run_host_faults",
-    "sam_toc",
+    "worker_host_fault",
 ]  # fmt: skip
 
 DOMAIN = 8
@@ -89,19 +89,6 @@ class LabMission:
 
 #: The host faults' mission: two systems and an idle cluster.
 PROBE = LabMission(MANIFEST, IDS)
-
-
-def sam_toc() -> LabMission:
-    """The SAM TOC under a raid that never ends (``missions/sam-toc-continuous.yaml``) as the
-    lab's mission, in its engagement phase: orders and outcomes to count across a fault."""
-    from mcc.resources import mission_file
-
-    text = mission_file("sam-toc-continuous").read_text()
-    text = text.replace("mission: sam-toc-continuous", f"mission: {MISSION}", 1)
-    text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
-    systems = {"truth": 1, "radar": 2, "tracker": 1, "tewa": 1, "launcher": 3, "assessor": 1}
-    ids = frozenset(f"{MISSION}/{s}/{i}" for s, n in systems.items() for i in range(n))
-    return LabMission(text, ids, phase="engagement")
 
 
 #: The issue's targets: a worker host's instances running elsewhere, a standby commanding.
