@@ -12,6 +12,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def instance_state_file(run_dir: str | Path, system: str, index: int | str) -> Path:
+    """Where instance ``system/index`` of a run keeps its state (a launcher's answered orders,
+    TEWA's orders in flight): ``RUN_DIR/state/SYSTEM-INDEX.json``. Its app writes it; a backend
+    that restarts the instance on another host carries it there."""
+    return Path(run_dir) / "state" / f"{system}-{index}.json"
+
+
 def write_atomic(path: str | Path, text: str, *, private: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder, synced, then
     renamed over it; mode 0600 when ``private`` (keys, accounts, sessions), 0644 otherwise."""

@@ -94,7 +94,8 @@ def test_the_sam_toc_on_ray_loses_no_order_when_the_engagement_host_is_lost(
     """The SAM TOC under a raid that never ends, secured, on four container hosts; the worker
     host that runs TEWA and most launchers killed: every instance of it runs again on the other
     one, no order is lost or answered twice, the picture's silence is measured, all as a
-    workstation (h4, the mission's console identity) heard it. Before the Ray actor refused a
+    workstation (h4, the mission's console identity) heard it; TEWA starts again from the
+    orders it held (its state file, carried through Ray's GCS). Before the Ray actor refused a
     signal meant for its previous incarnation, the supervisor's kill of the silent instances
     reached the ones Ray had just moved, and the mission never came back whole."""
     assert RAY_IMAGE in {item.image for item in built}
@@ -106,7 +107,8 @@ def test_the_sam_toc_on_ray_loses_no_order_when_the_engagement_host_is_lost(
         f"its {row['restarted']} instances running again in {row['recover_s']} s, picture gap "
         f"{row['picture_gap_s']} s, id switches {row['id_switches']}, orders issued "
         f"{row['orders_issued']}, lost {row['orders_lost']}, duplicated "
-        f"{row['orders_duplicated']}, ids missing {row['order_ids_missing']}"
+        f"{row['orders_duplicated']}, ids missing {row['order_ids_missing']}, state "
+        f"restored: {row['state_restored']}"
     )
     assert row["recover_s"] is not None and row["recover_s"] < 30, row
     assert row["restarted"] >= 1 and "tewa" in row["target"], row
@@ -114,6 +116,8 @@ def test_the_sam_toc_on_ray_loses_no_order_when_the_engagement_host_is_lost(
     assert row["orders_lost"] == 0 and row["orders_duplicated"] == 0, row
     assert row["order_ids_missing"] == 0, row
     assert row["picture_gap_s"] is not None and row["picture_gap_s"] < 10, row
+    # TEWA holds orders from the first ones on: its record went with it through Ray's GCS
+    assert "tewa-0" in row["state_restored"], row
 
 
 def test_the_lab_chaos_bench_refuses_what_it_does_not_take() -> None:

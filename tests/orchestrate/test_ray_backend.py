@@ -66,6 +66,19 @@ record = {
     "cpus": sorted(os.sched_getaffinity(0)),
     "nice": os.getpriority(os.PRIO_PROCESS, 0),
 }
+run_dir = os.environ.get("MCC_RUN_DIR")
+if run_dir:  # a state file, as a launcher keeps one: the pids that ran before this one
+    name = "%s-%s.json" % (os.environ["MCC_SYSTEM"], os.environ["MCC_INDEX"])
+    state = os.path.join(run_dir, "state", name)
+    try:
+        record["state_found"] = json.load(open(state))
+    except FileNotFoundError:
+        record["state_found"] = None
+    os.makedirs(os.path.dirname(state), exist_ok=True)
+    pids = (record["state_found"] or {}).get("pids", []) + [os.getpid()]
+    with open(state + ".tmp", "w") as f:
+        json.dump({"pids": pids}, f)
+    os.replace(state + ".tmp", state)
 folder = os.environ.get("MCC_IDENTITY_DIR")
 if folder:
     record["identity_dir"] = [folder, oct(os.stat(folder).st_mode & 0o777)]
@@ -350,12 +363,20 @@ def test_virtual_clusters_are_placement_groups(backend: RayBackend, launcher: La
 def test_node_loss_moves_instances_with_their_identity(
     cluster: Cluster, backend: RayBackend, launcher: Launcher
 ) -> None:
-    """Kill a worker node (raylet and workers, no grace): Ray restarts its actors elsewhere. A
-    kill sent to an instance of the lost node (the supervisor's, for its silence) is for that
-    process only: the moved ones live on. (On the container lab Ray retried such a kill on the
-    restarted actor, which killed the instance it had just moved: the SAM TOC test of
-    tests/lab/test_ray_lab.py; here the kill does not reach the new actor either way.)"""
-    movers = [launcher.spec("hpc", i, labels={"pool": 1}) for i in range(2)]
+    """Kill a worker node (raylet and workers, no grace): Ray restarts its actors elsewhere,
+    with the state file their instance kept (carried in Ray's GCS: here the lost node's copy
+    is deleted first, as its disk is lost with it). A kill sent to an instance of the lost
+    node (the supervisor's, for its silence) is for that process only: the moved ones live
+    on. (On the container lab Ray retried such a kill on the restarted actor, which killed the
+    instance it had just moved: the SAM TOC test of tests/lab/test_ray_lab.py; here the kill
+    does not reach the new actor either way.)"""
+    from ray.experimental import internal_kv
+
+    run_dir = launcher.tmp_path / "run"
+    movers = [
+        launcher.spec("hpc", i, labels={"pool": 1}, env={"MCC_RUN_DIR": str(run_dir)})
+        for i in range(2)
+    ]
     first = {spec.instance_id: launcher.start(spec) for spec in movers}
     stayer = launcher.start(launcher.spec("persist", labels={"node:a": 1}))
     victim_name = first[movers[0].instance_id]["node"]
@@ -365,6 +386,10 @@ def test_node_loss_moves_instances_with_their_identity(
     lost = [spec for spec in movers if first[spec.instance_id]["node"] == victim_name]
     pinned = launcher.spec("sensor", labels={f"node:{victim_name}": 1})
     launcher.start(pinned)
+    for spec in lost:
+        key = f"mcc-state:{run_dir}:{spec.instance_id}".encode()
+        wait_for(f"{spec.instance_id}'s state", partial(internal_kv._internal_kv_get, key))
+        (run_dir / "state" / f"hpc-{spec.index}.json").unlink()
     killed_at = time.monotonic()
     cluster.remove_node(victim, allow_graceful=False)
     for spec in lost:
@@ -390,6 +415,7 @@ def test_node_loss_moves_instances_with_their_identity(
         record = wait_for(f"{spec.instance_id} back on a surviving node", partial(back, spec))
         launcher.pids.append(record["pid"])
         assert record["identity"] == spec.instance_id
+        assert record["state_found"] == {"pids": [first[spec.instance_id]["pid"]]}  # carried
         assert record["node"] not in (victim_name, "a")  # only b and c have "pool"
     failover_s = time.monotonic() - killed_at
     print(

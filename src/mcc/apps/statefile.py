@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc import settings
+from mcc.files import instance_state_file
 
 __all__ = ["MAX_STATE_BYTES", "StateFile", "open_state", "state_path"]
 
@@ -35,8 +36,9 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 
 
 def state_path(run_dir: Path, system: str, index: int) -> Path:
-    """Where instance ``system/index`` keeps its state: ``RUN_DIR/state/SYSTEM-INDEX.json``."""
-    return Path(run_dir) / "state" / f"{system}-{index}.json"
+    """Where instance ``system/index`` keeps its state: ``RUN_DIR/state/SYSTEM-INDEX.json``
+    (`mcc.files.instance_state_file`: the Ray backend carries it to another host)."""
+    return instance_state_file(run_dir, system, index)
 
 
 def open_state(

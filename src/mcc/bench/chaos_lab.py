@@ -8,7 +8,9 @@ mcc.bench.chaos_lab``, the mission's ``console`` identity exported there), kills
 that runs TEWA and most launchers, and scores the recording with the chaos bench's own code
 (`mcc.bench.chaos_watch`): the longest ``AirPicture`` silence around the kill, tracks of the
 last picture before it lost while new ids appear, and over the run the orders never answered
-(issued more than ``ORDER_DRAIN_S`` before the end) or answered with two final outcomes.
+(issued more than ``ORDER_DRAIN_S`` before the end) or answered with two final outcomes; and
+which moved instances started from the state their app had kept on the lost host (their log
+says ``restored from``: the Ray backend carries it through the GCS).
 
 Run as a module it is that recorder: what a workstation of a secured mission hears of its
 picture and its engagements, one JSON line each, stamped with the host's wall clock (the lab's
@@ -158,6 +160,12 @@ def sam_worker_host(ray: RayLab) -> dict[str, Any]:
         local = Path(tmp) / WATCH_FILE
         lab.copy_out(home, out, local)
         watch = load(local, MISSION)
+    found = lab.exec(
+        survivor,
+        ["sh", "-c", f"grep -l 'restored from' {HOME}/runs/*/logs/*.log || true"],
+        check=False,
+    ).stdout.split()
+    restored = sorted(Path(f).stem for f in found)  # "launcher-0": its record came along
     recovered = killed + (row["recover_s"] if row["recover_s"] is not None else AFTER_KILL_S)
     before = sum(1 for t, _ in watch.pictures if t < killed)
     scored = score_orders(watch, time.time())
@@ -167,6 +175,7 @@ def sam_worker_host(ray: RayLab) -> dict[str, Any]:
         target=f"{victim} ({', '.join(moved)})",
         picture_gap_s=picture_gap(watch, killed - 1.0, recovered + GAP_AFTER_S),
         id_switches=id_switches(watch, before, recovered) if "tracker" in moved else None,
+        state_restored=restored,
         **scored,
     )
     row["ok"] = bool(row["ok"]) and not scored["orders_lost"] and not scored["orders_duplicated"]

@@ -33,6 +33,10 @@ log = logging.getLogger("mcc.orchestrate.ray")
 
 TAIL_LINES = 200
 _PR_SET_PDEATHSIG = 1
+#: How often the actor looks whether its instance's state file changed (a stat).
+STATE_POLL_S = 0.02
+#: The largest state file carried (`mcc.apps.statefile.MAX_STATE_BYTES`).
+MAX_STATE_BYTES = 16 * 1024 * 1024
 
 
 def import_ray() -> Any:
@@ -114,6 +118,9 @@ class InstanceActor:
         self._identity_dir: Path | None = None
         if identity:
             argv = self._deliver(identity, argv, env)
+        self._state = _CarriedState.of(instance_id, env)
+        if self._state is not None:
+            self._state.restore(self._warnings)
         cores = self._cores(cpu_set)
         spawned = threading.Event()
         keeper = threading.Thread(
@@ -198,6 +205,10 @@ class InstanceActor:
         self._proc = proc
         self._verify(proc.pid, cores, priority)
         spawned.set()
+        if self._state is not None:
+            threading.Thread(
+                target=self._state.carry, args=(self._exited,), name="mcc-state", daemon=True
+            ).start()
         reader = threading.Thread(
             target=self._copy_output, args=(proc, sink), name="mcc-output", daemon=True
         )
@@ -347,6 +358,83 @@ class InstanceActor:
         except PermissionError:
             proc.send_signal(sig)
         return True
+
+
+class _CarriedState:
+    """An instance's state file (`mcc.files.instance_state_file`) kept in Ray's GCS (internal
+    KV: in Redis with GCS fault tolerance) and written back on the host where Ray restarts the
+    instance after a node loss, before it starts: a launcher moved by Ray still knows the
+    orders it answered and the engagement it flies, TEWA the orders it holds. Without it the
+    file stayed on the lost host and the instance started clean.
+
+    The actor looks at the file every `STATE_POLL_S` and puts each new content: a save the
+    instance made in the last few tens of milliseconds before its host was lost may not have
+    travelled (the instance starts from the one before; a launcher then refuses an order
+    replayed to it only by its age, ``max_order_age_s``)."""
+
+    def __init__(self, path: Path, key: bytes) -> None:
+        self.path = path
+        self.key = key
+        self.carried = 0  # contents put
+
+    @classmethod
+    def of(cls, instance_id: str, env: Mapping[str, str]) -> _CarriedState | None:
+        from mcc.files import instance_state_file
+        from mcc.settings import env_name
+
+        run_dir = env.get(env_name("run_dir"))
+        parts = instance_id.split("/")
+        if not run_dir or len(parts) != 3:
+            return None
+        path = instance_state_file(run_dir, parts[1], parts[2])
+        return cls(path, f"mcc-state:{run_dir}:{instance_id}".encode())
+
+    def restore(self, warnings: list[str]) -> None:
+        """The carried content into the file, unless this host's file is newer than it (the
+        same host, a save not carried yet). The GCS holds the content behind the time it was
+        read (8 bytes, ns: the hosts' clocks agree to far less than a save's period)."""
+        from ray.experimental import internal_kv
+
+        try:
+            raw = internal_kv._internal_kv_get(self.key)
+            if not raw or len(raw) < 8:
+                return
+            carried_ns = int.from_bytes(raw[:8], "little")
+            with contextlib.suppress(FileNotFoundError):
+                if self.path.stat().st_mtime_ns >= carried_ns:
+                    return
+            from mcc.files import write_private
+
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_private(self.path, bytes(raw[8:]).decode())
+        except Exception as exc:  # no GCS, no disk: the instance starts clean, and says so
+            warnings.append(f"its state not restored from Ray's GCS: {exc}")
+
+    def carry(self, exited: threading.Event) -> None:
+        """Until the instance exits (and once more after), put each new content."""
+        from ray.experimental import internal_kv
+
+        seen: tuple[int, int] | None = None
+        failed = False
+        while True:
+            done = exited.wait(STATE_POLL_S)
+            try:
+                st = self.path.stat()
+                stamp = (st.st_mtime_ns, st.st_size)
+                if stamp != seen and st.st_size <= MAX_STATE_BYTES:
+                    read_ns = time.time_ns()
+                    value = read_ns.to_bytes(8, "little") + self.path.read_bytes()
+                    internal_kv._internal_kv_put(self.key, value, overwrite=True)
+                    seen = stamp
+                    self.carried += 1
+            except FileNotFoundError:
+                pass
+            except Exception as exc:  # the GCS restarting: the next look tries again
+                if not failed:
+                    log.warning("%s: state not carried to Ray's GCS: %s", self.path, exc)
+                failed = True
+            if done:
+                return
 
 
 class MissionLeader:
