@@ -55,6 +55,7 @@ from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
 from mcc.lifecycle import Closeable
+from mcc.resources import mission_file
 from mcc.settings import child_env
 from mcc.types import SystemState
 
@@ -80,6 +81,8 @@ PRIMES = {10**6: 78_498, 10**7: 664_579, 10**8: 5_761_455, 10**9: 50_847_534, 10
 
 
 DEFAULT_MANIFESTS = ["missions/sam-toc.yaml", "missions/hpc-primes.yaml"]
+#: The single-host rows ``--net lab`` runs beside the lab's: the processes its host faults take.
+BESIDE = ["tewa", "launcher", "tracker", "supervisor", "agent"]
 
 
 def add_parser(bench_subparsers: Any) -> None:
@@ -134,6 +137,18 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             )
 
         rows = bench(f"chaos{os.getpid()}")
+        sam = rows[-1]  # the SAM TOC's worker host: what its run lost, as the other runs
+        scored = ("orders_issued", "orders_lost", "orders_duplicated", "order_ids_missing")
+        runs.append(
+            {"mission": sam["mission"], "net": "lab", "loss_pct": 0.0, "kills": 1,
+             **{k: sam[k] for k in scored}, "hpc_answer": None, "hpc_exact": None,
+             "ok": not sam["orders_lost"] and not sam["orders_duplicated"]}
+        )  # fmt: skip
+        # Beside them, the same mission on one host (the local backend): its processes killed
+        # one at a time, as the lab's host took TEWA, the launchers and the supervisor.
+        local = run_chaos(mission_file("sam-toc-continuous"), every_s=args.every, kinds=BESIDE)
+        rows += local["kills"]
+        runs.append(local["run"])
     for manifest in args.manifests if args.net != "lab" else ():
         result = run_chaos(
             Path(manifest),
