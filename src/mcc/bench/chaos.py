@@ -137,13 +137,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             )
 
         rows = bench(f"chaos{os.getpid()}")
-        sam = rows[-1]  # the SAM TOC's worker host: what its run lost, as the other runs
         scored = ("orders_issued", "orders_lost", "orders_duplicated", "order_ids_missing")
-        runs.append(
-            {"mission": sam["mission"], "net": "lab", "loss_pct": 0.0, "kills": 1,
-             **{k: sam[k] for k in scored}, "hpc_answer": None, "hpc_exact": None,
-             "ok": not sam["orders_lost"] and not sam["orders_duplicated"]}
-        )  # fmt: skip
+        for sam in rows[-2:]:  # the SAM TOC's worker hosts: what each run lost
+            runs.append(
+                {"mission": sam["mission"], "net": "lab", "loss_pct": 0.0, "kills": 1,
+                 **{k: sam[k] for k in scored}, "hpc_answer": None, "hpc_exact": None,
+                 "ok": not sam["orders_lost"] and not sam["orders_duplicated"]}
+            )  # fmt: skip
         # Beside them, the same mission on one host (the local backend): its processes killed
         # one at a time, as the lab's host took TEWA, the launchers and the supervisor.
         local = run_chaos(mission_file("sam-toc-continuous"), every_s=args.every, kinds=BESIDE)

@@ -10,7 +10,7 @@ that runs TEWA and most launchers, and scores the recording with the chaos bench
 last picture before it lost while new ids appear, and over the run the orders never answered
 (issued more than ``ORDER_DRAIN_S`` before the end) or answered with two final outcomes; and
 which moved instances started from the state their app had kept on the lost host (their log
-says ``restored from``: the Ray backend carries it through the GCS).
+says ``restored from``, the tracker's ``resumed``: the Ray backend carries it through the GCS).
 
 Run as a module it is that recorder: what a workstation of a secured mission hears of its
 picture and its engagements, one JSON line each, stamped with the host's wall clock (the lab's
@@ -126,9 +126,10 @@ def sam_toc() -> LabMission:
     return LabMission(text, ids, phase="engagement")
 
 
-def sam_worker_host(ray: RayLab) -> dict[str, Any]:
-    """The SAM TOC on ``ray`` (a started `RayLab` with a driver host), a worker host killed
-    under its raid; the row (the module's docstring)."""
+def sam_worker_host(ray: RayLab, systems: tuple[str, ...] = ("tewa", "launcher")) -> dict[str, Any]:
+    """The SAM TOC on ``ray`` (a started `RayLab` with a driver host), the worker host that
+    runs most instances of ``systems`` killed under its raid; the row (the module's
+    docstring). With ``("tracker",)`` the air picture's host: its id switches are counted."""
     from mcc.lab.raychaos import HOME, RayMissionLab, worker_host_fault
 
     home = ray.drivers[0]
@@ -149,9 +150,7 @@ def sam_worker_host(ray: RayLab) -> dict[str, Any]:
         return int(proc.stdout.strip() or 0)
 
     wait_for(outcomes, 240, "the raid's first outcomes at the workstation", period_s=2.0)
-    engaged = Counter(
-        v["node"] for k, v in first.items() if k.split("/")[1] in ("tewa", "launcher")
-    )
+    engaged = Counter(v["node"] for k, v in first.items() if k.split("/")[1] in systems)
     victim = engaged.most_common(1)[0][0]
     survivor = next(w for w in ray.workers if w != victim)
     row, _, killed = worker_host_fault(m, first, victim, survivor)
@@ -162,10 +161,10 @@ def sam_worker_host(ray: RayLab) -> dict[str, Any]:
         watch = load(local, MISSION)
     found = lab.exec(
         survivor,
-        ["sh", "-c", f"grep -l 'restored from' {HOME}/runs/*/logs/*.log || true"],
+        ["sh", "-c", f"grep -lE 'restored from|: resumed ' {HOME}/runs/*/logs/*.log || true"],
         check=False,
     ).stdout.split()
-    restored = sorted(Path(f).stem for f in found)  # "launcher-0": its record came along
+    restored = sorted(Path(f).stem for f in found)  # "launcher-0": its state came along
     recovered = killed + (row["recover_s"] if row["recover_s"] is not None else AFTER_KILL_S)
     before = sum(1 for t, _ in watch.pictures if t < killed)
     scored = score_orders(watch, time.time())
@@ -184,15 +183,17 @@ def sam_worker_host(ray: RayLab) -> dict[str, Any]:
 
 def bench(name: str = "chaos") -> list[dict[str, Any]]:
     """``mcc bench chaos --net lab``: the four host faults of `mcc.lab.raychaos` on its probe
-    mission, then, on a fresh lab, the SAM TOC's worker host (`sam_worker_host`); the rows."""
+    mission, then, each on a fresh lab, the SAM TOC's worker host (`sam_worker_host`) that
+    runs TEWA and the launchers, and the one that runs the tracker; the rows."""
     from mcc.lab.hosts import ContainerLab
     from mcc.lab.raychaos import bench as host_faults
     from mcc.lab.raycluster import RAY_IMAGE
 
     rows = host_faults(name)
-    with ContainerLab(4, name=f"{name}s", image=RAY_IMAGE) as lab:
-        ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
-        rows.append(sam_worker_host(ray))
+    for systems in (("tewa", "launcher"), ("tracker",)):
+        with ContainerLab(4, name=f"{name}{systems[0][:2]}", image=RAY_IMAGE) as lab:
+            ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+            rows.append(sam_worker_host(ray, systems))
     return rows
 
 
