@@ -98,6 +98,9 @@ SUPERVISOR_RECOVER_S = 1.0
 #: raylet cut off from its GCS gives up.
 PARTITION_S = 15.0
 POLL_S = 1.0  # a status or a log line read on a container host: once a second
+#: A new standby claims nothing for its first 3 s (`STANDBY_GRACE_S` of the supervisor); a
+#: fault is measured against a standby past that, as one that has been running for a while.
+STANDBY_SETTLE_S = 4.0
 
 
 def running(st: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -209,6 +212,18 @@ class RayMissionLab:
                 found.append(dt.datetime.fromisoformat(entry["time"]).timestamp())
         return found
 
+    def settle(self, host: str) -> None:
+        """Wait until the standby on ``host`` is past the grace of a new one (it claims
+        nothing in its first seconds, before it has discovered everyone): a fault measured
+        against a standby started a moment before would measure that grace."""
+        since = wait_for(
+            lambda: self.log_times(host, "this one stands by"),
+            60,
+            f"the standby on {host} in its log",
+            period_s=POLL_S,
+        )[-1]
+        time.sleep(max(0.0, since + STANDBY_SETTLE_S - time.time()))
+
     def copy_keystore(self, source: str, host: str) -> None:
         """The mission's keystore from ``source`` to ``host``, a supervisor host too."""
         with tempfile.TemporaryDirectory(prefix="mcc-raychaos-") as tmp:
@@ -283,6 +298,7 @@ def run_host_faults(m: RayMissionLab, first: dict[str, dict[str, Any]]) -> list[
     )
     active_pid = st["supervisors"][0]["pid"]
     before = running(st)
+    m.settle(survivor)
     killed = time.time()
     if m.home != m.head:
         lab.kill(m.home)  # the whole host: its raylet and the driver with it
@@ -367,6 +383,7 @@ def _partition(m: RayMissionLab, *, active_pid: int) -> dict[str, Any]:
         period_s=POLL_S,
     )
     before = running(st)
+    m.settle(cut_host)
     claims_before = len(m.log_times(cut_host, "claiming"))
     cut = time.time()
     lab.partition(cut_host)
