@@ -224,8 +224,9 @@ def mcc_pingpong(
 
 
 #: Attempts of a ping-pong whose processes die of a signal (measured here: about one TCP
-#: attempt in four crashes, so two in a row failed one CI run in three; four in a row: ~0.4 %).
-MAX_ATTEMPTS = 4
+#: attempt in four crashes, so two in a row failed one CI run in three; four in a row, expected
+#: ~0.4 %, failed one CI run of the 2026-11-27 stop, whose machine was loaded: eight).
+MAX_ATTEMPTS = 8
 
 
 class _Crashed(MccError):
