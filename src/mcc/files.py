@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+#: The largest instance state file read back or carried (a TEWA with thousands of orders in
+#: flight is ~1 MB).
+MAX_STATE_BYTES = 16 * 1024 * 1024
+
 
 def instance_state_file(run_dir: str | Path, system: str, index: int | str) -> Path:
     """Where instance ``system/index`` of a run keeps its state (a launcher's answered orders,

@@ -25,14 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from mcc import settings
-from mcc.files import instance_state_file
+from mcc.files import MAX_STATE_BYTES, instance_state_file
 
 __all__ = ["MAX_STATE_BYTES", "StateFile", "open_state", "state_path"]
 
 log = logging.getLogger("mcc.apps.statefile")
-
-#: The largest state file read back (a TEWA with thousands of orders in flight is ~1 MB).
-MAX_STATE_BYTES = 16 * 1024 * 1024
 
 
 def state_path(run_dir: Path, system: str, index: int) -> Path:

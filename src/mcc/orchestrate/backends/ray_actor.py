@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc.errors import OrchestratorError
+from mcc.files import MAX_STATE_BYTES
 from mcc.orchestrate.limits import NICE_HIGH, RT_PRIORITY, apply_limits
 
 log = logging.getLogger("mcc.orchestrate.ray")
@@ -35,8 +36,6 @@ TAIL_LINES = 200
 _PR_SET_PDEATHSIG = 1
 #: How often the actor looks whether its instance's state file changed (a stat).
 STATE_POLL_S = 0.02
-#: The largest state file carried (`mcc.apps.statefile.MAX_STATE_BYTES`).
-MAX_STATE_BYTES = 16 * 1024 * 1024
 
 
 def import_ray() -> Any:
