@@ -115,6 +115,7 @@ def test_the_sam_toc_on_ray_loses_no_order_when_the_engagement_host_is_lost(
     )
     assert row["recover_s"] is not None and row["recover_s"] < 30, row
     assert row["restarted"] >= 1 and "tewa" in row["target"], row
+    assert row["killed_after_move"] == [], row  # moved by Ray, not killed for the old silence
     assert row["orders_issued"] > 0, row
     assert row["orders_lost"] == 0 and row["orders_duplicated"] == 0, row
     assert row["order_ids_missing"] == 0, row

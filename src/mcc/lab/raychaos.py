@@ -237,7 +237,8 @@ class RayMissionLab:
 def _row(kill: str, target: str, **fields: Any) -> dict[str, Any]:
     return {
         "mission": MISSION, "net": "lab", "kill": kill, "target": target, "detect_s": None,
-        "recover_s": None, "restarted": 0, "restarted_ids": [], "picture_gap_s": None,
+        "recover_s": None, "restarted": 0, "restarted_ids": [], "killed_after_move": [],
+        "picture_gap_s": None,
         "id_switches": None, "ok": False, "error": "", **fields,
     }  # fmt: skip
 
@@ -264,13 +265,17 @@ def worker_host_fault(
     losses = m.log_times(m.home, f"Ray node {victim} lost")
     moves = m.log_times(m.home, f"moved by Ray from {victim}")
     restarted = sorted(k for k in m.ids if after[k]["pid"] != first[k]["pid"])
+    # Moved by Ray, not restarted by the supervisor: a kill for the silence of the lost
+    # process must not reach the one Ray started in its place.
+    killed_moved = sorted(k for k in lost if after[k]["restarts"] > first[k]["restarts"])
     recover = (max(moves) - killed) if len(moves) >= len(lost) else None
     row = _row(
         "worker-host", victim,
         detect_s=round(losses[0] - killed, 2) if losses else None,
         recover_s=round(recover, 2) if recover is not None else None,
-        restarted=len(restarted), restarted_ids=restarted,
-        ok=recover is not None and recover <= WORKER_RECOVER_S and set(restarted) == lost,
+        restarted=len(restarted), restarted_ids=restarted, killed_after_move=killed_moved,
+        ok=recover is not None and recover <= WORKER_RECOVER_S and set(restarted) == lost
+        and not killed_moved,
         error="" if losses and recover is not None else m.log(m.home)[-2000:],
     )  # fmt: skip
     return row, after, killed

@@ -523,6 +523,10 @@ class Supervisor(Service):
                 if instance_id not in self.instances:
                     self.instances[instance_id] = Instance(instance_id, name, index, now)
                     self._status_dirty = True
+            # Where the backend moved an instance first (Ray after a node loss): its silence
+            # started over with the move. Checked after, the old process's silence killed the
+            # one Ray had just started (seen on the lab: truth moved, then killed 10 ms later).
+            self._refresh_locations()
             self._check_health(now)
             assert self._launcher is not None
             if self._launcher.start_pending(now):
