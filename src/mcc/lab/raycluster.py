@@ -9,9 +9,10 @@ Debian's ``redis-server``).
 The head runs no instance (``--num-cpus 0``): a head restart (`restart_head`) restarts none, and
 the GCS reloads the cluster's state from Redis (``RAY_REDIS_ADDRESS``, a password of the lab's
 own). Every node declares its lab name as a label (``node:h2``), the human name the Ray backend
-shows. The GCS health check is tuned to notice a lost host in about 1.5 s (`HEALTH_CHECK`: a
-check every 500 ms, 3 missed answers of 500 ms each; Ray's default is 3 s x 5 with 10 s
-answers, about 15-45 s): per node, one small gRPC call every 500 ms to its raylet.
+shows. The GCS health check is tuned to notice a lost host in about 1 s (`HEALTH_CHECK`: a
+check every 300 ms, 3 missed answers of 300 ms each; Ray's default is 3 s x 5 with 10 s
+answers, about 15-45 s): per node, one small gRPC call every 300 ms to its raylet, and a
+raylet stalled for about 1-2 s is declared dead (its actors restart elsewhere).
 """
 
 from __future__ import annotations
