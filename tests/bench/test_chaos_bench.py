@@ -66,3 +66,25 @@ def test_a_run_kills_the_supervisor_the_agent_and_an_instance_and_loses_nothing(
     # the foreign command dies with its node agent and is restarted; the apps are adopted
     assert rows["agent"]["restarted"] == 1
     assert result["run"]["ok"] and result["run"]["orders_issued"] is None
+
+
+def test_the_lab_summary_is_judged_against_the_host_runs_spread() -> None:
+    """`compare`: a lab figure within the host runs' range, widened by their own spread (at
+    least one for a count), passes; one outside fails; any friend killed fails."""
+    from mcc.bench.chaos_lab import compare
+
+    host = [
+        {"orders": 20, "kills": 14, "misses": 6, "targets_killed": 14, "leakers": 2,
+         "friends_killed": 0, "gospa_mean_m": 900.0},
+        {"orders": 23, "kills": 15, "misses": 8, "targets_killed": 15, "leakers": 1,
+         "friends_killed": 0, "gospa_mean_m": 950.0},
+    ]  # fmt: skip
+    near = [{**host[0], "orders": 26, "leakers": 3, "gospa_mean_m": 1000.0}]
+    verdict = compare(near, host)
+    assert verdict["ok"] and verdict["orders"]["noise"] == 3, verdict
+    far = compare([{**host[0], "orders": 27}], host)
+    assert not far["ok"] and far["orders"]["within"] is False and far["kills"]["within"]
+    fratricide = compare([{**host[0], "friends_killed": 1}], host)
+    assert not fratricide["ok"] and fratricide["friends_killed"]["within"] is False
+    missing = compare([{**host[0], "gospa_mean_m": None}], host)
+    assert missing["gospa_mean_m"]["within"] is None and not missing["ok"]

@@ -107,7 +107,8 @@ def add_parser(bench_subparsers: Any) -> None:
         "--net", default="host", choices=("host", "netns", "lab"),
         help="where the processes run; lab: host-level faults of a secured mission on the Ray "
         "backend over four container hosts (mcc.lab.raychaos: a worker host, the supervisor's "
-        "host, the Ray head, a partition; `make images` first), instead of the manifests",
+        "host, the Ray head, a partition; `make images` first), the SAM TOC's worker hosts, and "
+        "its raid's summary on the lab against this host's, instead of the manifests",
     )  # fmt: skip
     parser.add_argument(
         "--loss", type=float, default=0.0, help="percent loss on every netns host (--net netns)"
@@ -127,8 +128,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     kinds = [k for k in (args.kinds or "").split(",") if k] or None
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
+    summary: dict[str, Any] | None = None
     if args.net == "lab":
-        from mcc.bench.chaos_lab import bench
+        from mcc.bench.chaos_lab import bench, summary_rows
 
         if args.manifests != DEFAULT_MANIFESTS or kinds or args.loss:
             raise MccError(
@@ -149,6 +151,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         local = run_chaos(mission_file("sam-toc-continuous"), every_s=args.every, kinds=BESIDE)
         rows += local["kills"]
         runs.append(local["run"])
+        # Last, with no fault: the SAM TOC's 90-s raid on the lab and on this host, its summary.
+        summary = summary_rows(f"chaos{os.getpid()}")
     for manifest in args.manifests if args.net != "lab" else ():
         result = run_chaos(
             Path(manifest),
@@ -166,6 +170,19 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     report.print_table("kill -9 of one process at a time", rows, COLUMNS)
     if runs:
         report.print_table("what each run lost", runs, RUN_COLUMNS)
+    if summary is not None:
+        doc["summary"] = summary
+        compared = summary["compared"]
+        table = [
+            {"figure": key, **{k: compared[key].get(k) for k in ("lab", "host", "noise", "within")}}
+            for key in compared
+            if key != "ok"
+        ]
+        report.print_table(
+            "the SAM TOC's raid, no fault: the lab's summary against this host's",
+            table,
+            ["figure", "lab", "host", "noise", "within"],
+        )
     if args.json:
         print(f"wrote {report.write_json(doc, args.json)}")
     if args.record:
@@ -268,12 +285,13 @@ class BenchMission(Closeable):
             )
         wait_for(paths.socket.exists, 30, "the node agent on host c")
 
-    def up(self) -> subprocess.Popen[str]:
-        """One more `mcc up` (the first is active, the others stand by)."""
+    def up(self, *, phase: str | None = None) -> subprocess.Popen[str]:
+        """One more `mcc up` (the first is active, the others stand by), in ``phase``."""
         index = len(self.supervisors)
         out = (self.tmp / f"up-{index}.log").open("w")
         self.logs.append(out)
         argv = [sys.executable, "-m", "mcc.cli", "up", str(self.manifest), "--quiet"]
+        argv += ["--phase", phase] if phase else []
         kwargs: dict[str, Any] = {"env": self.env, "stdout": out, "stderr": subprocess.STDOUT}
         if self.lab is not None:
             proc = self.lab.popen("ab"[index % 2], argv, text=True, **kwargs)

@@ -53,7 +53,19 @@ from mcc.lab.raycluster import RayLab
 from mcc.resources import mission_file
 from mcc.waiting import wait_for
 
-__all__ = ["bench", "load", "main", "sam_toc", "sam_worker_host"]
+__all__ = [
+    "bench",
+    "compare",
+    "figures",
+    "host_summary",
+    "lab_summary",
+    "load",
+    "main",
+    "sam_toc",
+    "sam_toc_raid",
+    "sam_worker_host",
+    "summary_rows",
+]
 
 #: After the kill, how long the run goes on before it is scored: every order issued before
 #: the kill is answered or counted lost (`ORDER_DRAIN_S`), and the picture has settled.
@@ -179,6 +191,149 @@ def sam_worker_host(ray: RayLab, systems: tuple[str, ...] = ("tewa", "launcher")
     )
     row["ok"] = bool(row["ok"]) and not scored["orders_lost"] and not scored["orders_duplicated"]
     return row
+
+
+#: ``missions/sam-toc.yaml``'s raid is 90 s of scenario time: its summary is read once the
+#: simulation is past this (the last interceptors of the raid have flown).
+SUMMARY_AFTER_S = 100.0
+#: What the mission's summary is compared on, lab against one host (`summary_rows`).
+SUMMARY_FIGURES = (
+    "orders", "kills", "misses", "targets_killed", "leakers", "friends_killed", "gospa_mean_m",
+)  # fmt: skip
+
+
+def sam_toc_raid() -> LabMission:
+    """The SAM TOC against its 90-s raid (``missions/sam-toc.yaml``) as the lab's mission,
+    started in its engagement phase: what its summary says is compared with one host's."""
+    text = mission_file("sam-toc").read_text()
+    text = text.replace("mission: sam-toc", f"mission: {MISSION}", 1)
+    text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
+    systems = {"truth": 1, "radar": 2, "tracker": 1, "tewa": 1, "launcher": 3, "assessor": 1}
+    ids = frozenset(f"{MISSION}/{s}/{i}" for s, n in systems.items() for i in range(n))
+    return LabMission(text, ids, phase="engagement")
+
+
+def figures(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
+    """The compared figures of a run: the assessor's ``summary.json`` (orders and their
+    outcomes, the picture's GOSPA) and the truth's ``truth-summary.json`` (targets killed,
+    leakers, friends killed)."""
+    return {
+        "orders": summary.get("orders"),
+        "kills": summary.get("kills"),
+        "misses": summary.get("misses"),
+        "targets_killed": truth.get("kills_total"),
+        "leakers": truth.get("leakers"),
+        "friends_killed": len(truth.get("friends_killed") or []),
+        "gospa_mean_m": summary.get("gospa_mean_m"),
+    }
+
+
+def _past_the_raid(truth: dict[str, Any] | None, summary: dict[str, Any] | None) -> bool:
+    return bool(truth and summary and float(truth.get("end_s", 0.0)) >= SUMMARY_AFTER_S)
+
+
+def lab_summary(ray: RayLab) -> dict[str, Any]:
+    """`sam_toc_raid` on ``ray`` (its supervisor on the first driver host); its figures once
+    the raid is over, read from the worker hosts where the truth and the assessor ran."""
+    from mcc.lab.raychaos import HOME, RayMissionLab
+
+    m = RayMissionLab(ray, sam_toc_raid(), watcher=ray.drivers[0])
+    m.start()
+
+    def read(name: str) -> dict[str, Any] | None:
+        for host in ray.workers:
+            proc = m.lab.exec(
+                host, ["sh", "-c", f"cat {HOME}/runs/*/{name} 2>/dev/null || true"], check=False
+            )
+            try:
+                return dict(json.loads(proc.stdout)) if proc.stdout.strip() else None
+            except ValueError:
+                continue  # two run folders, or a file being replaced: read again
+        return None
+
+    found = wait_for(
+        lambda: (
+            _past_the_raid(truth := read("truth-summary.json"), summary := read("summary.json"))
+            and (summary, truth)
+        ),
+        SUMMARY_AFTER_S + 240,
+        "the lab's raid over",
+        period_s=2.0,
+    )
+    return figures(*found)
+
+
+def host_summary() -> dict[str, Any]:
+    """`sam_toc_raid`'s mission on this host (the local backend, `mcc up --phase
+    engagement`, a scratch home and domain); its figures once the raid is over."""
+    from mcc.bench.chaos import BenchMission
+
+    def read(home: Path, name: str) -> dict[str, Any] | None:
+        for path in home.glob(f"runs/*/{name}"):
+            try:
+                return dict(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                return None
+        return None
+
+    with (
+        tempfile.TemporaryDirectory(prefix="mcc-summary-") as tmp,
+        BenchMission(mission_file("sam-toc"), Path(tmp), net="host", loss_pct=0.0) as m,
+    ):
+        m.up(phase="engagement")
+        found = wait_for(
+            lambda: (
+                _past_the_raid(
+                    truth := read(m.home, "truth-summary.json"),
+                    summary := read(m.home, "summary.json"),
+                )
+                and (summary, truth)
+            ),
+            SUMMARY_AFTER_S + 240,
+            "the host's raid over",
+            period_s=2.0,
+        )
+    return figures(*found)
+
+
+def compare(lab: Sequence[dict[str, Any]], host: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Lab runs against one host's: per figure, each side's values, the spread of the host's
+    own runs (the noise) and whether every lab value lies within the host's range widened by
+    that spread (at least 1 for counts); fratricide must be 0 everywhere, and a figure a run
+    did not give fails."""
+    out: dict[str, Any] = {}
+    ok = True
+    for key in SUMMARY_FIGURES:
+        ours = [r[key] for r in lab if r.get(key) is not None]
+        base = [r[key] for r in host if r.get(key) is not None]
+        if len(ours) < len(lab) or len(base) < len(host):
+            out[key] = {"lab": ours, "host": base, "within": None}  # a run did not say
+            ok = False
+            continue
+        noise = max(base) - min(base)
+        slack = max(noise, 1.0 if key != "gospa_mean_m" else 0.05 * max(base))
+        within = all(min(base) - slack <= v <= max(base) + slack for v in ours)
+        if key == "friends_killed":
+            within = not any(ours) and not any(base)
+        out[key] = {"lab": ours, "host": base, "noise": noise, "within": within}
+        ok = ok and within
+    out["ok"] = ok
+    return out
+
+
+def summary_rows(name: str, runs: int = 2) -> dict[str, Any]:
+    """The mission's summary on the lab (``runs`` fresh labs) against this host's (as many
+    runs): `compare`'s verdict with every run's figures."""
+    from mcc.lab.hosts import ContainerLab
+    from mcc.lab.raycluster import RAY_IMAGE
+
+    lab_runs, host_runs = [], []
+    for i in range(runs):
+        with ContainerLab(4, name=f"{name}s{i}", image=RAY_IMAGE) as lab:
+            ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+            lab_runs.append(lab_summary(ray))
+        host_runs.append(host_summary())
+    return {"lab": lab_runs, "host": host_runs, "compared": compare(lab_runs, host_runs)}
 
 
 def bench(name: str = "chaos") -> list[dict[str, Any]]:
