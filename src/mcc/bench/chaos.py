@@ -130,7 +130,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     runs: list[dict[str, Any]] = []
     summary: dict[str, Any] | None = None
     if args.net == "lab":
-        from mcc.bench.chaos_lab import bench, summary_rows
+        from mcc.bench.chaos_lab import bench
 
         if args.manifests != DEFAULT_MANIFESTS or kinds or args.loss:
             raise MccError(
@@ -375,6 +375,54 @@ def _topics_of(system: Any) -> set[str]:
         getattr(system, "subscribe", None) or ()
     )
     return declared | (set(topics.publish) | set(topics.subscribe) if topics else set())
+
+
+def host_summary() -> dict[str, Any]:
+    """`mcc.bench.chaos_lab.sam_toc_raid`'s mission on this host (the local backend, `mcc up
+    --phase engagement`, a scratch home and domain); its figures once the raid is over."""
+    from mcc.bench.chaos_lab import SUMMARY_AFTER_S, figures, past_the_raid
+
+    def read(home: Path, name: str) -> dict[str, Any] | None:
+        for path in home.glob(f"runs/*/{name}"):
+            try:
+                return dict(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                return None
+        return None
+
+    with (
+        tempfile.TemporaryDirectory(prefix="mcc-summary-") as tmp,
+        BenchMission(mission_file("sam-toc"), Path(tmp), net="host", loss_pct=0.0) as m,
+    ):
+        m.up(phase="engagement")
+        found = wait_for(
+            lambda: (
+                past_the_raid(
+                    truth := read(m.home, "truth-summary.json"),
+                    summary := read(m.home, "summary.json"),
+                )
+                and (summary, truth)
+            ),
+            SUMMARY_AFTER_S + 240,
+            "the host's raid over",
+        )
+    return figures(*found)
+
+
+def summary_rows(name: str, runs: int = 2) -> dict[str, Any]:
+    """The mission's summary on the lab (``runs`` fresh labs) against this host's (as many
+    runs): `compare`'s verdict with every run's figures."""
+    from mcc.bench.chaos_lab import compare, lab_summary
+    from mcc.lab.hosts import ContainerLab
+    from mcc.lab.raycluster import RAY_IMAGE, RayLab
+
+    lab_runs, host_runs = [], []
+    for i in range(runs):
+        with ContainerLab(4, name=f"{name}s{i}", image=RAY_IMAGE) as lab:
+            ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+            lab_runs.append(lab_summary(ray))
+        host_runs.append(host_summary())
+    return {"lab": lab_runs, "host": host_runs, "compared": compare(lab_runs, host_runs)}
 
 
 def run_chaos(

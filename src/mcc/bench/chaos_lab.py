@@ -57,14 +57,13 @@ __all__ = [
     "bench",
     "compare",
     "figures",
-    "host_summary",
     "lab_summary",
     "load",
     "main",
+    "past_the_raid",
     "sam_toc",
     "sam_toc_raid",
     "sam_worker_host",
-    "summary_rows",
 ]
 
 #: After the kill, how long the run goes on before it is scored: every order issued before
@@ -196,7 +195,7 @@ def sam_worker_host(ray: RayLab, systems: tuple[str, ...] = ("tewa", "launcher")
 #: ``missions/sam-toc.yaml``'s raid is 90 s of scenario time: its summary is read once the
 #: simulation is past this (the last interceptors of the raid have flown).
 SUMMARY_AFTER_S = 100.0
-#: What the mission's summary is compared on, lab against one host (`summary_rows`).
+#: What the mission's summary is compared on, lab against one host (`mcc.bench.chaos.summary_rows`).
 SUMMARY_FIGURES = (
     "orders", "kills", "misses", "targets_killed", "leakers", "friends_killed", "gospa_mean_m",
 )  # fmt: skip
@@ -228,7 +227,7 @@ def figures(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _past_the_raid(truth: dict[str, Any] | None, summary: dict[str, Any] | None) -> bool:
+def past_the_raid(truth: dict[str, Any] | None, summary: dict[str, Any] | None) -> bool:
     return bool(truth and summary and float(truth.get("end_s", 0.0)) >= SUMMARY_AFTER_S)
 
 
@@ -253,46 +252,13 @@ def lab_summary(ray: RayLab) -> dict[str, Any]:
 
     found = wait_for(
         lambda: (
-            _past_the_raid(truth := read("truth-summary.json"), summary := read("summary.json"))
+            past_the_raid(truth := read("truth-summary.json"), summary := read("summary.json"))
             and (summary, truth)
         ),
         SUMMARY_AFTER_S + 240,
         "the lab's raid over",
         period_s=2.0,
     )
-    return figures(*found)
-
-
-def host_summary() -> dict[str, Any]:
-    """`sam_toc_raid`'s mission on this host (the local backend, `mcc up --phase
-    engagement`, a scratch home and domain); its figures once the raid is over."""
-    from mcc.bench.chaos import BenchMission
-
-    def read(home: Path, name: str) -> dict[str, Any] | None:
-        for path in home.glob(f"runs/*/{name}"):
-            try:
-                return dict(json.loads(path.read_text()))
-            except (OSError, ValueError):
-                return None
-        return None
-
-    with (
-        tempfile.TemporaryDirectory(prefix="mcc-summary-") as tmp,
-        BenchMission(mission_file("sam-toc"), Path(tmp), net="host", loss_pct=0.0) as m,
-    ):
-        m.up(phase="engagement")
-        found = wait_for(
-            lambda: (
-                _past_the_raid(
-                    truth := read(m.home, "truth-summary.json"),
-                    summary := read(m.home, "summary.json"),
-                )
-                and (summary, truth)
-            ),
-            SUMMARY_AFTER_S + 240,
-            "the host's raid over",
-            period_s=2.0,
-        )
     return figures(*found)
 
 
@@ -319,21 +285,6 @@ def compare(lab: Sequence[dict[str, Any]], host: Sequence[dict[str, Any]]) -> di
         ok = ok and within
     out["ok"] = ok
     return out
-
-
-def summary_rows(name: str, runs: int = 2) -> dict[str, Any]:
-    """The mission's summary on the lab (``runs`` fresh labs) against this host's (as many
-    runs): `compare`'s verdict with every run's figures."""
-    from mcc.lab.hosts import ContainerLab
-    from mcc.lab.raycluster import RAY_IMAGE
-
-    lab_runs, host_runs = [], []
-    for i in range(runs):
-        with ContainerLab(4, name=f"{name}s{i}", image=RAY_IMAGE) as lab:
-            ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
-            lab_runs.append(lab_summary(ray))
-        host_runs.append(host_summary())
-    return {"lab": lab_runs, "host": host_runs, "compared": compare(lab_runs, host_runs)}
 
 
 def bench(name: str = "chaos") -> list[dict[str, Any]]:

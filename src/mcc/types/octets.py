@@ -10,6 +10,8 @@ the C ``idlc`` computes for ``idl/mcc.idl``.
 
 from typing import Any
 
+__all__ = ["describe_bytes_as_octets"]
+
 import cyclonedds.idl.types as idl_types
 from cyclonedds.idl._xt_builder import XTBuilder
 
@@ -23,6 +25,9 @@ def _type_identifier(cls: type, name: str, entity: Any, minimal: bool) -> Any:
     return _original(cls, name, entity, minimal)
 
 
-if not getattr(XTBuilder, "_mcc_octets", False):
-    XTBuilder._xt_type_identifier = classmethod(_type_identifier)  # type: ignore[method-assign,assignment]
-    XTBuilder._mcc_octets = True  # type: ignore[attr-defined]
+def describe_bytes_as_octets() -> None:
+    """Tell cyclonedds' XTypes builder that ``bytes`` is ``sequence<octet>`` (once per
+    process; `mcc.types` does it before defining the topic types)."""
+    if not getattr(XTBuilder, "_mcc_octets", False):
+        XTBuilder._xt_type_identifier = classmethod(_type_identifier)  # type: ignore[method-assign,assignment]
+        XTBuilder._mcc_octets = True  # type: ignore[attr-defined]
