@@ -131,3 +131,78 @@ def test_a_damaged_identity_file_is_refused(tmp_path: Path, bus_env: dict[str, s
         assert expected[case] in done.stderr and "Traceback" not in done.stderr, (case, done.stderr)
         assert len(done.stderr) < 600, case
     assert not (tmp_path / "desk" / "imported").exists()
+
+
+def test_an_expired_revoked_or_early_identity_is_refused(
+    tmp_path: Path, bus_env: dict[str, str]
+) -> None:
+    """An identity whose certificate expired, one the keystore revoked since (its export
+    carries the newer revocation list), and one a host with its clock 10 minutes behind reads
+    (not valid yet): each refused with the reason and what to do, nothing imported."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    from mcc.security import Grant, Keystore
+    from mcc.security.bundle import export_identity
+
+    ks = Keystore.init(tmp_path / "ks", mission="far")
+    ks.write_governance((7,))
+    ks.identity("far/alice", (Grant(publish=("Command",)),), domains=(7,))
+    old = export_identity(ks.path, "far/alice")
+    ks.identity(
+        "far/alice", (Grant(publish=("Command",)),), domains=(7,), revoke_replaced=True
+    )  # reissued, the first revoked
+    new = export_identity(ks.path, "far/alice")
+    ca_key = serialization.load_pem_private_key(
+        (ks.path / "ca" / "identity_ca.key").read_bytes(), password=None
+    )
+    files: dict[str, str] = new["files"]  # type: ignore[assignment]
+    cert = x509.load_pem_x509_certificate(files["cert.pem"].encode())
+    now = dt.datetime.now(dt.UTC)
+
+    def resigned(start: dt.datetime, end: dt.datetime) -> str:
+        """alice's certificate, same key and names, valid from ``start`` to ``end``."""
+        built = (
+            x509.CertificateBuilder()
+            .subject_name(cert.subject)
+            .issuer_name(cert.issuer)
+            .public_key(cert.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+        )
+        return built.public_bytes(serialization.Encoding.PEM).decode()
+
+    day, later = dt.timedelta(days=1), dt.timedelta(minutes=10)
+    cases = {
+        "expired": {**files, "cert.pem": resigned(now - 30 * day, now - day)},
+        "early": {**files, "cert.pem": resigned(now + later, now + day)},
+        "revoked": {**old["files"], "identity_ca.crl": files["identity_ca.crl"]},  # type: ignore[dict-item]
+    }  # fmt: skip
+    expected = {
+        "expired": "set this host's clock right",
+        "early": "export the identity again",
+        "revoked": "revoked by the identity CA",
+    }
+    env = {**bus_env, "MCC_HOME": str(tmp_path / "desk")}
+    for case, content in cases.items():
+        path = tmp_path / f"{case}.mcc-identity"
+        path.write_text(json.dumps({**new, "files": content}))
+        done = subprocess.run(
+            [os.sys.executable, "-m", "mcc.cli", "security", "import", str(path)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, (case, done.stderr)
+        assert expected[case] in done.stderr and "Traceback" not in done.stderr, (case, done.stderr)
+        assert "files.cert.pem" in done.stderr, (case, done.stderr)
+    assert not (tmp_path / "desk" / "imported").exists()
+    path = tmp_path / "fresh.mcc-identity"  # the same export untouched: taken
+    path.write_text(json.dumps(new))
+    done = subprocess.run(
+        [os.sys.executable, "-m", "mcc.cli", "security", "import", str(path)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr

@@ -12,6 +12,7 @@ that host with ``--domain`` (`imported_for`).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from mcc.security.keystore import Identity, SecurityError, check_identity_name, granted_source
 
@@ -117,8 +119,9 @@ def read_bundle(path: Path) -> dict[str, object]:
 
 
 def _check(path: Path, name: str, files: dict[str, str]) -> None:
-    """The certificate issued by the bundled identity CA, the key its certificate's, the
-    permissions naming its subject and signed text of the same document."""
+    """The certificate issued by the bundled identity CA, valid now and not on its revocation
+    list, the key its certificate's, the permissions naming its subject and signed text of the
+    same document."""
     try:
         ca = x509.load_pem_x509_certificate(files["identity_ca.pem"].encode())
         cert = x509.load_pem_x509_certificate(files["cert.pem"].encode())
@@ -140,6 +143,29 @@ def _check(path: Path, name: str, files: dict[str, str]) -> None:
     cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
     if not cn or cn[0].value != name:
         raise SecurityError(f"{path}: files.cert.pem: a certificate of another identity")
+    now = dt.datetime.now(dt.UTC)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        # Expired, or this host's clock is off (an identity is valid from 5 minutes before
+        # it was made): either way the mission's peers would refuse its handshake.
+        raise SecurityError(
+            f"{path}: files.cert.pem: valid from {cert.not_valid_before_utc:%Y-%m-%d %H:%M} "
+            f"to {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC, and this host's clock says "
+            f"{now:%Y-%m-%d %H:%M}: export the identity again, or set this host's clock right"
+        )
+    crl_pem = files.get("identity_ca.crl")
+    if isinstance(crl_pem, str):
+        try:
+            crl = x509.load_pem_x509_crl(crl_pem.encode())
+        except ValueError as exc:
+            raise SecurityError(f"{path}: files.identity_ca.crl: not PEM ({exc})") from None
+        issuer = ca.public_key()
+        if not isinstance(issuer, ec.EllipticCurvePublicKey) or not crl.is_signature_valid(issuer):
+            raise SecurityError(f"{path}: files.identity_ca.crl: not signed by the bundled CA")
+        if crl.get_revoked_certificate_by_serial_number(cert.serial_number) is not None:
+            raise SecurityError(
+                f"{path}: files.cert.pem: revoked by the identity CA (serial "
+                f"{cert.serial_number:x}): ask for a new export of {name}"
+            )
     if (
         files["permissions.xml"].encode()
         not in files["permissions.p7s"].replace("\r\n", "\n").encode()
