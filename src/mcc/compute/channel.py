@@ -121,6 +121,9 @@ class BulkInbox(Closeable):
         self._held: dict[int, tuple[np.ndarray, float]] = {}
         self._held_bytes = 0
         self._broken: dict[int, str] = {}
+        #: Transfers refused (counted once): the blocks of one that come after its refusal are
+        #: dropped uncounted. Only the inbox's thread reads and writes it.
+        self._refused: dict[int, None] = {}
         self.counts: collections.Counter[str] = collections.Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._take, name=name, daemon=True)
@@ -158,9 +161,15 @@ class BulkInbox(Closeable):
             room = self._held_bytes + head.total <= self._pool_bytes
         if not (fits and room):
             self._reader.discard(head, idle_s=0.0)
+            if head.transfer in self._refused:
+                return  # its later blocks (a loaded host delivers a transfer in several takes)
+            if len(self._refused) >= _MAX_BROKEN:
+                self._refused.clear()
+            self._refused[head.transfer] = None
             why = "no room left" if fits else f"more than {self._max_bytes}"
             self._fail(head.transfer, "refused", f"{head.total} bytes refused ({why})")
             return
+        self._refused.pop(head.transfer, None)
         buffer = np.empty(head.total, np.uint8)
         try:
             receipt = self._reader.receive(head, buffer, idle_s=self._idle_s)
