@@ -129,8 +129,14 @@ def load(path: Path, mission: str) -> Watch:
 def sam_toc() -> LabMission:
     """The SAM TOC under a raid that never ends (``missions/sam-toc-continuous.yaml``) as the
     lab's mission, in its engagement phase: orders and outcomes to count across a fault."""
-    text = mission_file("sam-toc-continuous").read_text()
-    text = text.replace("mission: sam-toc-continuous", f"mission: {MISSION}", 1)
+    return _engaged("sam-toc-continuous")
+
+
+def _engaged(name: str) -> LabMission:
+    """Shipped SAM TOC mission ``name`` renamed and moved to the lab's mission and domain,
+    started in its engagement phase."""
+    text = mission_file(name).read_text()
+    text = text.replace(f"mission: {name}", f"mission: {MISSION}", 1)
     text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
     systems = {"truth": 1, "radar": 2, "tracker": 1, "tewa": 1, "launcher": 3, "assessor": 1}
     ids = frozenset(f"{MISSION}/{s}/{i}" for s, n in systems.items() for i in range(n))
@@ -207,12 +213,7 @@ SUMMARY_FIGURES = (
 def sam_toc_raid() -> LabMission:
     """The SAM TOC against its 90-s raid (``missions/sam-toc.yaml``) as the lab's mission,
     started in its engagement phase: what its summary says is compared with one host's."""
-    text = mission_file("sam-toc").read_text()
-    text = text.replace("mission: sam-toc", f"mission: {MISSION}", 1)
-    text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
-    systems = {"truth": 1, "radar": 2, "tracker": 1, "tewa": 1, "launcher": 3, "assessor": 1}
-    ids = frozenset(f"{MISSION}/{s}/{i}" for s, n in systems.items() for i in range(n))
-    return LabMission(text, ids, phase="engagement")
+    return _engaged("sam-toc")
 
 
 def figures(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
