@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mcc import types
+from mcc.bus import _native
 from mcc.bus.codec import flat_codec
 from mcc.types.arrays import pack
 from tests.integration.bus_peer import sample_for
@@ -58,6 +59,43 @@ def test_encode_is_byte_identical_and_decodes_back(sample: object) -> None:
     assert codec.decode(reference) == sample
 
 
+@pytest.mark.parametrize("sample", _samples(), ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize("version_2", [False, True], ids=["xcdr1", "xcdr2"])
+def test_the_native_encoder_writes_the_python_encoders_bytes(
+    sample: object, version_2: bool
+) -> None:
+    codec = flat_codec(type(sample))
+    assert codec is not None and codec.layout is not None
+    assert _native.encode_flat(codec.layout, sample, version_2) == codec.encoder(version_2)(sample)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("seq", -1),  # uint64 below range
+        ("seq", 2**64),  # above
+        ("send_ns", 2**63),  # int64 above
+        ("send_ns", 1.5),  # not an integer
+        ("writer_id", b"bytes"),  # not a str
+        ("writer_id", "\ud800"),  # a lone surrogate: not UTF-8
+        ("payload", "text"),  # not bytes
+        ("payload", None),
+    ],
+)
+def test_the_native_encoder_declines_what_the_python_encoder_refuses(
+    field: str, value: object
+) -> None:
+    """Declined (None), so the Python encoder raises its own error; nothing half-written."""
+    sample = types.PerfSample(writer_id="w", seq=1, send_ns=2, payload=b"x")
+    setattr(sample, field, value)
+    codec = flat_codec(types.PerfSample)
+    assert codec is not None
+    for version_2 in (False, True):
+        assert _native.encode_flat(codec.layout, sample, version_2) is None
+        with pytest.raises(Exception):  # noqa: B017 - struct.error, TypeError, UnicodeError …
+            codec.encoder(version_2)(sample)
+
+
 def test_decode_of_reference_serialisation_with_enum() -> None:
     codec = flat_codec(types.SystemEntry)
     assert codec is not None
@@ -105,6 +143,7 @@ def test_both_representations_match_the_reference_and_decode_by_header(
     assert codec is not None
     reference = _padded(sample.serialize(use_version_2=version_2))  # type: ignore[attr-defined]
     assert codec.encoder(version_2)(sample) == reference
+    assert _native.encode_flat(codec.layout, sample, version_2) == reference
     assert reference[1] in ((0x07, 0x09) if version_2 else (0x01,))
     # one decoder for both: the encapsulation header of each sample says which
     assert codec.decode(reference) == sample

@@ -215,6 +215,64 @@ def test_an_xcdr1_writer_reaches_an_mcc_reader_on_every_flat_topic(domain_id: in
         assert bus.stats.samples_dropped == 0
 
 
+def test_the_native_take_decodes_flat_samples_as_the_python_codec_does(domain_id: int) -> None:
+    """Every flat topic, XCDR1 and XCDR2, a typical sample and one with the foreign peers'
+    pattern values: the instance the native take builds equals the generated Python decoder's.
+    A sample it must not decode (invalid UTF-8) comes back raw, so the Python decoder says what
+    is wrong: the reader drops and counts it and goes on."""
+    from cyclonedds._clayer import ddspy_write
+    from cyclonedds.core import Policy, Qos
+    from cyclonedds.pub import DataWriter
+
+    from mcc.bus.endpoints import ANY_STATE
+    from mcc.types import foreign
+
+    module = foreign.load_module()
+    checked = 0
+    with Bus(domain_id) as bus:
+        for topic in sorted(TOPICS):
+            spec = topic_spec(topic)
+            codec = flat_codec(spec.type)
+            if codec is None:
+                continue
+            assert codec.layout is not None, topic
+            reader = bus.reader(topic, history=False)
+            pattern = foreign.pattern_sample(module, spec.type.__name__, 4)
+            samples = [sample_for(topic), foreign.from_plain(spec.type, pattern)]
+            for version_2 in (False, True):
+                qos = bus.endpoint_qos(spec.profile, writer=True)
+                if not version_2:
+                    qos += Qos(Policy.DataRepresentation(use_cdrv0_representation=True))
+                raw = DataWriter(bus._publisher, bus.topic(topic), qos=qos)
+                for sample in samples:
+                    data = sample.serialize(use_version_2=version_2)
+                    assert ddspy_write(raw._ref, data) == 0, topic
+                    got = _native.take(reader._ref, ANY_STATE, 16, codec.layout)
+                    assert isinstance(got, list) and len(got) == 1, (topic, got)
+                    assert type(got[0]) is spec.type, (topic, version_2, got)
+                    assert got[0].sample_info.valid_data
+                    assert _plain(got[0]) == _plain(codec.decode(data)), (topic, version_2)
+                    checked += 1
+        assert checked >= 4 * 10
+
+        reader = bus.reader("PerfSample", history=False)
+        raw = DataWriter(
+            bus._publisher,
+            bus.topic("PerfSample"),
+            qos=bus.endpoint_qos(topic_spec("PerfSample").profile, writer=True),
+        )
+        good = sample_for("PerfSample")
+        bad = dict(hostile_payloads(good))["utf8-writer_id"]
+        for data in (bad, good.serialize()):
+            assert ddspy_write(raw._ref, data) == 0
+        got = _native.take(reader._ref, ANY_STATE, 16, flat_codec(type(good)).layout)  # type: ignore[union-attr]
+        assert [type(item) for item in got] == [tuple, type(good)]
+        for data in (bad, good.serialize()):
+            assert ddspy_write(raw._ref, data) == 0
+        assert [_plain(s) for s in reader.take()] == [_plain(good)]
+        assert bus.stats.dropped_by_topic.get("PerfSample") == 1
+
+
 def _plain(sample: Any) -> Any:
     return {k: v for k, v in vars(sample).items() if k != "sample_info"}
 

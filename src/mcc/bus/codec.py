@@ -66,6 +66,9 @@ class FlatCodec:
     encode_xcdr1: Callable[[Any], bytes]
     encode_xcdr2: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]
+    #: The same decoding for the native take (``_native.flat_layout``), or None where the
+    #: class cannot be filled field by field (its own ``__setattr__``, ``__post_init__``).
+    layout: Any = None
 
     @property
     def encode(self) -> Callable[[Any], bytes]:
@@ -209,7 +212,30 @@ def flat_codec(cls: type) -> FlatCodec | None:
     enc2, dec2 = _generate(cls, fields2, xcdr2=True, delimited=appendable)
     kind2 = _D_CDR2_LE if appendable else _CDR2_LE
     decode = _dispatching_decoder(cls, {_CDR_LE: dec1, kind2: dec2})
-    return FlatCodec(cls, appendable, enc1, enc2, decode)
+    return FlatCodec(cls, appendable, enc1, enc2, decode, _native_layout(cls, fields1, fields2))
+
+
+def _native_layout(cls: type, fields1: list[_Field], fields2: list[_Field]) -> Any:
+    """The native take's decoder for ``cls`` (the rules of ``_generate``'s), or None when the
+    class does more than store its fields (a ``__setattr__``, ``__post_init__``, ``__new__``,
+    slots) or the native module is absent."""
+    from mcc.bus import _native
+
+    if (
+        cls.__setattr__ is not object.__setattr__
+        or cls.__new__ is not object.__new__
+        or hasattr(cls, "__post_init__")
+        or hasattr(cls, "__slots__")
+        or not hasattr(_native, "flat_layout")
+    ):
+        return None
+    appendable = getattr(cls, "__idl_annotations__", {}).get("extensibility") == "appendable"
+    kind2 = _D_CDR2_LE if appendable else _CDR2_LE
+    fields = tuple(
+        (f1.name, f1.code, f1.align, f2.align, f1.enum)
+        for f1, f2 in zip(fields1, fields2, strict=True)
+    )
+    return _native.flat_layout(cls, appendable, kind2, fields)
 
 
 def _fields(cls: type, *, max_align: int) -> list[_Field] | None:

@@ -130,11 +130,24 @@ class Writer(_Endpoint, Generic[T]):
             self._encode: Callable[[Any], bytes] = lambda s: s.serialize(use_version_2=version_2)
         else:
             self._encode = codec.encoder(version_2)
+        # Flat types are encoded in the native write (the Python encoder where it declines).
+        self._layout = codec.layout if codec is not None else None
+        self._version_2 = (
+            codec.xcdr2 if codec is not None and version_2 is None else bool(version_2)
+        )
         bus.dispatcher.watch(self._dds, topic.name, profile, writer=True)
 
     def write(self, sample: T) -> None:
         """Validate ``sample`` (``SampleError`` if bad) and publish it."""
-        self.write_cdr(self._checked(sample))
+        if self._layout is None:
+            self.write_cdr(self._checked(sample))
+            return
+        self._check(sample)
+        ret = _native.write_flat(self._ref, self._layout, sample, self._version_2)
+        if ret is None:  # a value the native encoder will not take: the Python one says why
+            self.write_cdr(self._encode(sample))
+        elif ret < 0:
+            raise DDSException(ret, f"writing to topic {self.topic_name!r}")
 
     def write_many(self, samples: Sequence[T]) -> None:
         """Validate and publish ``samples`` in one crossing into Cyclone."""
@@ -145,7 +158,7 @@ class Writer(_Endpoint, Generic[T]):
                 ret, f"writing to topic {self.topic_name!r} ({written} of {len(datas)} written)"
             )
 
-    def _checked(self, sample: T) -> bytes:
+    def _check(self, sample: T) -> None:
         if type(sample) is not self.type:
             raise TypeError(f"{sample!r} is not a {self.type.__name__}")
         if self._validate:
@@ -154,6 +167,9 @@ class Writer(_Endpoint, Generic[T]):
             except MccError:
                 self.bus.book.count("invalid_samples_refused")
                 raise
+
+    def _checked(self, sample: T) -> bytes:
+        self._check(sample)
         return self._encode(sample)
 
     def write_cdr(self, data: bytes, *, timestamp_ns: int = -1, dispose: bool = False) -> None:
@@ -343,6 +359,8 @@ class Reader(_Endpoint, Generic[T]):
         self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
         codec = flat_codec(self.type)  # type: ignore[arg-type]
         self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
+        # Samples decoded in the native take (flat types); the rest come as (bytes, info).
+        self._layout = codec.layout if codec is not None else None
         self._waitset: WaitSet | None = None
         bus.dispatcher.watch(self._dds, topic.name, profile, writer=False)
         if on_data is not None and inline:
@@ -354,11 +372,13 @@ class Reader(_Endpoint, Generic[T]):
 
     def take(self, max_samples: int = 256) -> list[T]:
         """Take up to ``max_samples`` valid samples (dispose/unregister notices are dropped)."""
-        return self._valid(_native.take(self._ref, ANY_STATE, native_count(max_samples)))
+        n = native_count(max_samples)
+        return self._valid(_native.take(self._ref, ANY_STATE, n, self._layout))
 
     def read(self, max_samples: int = 256) -> list[T]:
         """Read (leave in the cache) up to ``max_samples`` valid samples."""
-        return self._valid(_native.read(self._ref, ANY_STATE, native_count(max_samples)))
+        n = native_count(max_samples)
+        return self._valid(_native.read(self._ref, ANY_STATE, n, self._layout))
 
     def take_cdr(self, max_samples: int = 256) -> list[tuple[bytes, Any]]:
         """Take up to ``max_samples`` serialized samples with their ``SampleInfo``, dispose and
@@ -370,7 +390,10 @@ class Reader(_Endpoint, Generic[T]):
         return cast(list[tuple[bytes, Any]], raw)
 
     def _valid(self, raw: Any) -> list[T]:
-        """Decode and check each sample with data; drop (and count) what fails."""
+        """Decode and check each sample with data; drop (and count) what fails.
+
+        ``raw`` holds (bytes, info) tuples and, from a take with the reader's layout, samples
+        the native code decoded already (with data only)."""
         self.consumed += 1
         if isinstance(raw, int):
             if self._closed:
@@ -378,12 +401,19 @@ class Reader(_Endpoint, Generic[T]):
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")
         decode = self._decode
         check = received_check(self.type) if self._validate else None  # type: ignore[arg-type]
+        if check is None and not any(type(item) is tuple for item in raw):
+            return cast(list[T], raw)  # all decoded natively, nothing left to check
         out = []
-        for data, info in raw:
-            if not info.valid_data:
-                continue
+        for item in raw:
             try:
-                sample = decode(data)
+                if type(item) is tuple:
+                    data, info = item
+                    if not info.valid_data:
+                        continue
+                    sample = decode(data)
+                    sample.sample_info = info
+                else:
+                    sample, info = item, item.sample_info
                 if check is not None:
                     check(sample)
             except Exception as exc:  # hostile input is normal input: drop, count, go on
@@ -391,7 +421,6 @@ class Reader(_Endpoint, Generic[T]):
                     self.topic_name, info.publication_handle, exc, self.writer_name
                 )
                 continue
-            sample.sample_info = info
             out.append(sample)
         return out
 
