@@ -10,7 +10,9 @@ sample costs a handful of calls. Both data representations, little-endian: XCDR1
 alignment, no delimiter) and XCDR2 (4-byte alignment, a delimiter header for ``@appendable``
 types); the decoder picks by the encapsulation header, so a foreign XCDR1 writer of an
 appendable type decodes as well as an XCDR2 one. The output is byte-identical to cyclonedds'
-own serialiser (``tests/bus/test_codec.py``); other types keep using it.
+own serialiser (``tests/bus/test_codec.py``); other types keep using it. ``FlatCodec.layout``
+hands the same field list to the native core, which encodes and decodes in the write and the
+take; these Python functions stay the reference and handle whatever the native code declines.
 """
 
 from __future__ import annotations
