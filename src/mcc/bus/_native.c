@@ -363,6 +363,21 @@ enum flat_kind
   FK_STR, FK_BYTES
 };
 
+/* One fixed-size field's bytes, read or written little-endian in place. */
+typedef union
+{
+  int8_t i8;
+  uint8_t u8;
+  int16_t i16;
+  uint16_t u16;
+  int32_t i32;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  float f32;
+  double f64;
+} flat_word;
+
 typedef struct
 {
   PyObject *name;     /* interned attribute name */
@@ -488,19 +503,7 @@ static PyObject *flat_field_value(const flat_field *f, const unsigned char *d, s
     return NULL;
   const unsigned char *at = d + p;
   PyObject *v;
-  union
-  {
-    int8_t i8;
-    uint8_t u8;
-    int16_t i16;
-    uint16_t u16;
-    int32_t i32;
-    uint32_t u32;
-    int64_t i64;
-    uint64_t u64;
-    float f32;
-    double f64;
-  } w;
+  flat_word w;
   memcpy(&w, at, f->size);
   p += f->size;
   switch (f->kind)
@@ -678,19 +681,7 @@ static int flat_encode_field(const flat_field *f, PyObject *v, flat_buffer *b, i
       PyBuffer_Release(&view);
     goto out;
   }
-  union
-  {
-    int8_t i8;
-    uint8_t u8;
-    int16_t i16;
-    uint16_t u16;
-    int32_t i32;
-    uint32_t u32;
-    int64_t i64;
-    uint64_t u64;
-    float f32;
-    double f64;
-  } w;
+  flat_word w;
   if (f->kind == FK_F32 || f->kind == FK_F64)
   {
     double d = PyFloat_AsDouble(v);
@@ -781,6 +772,38 @@ static int flat_encode(const flat_layout *l, PyObject *obj, int xcdr2, flat_buff
   return 0;
 }
 
+/* `sample` encoded by the layout in `capsule`, then written by `writer` (the retcode), or, for
+ * writer 0, returned as bytes; None when the encoder declines (the Python encoder's job). */
+static PyObject *encode_flat_then(PyObject *capsule, PyObject *sample, int xcdr2, int writer,
+                                  int dispose)
+{
+  const flat_layout *l = PyCapsule_GetPointer(capsule, FLAT_LAYOUT_CAPSULE);
+  if (l == NULL)
+    return NULL;
+  flat_buffer b;
+  PyObject *out;
+  if (flat_encode(l, sample, xcdr2, &b) < 0)
+  {
+    Py_INCREF(Py_None);
+    out = Py_None;
+  }
+  else if (writer == 0)
+    out = PyBytes_FromStringAndSize((const char *)b.p, (Py_ssize_t)b.len);
+  else
+  {
+    dds_return_t ret;
+    Py_BEGIN_ALLOW_THREADS
+    const struct ddsi_sertype *st;
+    ret = dds_get_entity_sertype(writer, &st);
+    if (ret >= 0)
+      ret = write_cdr(writer, st, b.p, b.len, -1, dispose ? DDSI_STATUSINFO_DISPOSE : 0);
+    Py_END_ALLOW_THREADS
+    out = PyLong_FromLong((long)ret);
+  }
+  flat_buffer_free(&b);
+  return out;
+}
+
 /* encode_flat(layout, sample, xcdr2) -> bytes | None (None: the Python encoder's job) */
 static PyObject *native_encode_flat(PyObject *self, PyObject *args)
 {
@@ -789,18 +812,7 @@ static PyObject *native_encode_flat(PyObject *self, PyObject *args)
   int xcdr2;
   if (!PyArg_ParseTuple(args, "OOp", &capsule, &sample, &xcdr2))
     return NULL;
-  const flat_layout *l = PyCapsule_GetPointer(capsule, FLAT_LAYOUT_CAPSULE);
-  if (l == NULL)
-    return NULL;
-  flat_buffer b;
-  if (flat_encode(l, sample, xcdr2, &b) < 0)
-  {
-    flat_buffer_free(&b);
-    Py_RETURN_NONE;
-  }
-  PyObject *out = PyBytes_FromStringAndSize((const char *)b.p, (Py_ssize_t)b.len);
-  flat_buffer_free(&b);
-  return out;
+  return encode_flat_then(capsule, sample, xcdr2, 0, 0);
 }
 
 /* write_flat(writer, layout, sample, xcdr2, dispose=False) -> retcode | None: the sample
@@ -812,24 +824,9 @@ static PyObject *native_write_flat(PyObject *self, PyObject *args)
   PyObject *capsule, *sample;
   if (!PyArg_ParseTuple(args, "iOOp|p", &writer, &capsule, &sample, &xcdr2, &dispose))
     return NULL;
-  const flat_layout *l = PyCapsule_GetPointer(capsule, FLAT_LAYOUT_CAPSULE);
-  if (l == NULL)
-    return NULL;
-  flat_buffer b;
-  if (flat_encode(l, sample, xcdr2, &b) < 0)
-  {
-    flat_buffer_free(&b);
-    Py_RETURN_NONE;
-  }
-  dds_return_t ret;
-  Py_BEGIN_ALLOW_THREADS
-  const struct ddsi_sertype *st;
-  ret = dds_get_entity_sertype(writer, &st);
-  if (ret >= 0)
-    ret = write_cdr(writer, st, b.p, b.len, -1, dispose ? DDSI_STATUSINFO_DISPOSE : 0);
-  Py_END_ALLOW_THREADS
-  flat_buffer_free(&b);
-  return PyLong_FromLong((long)ret);
+  if (writer <= 0)
+    return PyLong_FromLong((long)DDS_RETCODE_BAD_PARAMETER);
+  return encode_flat_then(capsule, sample, xcdr2, writer, dispose);
 }
 
 /* The sample as (bytes, SampleInfo), or decoded by `layout` when it has data and decodes. */
