@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,10 +122,7 @@ def test_a_damaged_identity_file_is_refused(tmp_path: Path, bus_env: dict[str, s
     for case, content in cases.items():
         path = tmp_path / f"{case}.json"
         path.write_text(content)
-        done = subprocess.run(
-            [os.sys.executable, "-m", "mcc.cli", "security", "import", str(path)],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = run_cli(["security", "import", str(path)], env=env, check=False)
         assert done.returncode == 2, (case, done.stderr)
         assert expected[case] in done.stderr and "Traceback" not in done.stderr, (case, done.stderr)
         assert len(done.stderr) < 600, case
@@ -191,18 +187,11 @@ def test_an_expired_revoked_or_early_identity_is_refused(
     for case, content in cases.items():
         path = tmp_path / f"{case}.mcc-identity"
         path.write_text(json.dumps({**new, "files": content}))
-        done = subprocess.run(
-            [os.sys.executable, "-m", "mcc.cli", "security", "import", str(path)],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = run_cli(["security", "import", str(path)], env=env, check=False)
         assert done.returncode == 2, (case, done.stderr)
         assert expected[case] in done.stderr and "Traceback" not in done.stderr, (case, done.stderr)
         assert "files.cert.pem" in done.stderr, (case, done.stderr)
     assert not (tmp_path / "desk" / "imported").exists()
     path = tmp_path / "fresh.mcc-identity"  # the same export untouched: taken
     path.write_text(json.dumps(new))
-    done = subprocess.run(
-        [os.sys.executable, "-m", "mcc.cli", "security", "import", str(path)],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    run_cli(["security", "import", str(path)], env=env)
