@@ -397,11 +397,8 @@ typedef struct
 
 #define FLAT_LAYOUT_CAPSULE "mcc.bus._native.flat_layout"
 
-static void flat_layout_free(PyObject *capsule)
+static void flat_layout_release(flat_layout *l)
 {
-  flat_layout *l = PyCapsule_GetPointer(capsule, FLAT_LAYOUT_CAPSULE);
-  if (l == NULL)
-    return;
   for (Py_ssize_t i = 0; i < l->nfields; i++)
   {
     Py_XDECREF(l->fields[i].name);
@@ -409,6 +406,13 @@ static void flat_layout_free(PyObject *capsule)
   }
   Py_XDECREF(l->cls);
   PyMem_Free(l);
+}
+
+static void flat_layout_free(PyObject *capsule)
+{
+  flat_layout *l = PyCapsule_GetPointer(capsule, FLAT_LAYOUT_CAPSULE);
+  if (l != NULL)
+    flat_layout_release(l);
 }
 
 static const struct
@@ -480,13 +484,7 @@ static PyObject *native_flat_layout(PyObject *self, PyObject *args)
   if (capsule != NULL)
     return capsule;
 fail:
-  for (Py_ssize_t i = 0; i < l->nfields; i++)
-  {
-    Py_XDECREF(l->fields[i].name);
-    Py_XDECREF(l->fields[i].enum_cls);
-  }
-  Py_DECREF(l->cls);
-  PyMem_Free(l);
+  flat_layout_release(l);
   return NULL;
 }
 

@@ -76,12 +76,14 @@ class FlatCodec:
     def encode(self) -> Callable[[Any], bytes]:
         return self.encode_xcdr2 if self.xcdr2 else self.encode_xcdr1
 
+    def writes_xcdr2(self, version_2: bool | None) -> bool:
+        """Whether a writer whose data representation is XCDR2 (True), XCDR1 (False) or the
+        type's native one (None) writes XCDR2."""
+        return self.xcdr2 if version_2 is None else version_2
+
     def encoder(self, version_2: bool | None) -> Callable[[Any], bytes]:
-        """The encoder for a writer whose data representation is XCDR2 (True), XCDR1 (False)
-        or the type's native one (None)."""
-        if version_2 is None:
-            return self.encode
-        return self.encode_xcdr2 if version_2 else self.encode_xcdr1
+        """The encoder for such a writer (`writes_xcdr2`)."""
+        return self.encode_xcdr2 if self.writes_xcdr2(version_2) else self.encode_xcdr1
 
 
 def _group_structs(group: list[_Field]) -> tuple[struct.Struct, ...]:
@@ -220,7 +222,7 @@ def flat_codec(cls: type) -> FlatCodec | None:
 def _native_layout(cls: type, fields1: list[_Field], fields2: list[_Field]) -> Any:
     """The native take's decoder for ``cls`` (the rules of ``_generate``'s), or None when the
     class does more than store its fields (a ``__setattr__``, ``__post_init__``, ``__new__``,
-    slots) or the native module is absent."""
+    slots)."""
     from mcc.bus import _native
 
     if (
@@ -228,7 +230,6 @@ def _native_layout(cls: type, fields1: list[_Field], fields2: list[_Field]) -> A
         or cls.__new__ is not object.__new__
         or hasattr(cls, "__post_init__")
         or hasattr(cls, "__slots__")
-        or not hasattr(_native, "flat_layout")
     ):
         return None
     appendable = getattr(cls, "__idl_annotations__", {}).get("extensibility") == "appendable"

@@ -132,9 +132,7 @@ class Writer(_Endpoint, Generic[T]):
             self._encode = codec.encoder(version_2)
         # Flat types are encoded in the native write (the Python encoder where it declines).
         self._layout = codec.layout if codec is not None else None
-        self._version_2 = (
-            codec.xcdr2 if codec is not None and version_2 is None else bool(version_2)
-        )
+        self._version_2 = codec.writes_xcdr2(version_2) if codec is not None else False
         bus.dispatcher.watch(self._dds, topic.name, profile, writer=True)
 
     def write(self, sample: T) -> None:
