@@ -149,6 +149,14 @@ def test_scenario_draws_are_seeded_and_vary_every_parameter() -> None:
     assert 1.0 <= np.degrees(bearing.sigma_azimuth_rad) <= 2.0
     form = ts.draw("formation", 1001)
     assert form.targets % 3 == 0 and 100 <= form.params["spacing_m"] <= 300
+    # A turning formation turns as one: its members keep their spacing through the turns.
+    turn = ts.draw("formation-turn", 1001)
+    lead, wing = (turn.truth.targets[k][1][:-1] for k in ("0", "1"))
+    gap = np.linalg.norm(lead - wing, axis=1)
+    assert np.ptp(gap) < 1e-6 and gap[0] == pytest.approx(turn.params["spacing_m"], abs=0.1)
+    v = np.diff(lead, axis=0)
+    heading = np.unwrap(np.arctan2(v[:, 0], v[:, 1]))
+    assert np.degrees(np.ptp(heading)) > 10
     # Each scan of the MCC feed carries what the sensors file says of its radar.
     scan = a.mcc_scans()[0]
     assert scan.pd == a.radars[scan.sensor_id].pd

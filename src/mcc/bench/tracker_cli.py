@@ -74,7 +74,8 @@ def add_parser(bench_subparsers: Any) -> None:
         "--scenarios",
         metavar="NAMES",
         help="seeded random scenario families beside Stone Soup searched per family (all, or "
-        "some of straight,slow,bearing,crossing,formation,manoeuvre,multiradar; method: "
+        "some of straight,slow,bearing,crossing,formation,formation-turn,manoeuvre,multiradar; "
+        "method: "
         "mcc.bench.tracker_scenarios)",
     )
     parser.add_argument(

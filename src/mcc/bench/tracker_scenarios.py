@@ -13,6 +13,8 @@ and azimuth, Poisson per scan. The ranges are in `FAMILIES` (``FamilySpec``):
 * ``bearing``: straight targets seen with 1-2° of bearing noise (0.5-4 s scans);
 * ``crossing``: 10-20 pairs of targets crossing at 2-15° at mid-run (0.5-5 s scans);
 * ``formation``: groups of 3 targets 100-300 m apart, groups crossing two by two (1-5 s);
+* ``formation-turn``: the same formations turning at 2-4 g, each group as one (its targets
+  take the same turns, keeping the formation's shape): a manoeuvre shared by close targets;
 * ``manoeuvre``: 10-30 fighters alternating straight legs and 3-6 g turns (0.5-2 s scans);
 * ``multiradar``: 2-3 radars at different places, one fast (0.5-2 s) and one or two slow
   (4-12 s), over a mix of slow straight targets and 4 g manoeuvring ones.
@@ -136,6 +138,8 @@ FAMILIES: dict[str, FamilySpec] = {
                            sigma_azimuth_deg=(0.1, 1.0)),
     "formation": FamilySpec("formation", (4, 10), (150, 250), (1.0, 5.0),
                             sigma_azimuth_deg=(0.1, 0.5)),
+    "formation-turn": FamilySpec("formation", (4, 10), (150, 250), (1.0, 5.0),
+                                 sigma_azimuth_deg=(0.1, 0.5), turn_g=(2.0, 4.0)),
     "manoeuvre": FamilySpec("manoeuvre", (10, 30), (200, 300), (0.5, 2.0),
                             sigma_azimuth_deg=(0.1, 1.0), turn_g=(3.0, 6.0)),
     "multiradar": FamilySpec("multiradar", (20, 40), (150, 300), (0.5, 12.0),
@@ -353,12 +357,18 @@ def _initial_states(
 def _turns(
     rng: np.random.Generator, f: FamilySpec, speed: F64, steps: int, groups: npt.NDArray[np.int64]
 ) -> F64:
-    """Turn rate (rad/s) per simulation step and target ``(steps, N)``."""
+    """Turn rate (rad/s) per simulation step and target ``(steps, N)``; the targets of one
+    group (a formation) take its first target's turns, so that it keeps its shape."""
     n = speed.size
     omega = np.zeros((steps, n))
     if f.turn_g[1] <= 0:
         return omega
+    leader: dict[int, int] = {}
     for i in range(n):
+        first = leader.setdefault(int(groups[i]), i)
+        if first != i:
+            omega[:, i] = omega[:, first]
+            continue
         if f.kind == "multiradar" and i % 2 == 0:
             continue  # half the targets fly straight and slow, half manoeuvre
         hard = f.kind in ("manoeuvre", "multiradar")
