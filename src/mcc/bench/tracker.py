@@ -46,7 +46,7 @@ of its localisation part (√ of the summed squared errors of the assigned pairs
 ``gospa_missed`` and ``gospa_false`` the mean numbers of missed targets and false tracks per
 scan; ``tracks_final`` the confirmed tracks after the last scan.
 
-**Seeded random scenarios** (``--scenarios all``): seven families of scenarios drawn from
+**Seeded random scenarios** (``--scenarios all``): eight families of scenarios drawn from
 seeded random parameters, MCC's defaults beside the first release's plain CV filter and Stone
 Soup configured per family by a search over its components on training seeds (``--search``),
 reported on other seeds with each target judged met or missed: the method is the docstring of
