@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -106,6 +107,29 @@ def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
         222,
         2,
     )
+
+
+def test_the_first_item_waits_for_the_workers_item_readers(buses: tuple[Bus, Bus]) -> None:
+    """A hello proves that a worker's results reach the master, not that the master's items
+    reach the worker: the master issues once its item writer has matched the worker's reader
+    (the job's clock starts there), so no item waits in the writer for discovery."""
+    master_bus, bus = buses
+    future, stop = start_master(master_bus, n=5_000, workers=1, items=2)
+    try:
+        results = bus.writer("WorkResult")
+        assert results.wait_for_readers(1, timeout_s=20)
+        results.write(WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id="t/worker/0", value=1))
+        time.sleep(0.5)  # the master has the hello; nothing reads its items yet
+        reader_ns = time.time_ns()
+        worker = PlayedWorker(bus, "t/worker/0")  # its item reader matches now
+        items = worker.take_mine(2)
+        assert min(item.issue_ns for item in items) >= reader_ns
+        for item in items:
+            worker.answer(item)
+        result = future.result(timeout=30)
+    finally:
+        stop.set()
+    assert (result.count, result.largest) == reference(5_000)
 
 
 def test_a_silent_worker_s_items_move_to_a_live_one(buses: tuple[Bus, Bus]) -> None:

@@ -25,7 +25,8 @@ Four measurements, each on both implementations (``mcc.hpc.jobs``), same algorit
 
 Clocks (``mcc.hpc.base``): ``runtime_s`` from the first work item sent to the last result
 received, measured by the job's master on both; ``launch_s`` (processes, bus or MPI start,
-workers ready) apart. Each figure is the median of ``--repeats`` runs, DDS and MPI interleaved.
+workers ready: DDS's master also waits for its item writer to match the workers' readers)
+apart. Each figure is the median of ``--repeats`` runs, DDS and MPI interleaved.
 ``ratio_vs_mpi``: the median over the repeats of DDS runtime / MPI runtime of the MPI run right
 after it (primes: pairs cancel drift in the host's load), DDS MB/s / MPI MB/s (stream).
 Targets: primes ratio ≤ 1.05; stream over shm ≥ 0.5 of MPI's shared memory, over UDP ≥ 0.9 of
