@@ -6,8 +6,9 @@
 #   tests: ddsperf + idlc (the C anchor and the IDL check), sockperf, iproute2 + nftables
 #          (network namespaces, link faults), chromium (console browser tests), cyclonedds-dev
 #          (the C peer, `make interop`), libfastrtps-dev + fastddsgen (the Fast DDS peer,
-#          `make interop`, docs/interop.md), podman + runc + netavark/aardvark-dns (its bridge
-#          networks) + mmdebstrap (`make images` and the container lab: mcc.lab, docs/deploy.md)
+#          `make interop`, docs/interop.md), podman + runc + netavark/aardvark-dns + iptables
+#          (its bridge networks) + mmdebstrap (`make images` and the container lab: mcc.lab,
+#          docs/deploy.md)
 set -euo pipefail
 need=()
 have_header() { [ -f "/usr/include/$1" ]; }
@@ -31,6 +32,8 @@ command -v fastddsgen >/dev/null || need+=(fastddsgen)
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
 [ -x /usr/lib/podman/netavark ] || need+=(netavark aardvark-dns)
+# netavark 1.4 (bookworm) sets up its bridges with iptables only; Debian makes it a Recommends.
+command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 if ((${#need[@]})); then
     echo "installing Debian packages: ${need[*]}" >&2
