@@ -54,6 +54,10 @@ class PlayedWorker:
                 return mine
         pytest.fail(f"{self.worker_id}: got {len(mine)} of {count} items")
 
+    def answer_all(self, items: list[WorkItem]) -> None:
+        for item in items:
+            self.answer(item)
+
     def answer(self, item: WorkItem) -> None:
         found = count_primes(item.lo, item.hi, base_primes(isqrt(item.hi)))
         self.results.write(
@@ -92,8 +96,7 @@ def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
         worker.hello(pid=222)  # a replacement under the same identity
         again = worker.take_mine(2)
         assert sorted(i.item_id for i in again) == [2, 3]
-        for item in again:
-            worker.answer(item)
+        worker.answer_all(again)
         result = future.result(timeout=30)
     finally:
         stop.set()
@@ -124,8 +127,7 @@ def test_the_first_item_waits_for_the_workers_item_readers(buses: tuple[Bus, Bus
         worker = PlayedWorker(bus, "t/worker/0")  # its item reader matches now
         items = worker.take_mine(2)
         assert min(item.issue_ns for item in items) >= reader_ns
-        for item in items:
-            worker.answer(item)
+        worker.answer_all(items)
         result = future.result(timeout=30)
     finally:
         stop.set()
