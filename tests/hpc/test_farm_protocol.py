@@ -15,6 +15,7 @@ from mcc.hpc.base import CONTROL_ID, JobResult
 from mcc.hpc.farm import FarmMaster
 from mcc.hpc.primes import base_primes, count_primes, isqrt
 from mcc.types import WorkItem, WorkResult
+from tests.conftest import wait_for
 
 from .test_primes import reference
 
@@ -117,20 +118,29 @@ def test_the_first_item_waits_for_the_workers_item_readers(buses: tuple[Bus, Bus
     reach the worker: the master issues once its item writer has matched the worker's reader
     (the job's clock starts there), so no item waits in the writer for discovery."""
     master_bus, bus = buses
-    future, stop = start_master(master_bus, n=5_000, workers=1, items=2)
-    try:
-        results = bus.writer("WorkResult")
-        assert results.wait_for_readers(1, timeout_s=20)
-        results.write(WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id="t/worker/0", value=1))
-        time.sleep(0.5)  # the master has the hello; nothing reads its items yet
-        reader_ns = time.time_ns()
-        worker = PlayedWorker(bus, "t/worker/0")  # its item reader matches now
-        items = worker.take_mine(2)
-        assert min(item.issue_ns for item in items) >= reader_ns
-        worker.answer_all(items)
-        result = future.result(timeout=30)
-    finally:
-        stop.set()
+    farm = FarmMaster(master_bus, job_id=JOB, n=5_000, workers=1, items=2)
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
+        try:
+            results = bus.writer("WorkResult")
+            assert results.wait_for_readers(1, timeout_s=20)
+            results.write(
+                WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id="t/worker/0", value=1)
+            )
+            wait_for(lambda: "t/worker/0" in farm.workers, 20, "the hello at the master")
+            # An observation window, not a synchronisation: the master has every hello and
+            # nothing reads its items; the code before this wait issued within milliseconds.
+            time.sleep(0.3)
+            assert farm.first_item_ns == 0
+            reader_ns = time.time_ns()
+            worker = PlayedWorker(bus, "t/worker/0")  # its item reader matches now
+            items = worker.take_mine(2)
+            assert min(item.issue_ns for item in items) >= reader_ns
+            worker.answer_all(items)
+            result = future.result(timeout=30)
+        finally:
+            stop.set()
     assert (result.count, result.largest) == reference(5_000)
 
 

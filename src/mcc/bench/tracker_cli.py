@@ -75,8 +75,7 @@ def add_parser(bench_subparsers: Any) -> None:
         metavar="NAMES",
         help="seeded random scenario families beside Stone Soup searched per family (all, or "
         "some of straight,slow,bearing,crossing,formation,formation-turn,manoeuvre,multiradar; "
-        "method: "
-        "mcc.bench.tracker_scenarios)",
+        "method: mcc.bench.tracker_scenarios)",
     )
     parser.add_argument(
         "--seeds", default="report", help="--scenarios: report, train or a list (%(default)s)"
