@@ -25,7 +25,7 @@ from mcc.persist.service import open_service
 from mcc.types import BulkBlock, Checkpoint, WorkItem, WorkResult
 from tests.conftest import wait_for
 
-from .test_farm_protocol import JOB, PlayedWorker
+from .test_farm_protocol import JOB, PlayedWorker, start_master
 from .test_primes import reference
 
 
@@ -65,32 +65,29 @@ def test_the_master_counts_only_results_that_can_be_right_from_its_workers(
     buses: tuple[Bus, Bus],
 ) -> None:
     master_bus, bus = buses
-    farm = FarmMaster(master_bus, job_id=JOB, n=10_000, workers=1, items=2)
-    stop = threading.Event()
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
-        try:
-            worker = PlayedWorker(bus, "t/worker/0")
-            worker.hello(pid=1)
-            first, second = worker.take_mine(2)
-            rogue = bus.writer("WorkResult")
-            for item_id, worker_id, count, largest in (
-                (first.item_id, "nobody", 10, first.lo + 1),  # never said hello
-                (first.item_id, "t/worker/0", 10**9, first.lo + 1),  # more primes than numbers
-                (first.item_id, "t/worker/0", 3, second.hi + 7),  # the largest outside the item
-                (99, "t/worker/0", 1, 0),  # an item the job does not have
-            ):
-                rogue.write(
-                    WorkResult(
-                        job_id=JOB, item_id=item_id, worker_id=worker_id, count=count, value=largest
-                    )
+    future, stop, farm = start_master(master_bus, n=10_000, workers=1, items=2)
+    try:
+        worker = PlayedWorker(bus, "t/worker/0")
+        worker.hello(pid=1)
+        first, second = worker.take_mine(2)
+        rogue = bus.writer("WorkResult")
+        for item_id, worker_id, count, largest in (
+            (first.item_id, "nobody", 10, first.lo + 1),  # never said hello
+            (first.item_id, "t/worker/0", 10**9, first.lo + 1),  # more primes than numbers
+            (first.item_id, "t/worker/0", 3, second.hi + 7),  # the largest outside the item
+            (99, "t/worker/0", 1, 0),  # an item the job does not have
+        ):
+            rogue.write(
+                WorkResult(
+                    job_id=JOB, item_id=item_id, worker_id=worker_id, count=count, value=largest
                 )
-            wait_for(lambda: sum(farm.dropped.values()) == 4, 20, "the rogue results dropped")
-            worker.answer(first)
-            worker.answer(second)
-            result = future.result(timeout=30)
-        finally:
-            stop.set()
+            )
+        wait_for(lambda: sum(farm.dropped.values()) == 4, 20, "the rogue results dropped")
+        worker.answer(first)
+        worker.answer(second)
+        result = future.result(timeout=30)
+    finally:
+        stop.set()
     assert (result.count, result.largest) == reference(10_000)
     assert result.extra["dropped"] == {
         "result from a worker that never said hello": 1,

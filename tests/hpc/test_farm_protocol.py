@@ -72,20 +72,23 @@ class PlayedWorker:
         )
 
 
-def start_master(bus: Bus, **options: object) -> tuple[Future[JobResult], threading.Event]:
+def start_master(
+    bus: Bus, **options: object
+) -> tuple[Future[JobResult], threading.Event, FarmMaster]:
+    """A master running ``farm.run`` on a thread of its own: its result, its stop, itself."""
     stop = threading.Event()
     farm = FarmMaster(bus, job_id=JOB, **options)  # type: ignore[arg-type]
     pool = ThreadPoolExecutor(1)
     future = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
     pool.shutdown(wait=False)
-    return future, stop
+    return future, stop, farm
 
 
 def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
     buses: tuple[Bus, Bus],
 ) -> None:
     master_bus, bus = buses
-    future, stop = start_master(master_bus, n=10_000, workers=1, items=4)
+    future, stop, _ = start_master(master_bus, n=10_000, workers=1, items=4)
     try:
         worker = PlayedWorker(bus, "t/worker/0")
         worker.hello(pid=111)
@@ -118,35 +121,30 @@ def test_the_first_item_waits_for_the_workers_item_readers(buses: tuple[Bus, Bus
     reach the worker: the master issues once its item writer has matched the worker's reader
     (the job's clock starts there), so no item waits in the writer for discovery."""
     master_bus, bus = buses
-    farm = FarmMaster(master_bus, job_id=JOB, n=5_000, workers=1, items=2)
-    stop = threading.Event()
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
-        try:
-            results = bus.writer("WorkResult")
-            assert results.wait_for_readers(1, timeout_s=20)
-            results.write(
-                WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id="t/worker/0", value=1)
-            )
-            wait_for(lambda: "t/worker/0" in farm.workers, 20, "the hello at the master")
-            # An observation window, not a synchronisation: the master has every hello and
-            # nothing reads its items; the code before this wait issued within milliseconds.
-            time.sleep(0.3)
-            assert farm.first_item_ns == 0
-            reader_ns = time.time_ns()
-            worker = PlayedWorker(bus, "t/worker/0")  # its item reader matches now
-            items = worker.take_mine(2)
-            assert min(item.issue_ns for item in items) >= reader_ns
-            worker.answer_all(items)
-            result = future.result(timeout=30)
-        finally:
-            stop.set()
+    future, stop, farm = start_master(master_bus, n=5_000, workers=1, items=2)
+    try:
+        results = bus.writer("WorkResult")
+        assert results.wait_for_readers(1, timeout_s=20)
+        results.write(WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id="t/worker/0", value=1))
+        wait_for(lambda: "t/worker/0" in farm.workers, 20, "the hello at the master")
+        # An observation window, not a synchronisation: the master has every hello and
+        # nothing reads its items; the code before this wait issued within milliseconds.
+        time.sleep(0.3)
+        assert farm.first_item_ns == 0
+        reader_ns = time.time_ns()
+        worker = PlayedWorker(bus, "t/worker/0")  # its item reader matches now
+        items = worker.take_mine(2)
+        assert min(item.issue_ns for item in items) >= reader_ns
+        worker.answer_all(items)
+        result = future.result(timeout=30)
+    finally:
+        stop.set()
     assert (result.count, result.largest) == reference(5_000)
 
 
 def test_a_silent_worker_s_items_move_to_a_live_one(buses: tuple[Bus, Bus]) -> None:
     master_bus, bus = buses
-    future, stop = start_master(master_bus, n=5_000, workers=2, items=4, reassign_after_s=0.5)
+    future, stop, _ = start_master(master_bus, n=5_000, workers=2, items=4, reassign_after_s=0.5)
     try:
         live = PlayedWorker(bus, "t/worker/0")
         PlayedWorker(bus, "t/worker/1").hello(pid=2)  # says hello, then never a word
