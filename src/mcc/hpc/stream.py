@@ -71,14 +71,18 @@ __all__ = [
 ]
 
 #: Cyclone settings for bulk transfers: 64 KB datagrams (the loopback MTU; Cyclone's defaults
-#: are 14 KB messages of 1.4 KB fragments) and socket buffers up to 8 MB where the kernel allows.
-#: The unacknowledged window stays Cyclone's (500 kB): larger ones (1-4 MB, measured) overran
-#: the receiver's socket buffer and its 256-sample cache on a busy host, and retransmissions
-#: cost more than the window gained.
+#: are 14 KB messages of 1.4 KB fragments), socket buffers up to 8 MB where the kernel allows
+#: (``net.core.rmem_max``/``wmem_max``: 4 MB on our hosts), and 2 MB of unacknowledged data
+#: from the first block on. Cyclone's own window starts at 30 kB and adapts up to 500 kB:
+#: one way, 32 MiB in 64 KiB blocks, this host quiet, 1.2-1.4 GB/s as Cyclone has it, 1.6-1.8
+#: with 500 kB from the first block, 1.8-2.3 with 1-2 MB (ddsperf 2.8 beside them); 2 MB was
+#: the best of 0.5-4 MB quiet and under CPU load on both cores (benchmarks/README.md). It stays
+#: adaptive: retransmissions (a receiver whose socket buffer is smaller) shrink it again.
 BULK_TRANSPORT_XML = (
     "<General><MaxMessageSize>65500B</MaxMessageSize><FragmentSize>63000B</FragmentSize>"
     '</General><Internal><SocketReceiveBufferSize max="8MB"/>'
-    '<SocketSendBufferSize max="8MB"/></Internal>'
+    '<SocketSendBufferSize max="8MB"/>'
+    "<Watermarks><WhcHigh>2MB</WhcHigh><WhcHighInit>2MB</WhcHighInit></Watermarks></Internal>"
 )
 
 _PATIENCE_S = 60.0  # a peer that takes or sends nothing for a minute failed
