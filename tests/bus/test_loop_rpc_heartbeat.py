@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -58,3 +61,54 @@ def test_heartbeat_carries_identity_load_rates_and_latency(
 def test_heartbeat_period_must_be_positive(bus_env: dict[str, str], domain_id: int) -> None:
     with Bus(domain_id) as bus, pytest.raises(ValueError, match="period_s"):
         HeartbeatPublisher(bus, "x", period_s=0)
+
+
+def test_heartbeat_releases_free_memory_on_its_own_period(
+    bus_env: dict[str, str], domain_id: int
+) -> None:
+    with Bus(domain_id) as bus:
+        with pytest.raises(ValueError, match="trim_every_s"):
+            HeartbeatPublisher(bus, "x", trim_every_s=0)
+        trimming = HeartbeatPublisher(bus, "m/a/0", period_s=0.05, trim_every_s=0.1)
+        never = HeartbeatPublisher(bus, "m/b/0", period_s=0.05, trim_every_s=None)
+        with trimming, never:
+            # The first trim comes trim_every_s after the fast start-up beats (STARTUP_S).
+            deadline = time.monotonic() + 10
+            while trimming.trims < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert trimming.trims >= 3
+    assert never.trims == 0
+
+
+# A fresh process: 64 MB of 32 KiB blocks (below glibc's mmap threshold: from the heap), all
+# freed but the last, which pins the top of the heap so that free() itself cannot shrink it.
+_FRAGMENTED_HEAP = """
+import ctypes, json
+from mcc.bus.heartbeat import release_free_memory
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+blocks = [libc.malloc(32768) for _ in range(2048)]
+for b in blocks:
+    ctypes.memset(b, 1, 32768)
+for b in blocks[:-1]:
+    libc.free(b)
+before = rss()
+released = release_free_memory()
+print(json.dumps({"before": before, "after": rss(), "released": released}))
+"""
+
+
+def test_release_free_memory_hands_back_the_free_pages_inside_the_heap() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _FRAGMENTED_HEAP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    got = json.loads(out.stdout)
+    assert got["released"] is True
+    assert got["before"] - got["after"] > 48e6, got  # most of the 64 MB freed in the middle
