@@ -247,7 +247,11 @@ class BenchMission(Closeable):
         self.mission = load_manifest(self.manifest)
         self.home = tmp / "home"
         self.home.mkdir(mode=0o700)
-        self.env = child_env(home=self.home, agent_orphan_s=20, discovery_tag=None)
+        # A discovery tag of this run's own: a scratch domain is picked per process, and two
+        # benches of one host (a soak beside a CI run) drew the same one and each tried to
+        # shake hands with the other's participants.
+        self.tag = f"mcc-bench-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+        self.env = child_env(home=self.home, agent_orphan_s=20, discovery_tag=self.tag)
         self.lab: Any = None
         self.logs: list[Any] = []
         self.supervisors: list[subprocess.Popen[str]] = []
@@ -261,11 +265,13 @@ class BenchMission(Closeable):
             self.env = child_env(self.env, transport=None)
             # A lost participant announcement is repeated after 1 s, not Cyclone's 30 s.
             spdp = "<Discovery><SPDPInterval>1s</SPDPInterval></Discovery>"
-            inside = Transport(kind="udp", multicast=True, interface=LAB_IFACE, extra_xml=spdp)
+            inside = Transport(kind="udp", multicast=True, interface=LAB_IFACE, extra_xml=spdp,
+                               discovery_tag=self.tag)  # fmt: skip
             self.env.update(inside.apply_to_env({}))
             self.bench_transport: Transport | None = Transport(
-                kind="udp", multicast=True, interface=lab.bridge, extra_xml=spdp
-            )
+                kind="udp", multicast=True, interface=lab.bridge, extra_xml=spdp,
+                discovery_tag=self.tag,
+            )  # fmt: skip
             if loss_pct:
                 for host in ("a", "b", "c"):
                     lab.netem(host, loss_pct=loss_pct)
@@ -346,7 +352,7 @@ def observer(m: BenchMission, watch: Watch) -> Iterator[tuple[Bus, Any]]:
     transport = (
         operator_transport(record.keystore, m.name, CONSOLE, base=base) if record.keystore else base
     )
-    with Bus(m.domain, transport=transport, name="mcc bench chaos") as bus:
+    with Bus(m.domain, transport=transport, discovery_tag=m.tag, name="mcc bench chaos") as bus:
         bus.reader("MissionStatus", on_data=watch.on_status)
         bus.reader("Heartbeat", on_data=watch.on_beat)
         topics = {t for s in m.mission.all_systems().values() for t in _topics_of(s)}
