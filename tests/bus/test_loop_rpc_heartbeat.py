@@ -112,3 +112,45 @@ def test_release_free_memory_hands_back_the_free_pages_inside_the_heap() -> None
     got = json.loads(out.stdout)
     assert got["released"] is True
     assert got["before"] - got["after"] > 48e6, got  # most of the 64 MB freed in the middle
+
+
+# A fork server's child, with or without the server's objects frozen: the file-backed pages a
+# full collection in the child maps (the extensions' traverse functions) are measured.
+_FORKED_COLLECTION = """
+import gc, json, os, sys
+import mcc.orchestrate.runtime, mcc.apps.launcher, mcc.apps.tewa  # what a node agent preloads
+from mcc.bus.heartbeat import freeze_startup_objects
+if sys.argv[1] == "freeze":
+    freeze_startup_objects(collect=True)
+def rss_file():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) * 1024
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    before = rss_file()
+    gc.collect()
+    os.write(w, json.dumps({"mapped": rss_file() - before, "frozen": gc.get_freeze_count()}).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.read(r, 4096).decode())
+"""
+
+
+def test_frozen_start_up_objects_keep_a_forked_childs_collection_off_the_libraries() -> None:
+    def child_collection(mode: str) -> dict[str, int]:
+        out = subprocess.run(
+            [sys.executable, "-c", _FORKED_COLLECTION, mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    plain, frozen = child_collection("plain"), child_collection("freeze")
+    assert plain["frozen"] == 0 and frozen["frozen"] > 10_000
+    # Without: the child's first full collection maps library code it never ran (~1-2 MB).
+    assert plain["mapped"] > 300_000, plain
+    assert frozen["mapped"] < plain["mapped"] / 3, (plain, frozen)

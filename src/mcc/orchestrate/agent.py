@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcc.bus.heartbeat import freeze_startup_objects
 from mcc.files import write_private, write_private_folder
 from mcc.orchestrate import zygote
 from mcc.settings import Settings, current, env_name
@@ -693,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     zygote.warm_up()  # before the socket exists: a connection means a warm agent
     zygote.preload()
+    freeze_startup_objects(collect=True)  # what every fork inherits: out of the collector's way
     agent = Agent(paths, orphan_s=args.orphan_s)
     agent.keep_fds.append(lock)
     agent.load()

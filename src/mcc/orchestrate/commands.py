@@ -170,8 +170,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         target=_print_progress, args=(supervisor, stop, args.quiet), daemon=True
     )
     printer.start()
+    from mcc.bus.heartbeat import freeze_startup_objects
     from mcc.observe.service import supervisor_service  # READY=1 and watchdog under systemd
 
+    freeze_startup_objects()
     try:
         with supervisor_service(supervisor, metrics_port=args.metrics_port):
             supervisor.run(duration_s=args.duration, stop=stop)

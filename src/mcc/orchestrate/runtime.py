@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc.bus import Bus, HeartbeatPublisher
+from mcc.bus.heartbeat import freeze_startup_objects
 from mcc.errors import MccError
 from mcc.orchestrate.appconfig import parse_config
 from mcc.orchestrate.appspec import load_app
@@ -155,6 +156,7 @@ def run(spec: str, args: list[str], env: Mapping[str, str] | None = None) -> int
             settings=settings,
             config=config,
         )
+        freeze_startup_objects()  # no collection: it would delay the first beat of a restart
         try:
             code = func(ctx)
         except Exception as exc:
