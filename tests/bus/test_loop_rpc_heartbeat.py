@@ -12,6 +12,7 @@ import pytest
 
 from mcc.bus import Bus, HeartbeatPublisher, ReaderLoop
 from mcc.types import SystemState, Track
+from tests.conftest import wait_for
 
 
 def test_reader_loop_dispatches_batches_and_stops_promptly(
@@ -73,9 +74,7 @@ def test_heartbeat_releases_free_memory_on_its_own_period(
         never = HeartbeatPublisher(bus, "m/b/0", period_s=0.05, trim_every_s=None)
         with trimming, never:
             # The first trim comes trim_every_s after the fast start-up beats (STARTUP_S).
-            deadline = time.monotonic() + 10
-            while trimming.trims < 3 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: trimming.trims >= 3, 10, "three trims")
     assert trimming.trims >= 3
     assert never.trims == 0
 
@@ -131,7 +130,8 @@ pid = os.fork()
 if pid == 0:
     before = rss_file()
     gc.collect()
-    os.write(w, json.dumps({"mapped": rss_file() - before, "frozen": gc.get_freeze_count()}).encode())
+    got = {"mapped": rss_file() - before, "frozen": gc.get_freeze_count()}
+    os.write(w, json.dumps(got).encode())
     os._exit(0)
 os.waitpid(pid, 0)
 print(os.read(r, 4096).decode())
