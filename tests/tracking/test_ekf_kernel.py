@@ -284,9 +284,12 @@ def test_the_combined_estimate_is_kalman_imm_combine(tracks: int) -> None:
 
 
 @pytest.mark.parametrize("ndim", [2, 3])
-@pytest.mark.parametrize("sizes", [(3000, 2500), (0, 50), (80, 0), (200, 300)])
+@pytest.mark.parametrize(
+    "sizes", [(3000, 2500), (0, 50), (80, 0), (200, 300), (40, 60), (100, 150)]
+)
 def test_candidate_pairs_are_numpys(ndim: int, sizes: tuple[int, int]) -> None:
-    """The same pairs in the same order."""
+    """The same pairs in the same order: the grid's, or (track, detection) order up to
+    `_DENSE_PAIRS_NATIVE` pairs (40 x 60 and 100 x 150: the kernel tests every pair)."""
     rng = np.random.default_rng(sizes[0] + ndim)
     n, m = sizes
     tp = rng.uniform(-5e4, 5e4, (n, ndim))

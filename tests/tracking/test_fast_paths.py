@@ -16,10 +16,11 @@ from mcc.tracking import (
     MultiTargetTracker,
     Scan,
     TrackerConfig,
+    associators,
     predictors,
     updaters,
 )
-from mcc.tracking.associators import run_starts, small_unique
+from mcc.tracking.associators import bipartite_components, run_starts, small_unique
 from mcc.tracking.base import Measurements
 
 PD, PG = 0.9, 0.999
@@ -110,8 +111,14 @@ def _brute_force_plain(ti, mj, log_g, log_w0):
     return beta / total, beta0 / total
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["c", "numpy"])
 @pytest.mark.parametrize("size", [0, 1, 7, 300])
-def test_small_unique_and_run_starts_are_numpys(size: int) -> None:
+def test_small_unique_and_run_starts_are_numpys(
+    size: int, kernel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert associators.KERNEL is not None  # built by `make test`
+    if not kernel:
+        monkeypatch.setattr(associators, "KERNEL", None)
     x = np.random.default_rng(size).integers(0, max(size // 3, 1), size).astype(np.int64)
     values, inverse = small_unique(x)
     want, want_inverse = np.unique(x, return_inverse=True)
@@ -119,6 +126,45 @@ def test_small_unique_and_run_starts_are_numpys(size: int) -> None:
     np.testing.assert_array_equal(inverse, want_inverse)
     s = np.sort(x)
     np.testing.assert_array_equal(np.flatnonzero(run_starts(s)), np.unique(s, return_index=True)[1])
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["c", "numpy"])
+@pytest.mark.parametrize("seed", range(6))
+def test_bipartite_components_label_each_track_by_its_components_smallest_track(
+    seed: int, kernel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against scipy's connected components of the same graph (tracks 0..T-1, detections
+    T..T+M-1), lone tracks included."""
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
+
+    if not kernel:
+        monkeypatch.setattr(associators, "KERNEL", None)
+    rng = np.random.default_rng(seed)
+    n_t, n_m = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+    k = int(rng.integers(0, 2 * n_t))
+    t, m = rng.integers(0, n_t, k), rng.integers(0, n_m, k)
+    graph = coo_array((np.ones(k), (t, n_t + m)), shape=(n_t + n_m, n_t + n_m))
+    _, comp = connected_components(graph, directed=False)
+    smallest = {c: int(np.flatnonzero(comp[:n_t] == c)[0]) for c in set(comp[:n_t].tolist())}
+    want = np.array([smallest[c] for c in comp[:n_t]])
+    np.testing.assert_array_equal(bipartite_components(t, m, n_t, n_m), want)
+
+
+def test_the_association_kernels_refuse_malformed_arrays() -> None:
+    kernel = associators.KERNEL
+    assert kernel is not None
+    x = np.array([3, 1, 3])
+    with pytest.raises(ValueError, match="negative"):
+        kernel.unique_inverse(np.array([1, -2]), np.empty(2, np.int64), np.empty(2, np.int64))
+    with pytest.raises(ValueError, match="must hold"):
+        kernel.unique_inverse(x, np.empty(2, np.int64), np.empty(3, np.int64))
+    with pytest.raises(TypeError):
+        kernel.unique_inverse(x.astype(np.int32), np.empty(3, np.int64), np.empty(3, np.int64))
+    with pytest.raises(IndexError, match="out of range"):
+        kernel.components(np.array([0, 5]), np.array([0, 0]), 3, 1, np.empty(3, np.int64))
+    with pytest.raises(ValueError):
+        kernel.components(np.array([0]), np.array([0]), 3, 1, np.empty(2, np.int64))
 
 
 def _polar_meas(rng: np.random.Generator, m: int, *, elevation: bool = False) -> Measurements:

@@ -27,11 +27,19 @@
  * into beta (float64, K) and β_t0 of each track into beta0 (float64, n_tracks: 1 for a track
  * without a pair). Returns the clusters of two tracks or more and those of them solved by the
  * cheap JPDA. The GIL is released while it computes.
+ *
+ *   unique_inverse(x, uniq, inverse) -> count
+ *   components(t, m, n_t, n_m, label)
+ *
+ * The association's two index helpers (`associators.small_unique` and
+ * `associators.bipartite_components`, their NumPy code the reference, the same results), called
+ * 6-8 times a scan on a few dozen indices: described where they are defined.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CHEAP_LOG_G_MAX 700.0 /* the cheap JPDA clips ln g here: its sums stay finite */
@@ -545,11 +553,155 @@ done:
     return result;
 }
 
+/* associators.small_unique: the distinct values of x (int64, >= 0) in increasing order into
+ * uniq (their count returned) and each item's index among them into inverse, by a table of
+ * the values seen (the reference's method, so the same result). */
+static PyObject *
+jpda_unique_inverse(PyObject *self, PyObject *args)
+{
+    PyObject *o[3];
+    if (!PyArg_ParseTuple(args, "OOO:unique_inverse", &o[0], &o[1], &o[2]))
+        return NULL;
+    static const char *names[3] = {"x", "uniq", "inverse"};
+    Py_buffer v[3];
+    int held = 0;
+    PyObject *result = NULL;
+    unsigned char *seen = NULL;
+    int64_t *slot = NULL;
+    for (; held < 3; held++)
+        if (!get_array(o[held], &v[held], names[held], "lq", -1, held >= 1))
+            goto done;
+    const int64_t *x = v[0].buf;
+    int64_t *uniq = v[1].buf, *inv = v[2].buf;
+    Py_ssize_t k = v[0].shape[0];
+    if (v[1].shape[0] < k || v[2].shape[0] != k) {
+        PyErr_SetString(PyExc_ValueError, "unique_inverse: uniq and inverse must hold x");
+        goto done;
+    }
+    int64_t top = -1;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (x[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "unique_inverse: negative value %lld",
+                         (long long)x[i]);
+            goto done;
+        }
+        if (x[i] > top)
+            top = x[i];
+    }
+    Py_ssize_t out = 0;
+    if (k) {
+        seen = calloc((size_t)top + 1, 1);
+        slot = malloc(((size_t)top + 1) * sizeof(int64_t));
+        if (!seen || !slot) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < k; i++)
+            seen[x[i]] = 1;
+        for (int64_t value = 0; value <= top; value++)
+            if (seen[value]) {
+                slot[value] = out;
+                uniq[out++] = value;
+            }
+        for (Py_ssize_t i = 0; i < k; i++)
+            inv[i] = slot[x[i]];
+    }
+    result = PyLong_FromSsize_t(out);
+done:
+    free(seen);
+    free(slot);
+    for (int i = 0; i < held; i++)
+        PyBuffer_Release(&v[i]);
+    return result;
+}
+
+/* The root of track i's set, halving the path on the way. */
+static int64_t
+label_root(int64_t *parent, int64_t i)
+{
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+/* associators.bipartite_components: for each of n_t tracks, the smallest track index of its
+ * connected component in the bipartite graph of edges (t[k], m[k]), into label (int64, n_t).
+ * Union-find keeping the smallest index as each set's root: the fixed point that the
+ * reference's label propagation reaches. */
+static PyObject *
+jpda_components(PyObject *self, PyObject *args)
+{
+    PyObject *o[3];
+    Py_ssize_t n_t, n_m;
+    if (!PyArg_ParseTuple(args, "OOnnO:components", &o[0], &o[1], &n_t, &n_m, &o[2]))
+        return NULL;
+    static const char *names[3] = {"t", "m", "label"};
+    Py_buffer v[3];
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *first = NULL;
+    if (n_t < 0 || n_m < 0) {
+        PyErr_SetString(PyExc_ValueError, "components: n_t and n_m must be >= 0");
+        return NULL;
+    }
+    for (; held < 3; held++)
+        if (!get_array(o[held], &v[held], names[held], "lq", held == 2 ? n_t : -1, held == 2))
+            goto done;
+    const int64_t *t = v[0].buf, *m = v[1].buf;
+    int64_t *label = v[2].buf;
+    Py_ssize_t k = v[0].shape[0];
+    if (v[1].shape[0] != k) {
+        PyErr_SetString(PyExc_ValueError, "components: t and m must have one item per edge");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (t[i] < 0 || t[i] >= n_t || m[i] < 0 || m[i] >= n_m) {
+            PyErr_Format(PyExc_IndexError, "components: edge %zd (%lld, %lld) out of range", i,
+                         (long long)t[i], (long long)m[i]);
+            goto done;
+        }
+    first = malloc(((size_t)n_m + 1) * sizeof(int64_t)); /* a track of each detection's set */
+    if (!first) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n_m; j++)
+        first[j] = -1;
+    for (Py_ssize_t i = 0; i < n_t; i++)
+        label[i] = i;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (first[m[i]] < 0) {
+            first[m[i]] = t[i];
+            continue;
+        }
+        int64_t a = label_root(label, t[i]), b = label_root(label, first[m[i]]);
+        if (a < b)
+            label[b] = a;
+        else if (b < a)
+            label[a] = b;
+    }
+    for (Py_ssize_t i = 0; i < n_t; i++)
+        label[i] = label_root(label, i);
+    result = Py_NewRef(Py_None);
+done:
+    free(first);
+    for (int i = 0; i < held; i++)
+        PyBuffer_Release(&v[i]);
+    return result;
+}
+
 static PyMethodDef jpda_methods[] = {
     {"marginals", jpda_marginals, METH_VARARGS,
      "marginals(t_loc, m_loc, log_g, n_tracks, n_meas, log_w0, star, max_cluster, max_events, "
      "codes, beta, beta0) -> (clusters, fallbacks): the JPDA marginals of every cluster of one "
      "scan's gated pairs into beta and beta0 (the module's comment)."},
+    {"unique_inverse", jpda_unique_inverse, METH_VARARGS,
+     "unique_inverse(x, uniq, inverse) -> count: associators.small_unique into uniq[:count] and "
+     "inverse."},
+    {"components", jpda_components, METH_VARARGS,
+     "components(t, m, n_t, n_m, label): associators.bipartite_components into label."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,3 +17,17 @@ def marginals(
     beta0: npt.NDArray[np.float64],
     /,
 ) -> tuple[int, int]: ...
+def unique_inverse(
+    x: npt.NDArray[np.int64],
+    uniq: npt.NDArray[np.int64],
+    inverse: npt.NDArray[np.int64],
+    /,
+) -> int: ...
+def components(
+    t: npt.NDArray[np.int64],
+    m: npt.NDArray[np.int64],
+    n_t: int,
+    n_m: int,
+    label: npt.NDArray[np.int64],
+    /,
+) -> None: ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
@@ -17,6 +18,22 @@ __all__ = ["GNNAssociator", "bipartite_components", "run_starts", "small_unique"
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _EMPTY_I64 = np.zeros(0, np.int64)
+
+
+def _load_kernel() -> ModuleType | None:
+    """`mcc.tracking._jpda` (its ``unique_inverse`` and ``components``), or None where the
+    package's extensions are not built: then NumPy's code below, the reference."""
+    try:
+        from mcc.tracking import _jpda
+    except ImportError:
+        return None
+    return _jpda
+
+
+# Written in C because the tracker calls these 6-8 times a scan on a few dozen indices, where
+# NumPy's ~4 µs of fixed cost per call (6 array calls; 10-15 µs for the components' sweeps)
+# was a tenth of a `formation` scan (measured 2026-11-28: docs/tracking.md, "Speed").
+KERNEL = _load_kernel()
 
 
 class GNNAssociator:
@@ -123,7 +140,14 @@ def gnn_sparse(ti: I64, mj: I64, cost: F64, *, max_cost: float) -> tuple[I64, I6
 def bipartite_components(t: I64, m: I64, n_t: int, n_m: int) -> I64:
     """Connected components of the bipartite graph of edges ``(t[k], m[k])``: for each track,
     the smallest track index of its component (label propagation; gate clusters are small, so
-    it converges in a few sweeps, without scipy.sparse's per-call overhead)."""
+    it converges in a few sweeps, without scipy.sparse's per-call overhead; union-find in
+    `KERNEL`, the same labels)."""
+    if KERNEL is not None:
+        label = np.empty(n_t, np.int64)
+        KERNEL.components(
+            np.ascontiguousarray(t, np.int64), np.ascontiguousarray(m, np.int64), n_t, n_m, label
+        )
+        return label
     label = np.arange(n_t, dtype=np.int64)
     while True:
         m_label = np.full(n_m, n_t, np.int64)
@@ -141,6 +165,10 @@ def small_unique(x: I64) -> tuple[I64, I64]:
     the values seen rather than a sort: a few times faster on the tracker's arrays."""
     if x.size == 0:
         return _EMPTY_I64, _EMPTY_I64
+    if KERNEL is not None:
+        uniq, inverse = np.empty(x.size, np.int64), np.empty(x.size, np.int64)
+        count = KERNEL.unique_inverse(np.ascontiguousarray(x, np.int64), uniq, inverse)
+        return uniq[:count], inverse
     seen = np.zeros(int(x.max()) + 1, bool)
     seen[x] = True
     return np.flatnonzero(seen), (np.cumsum(seen) - 1)[x]

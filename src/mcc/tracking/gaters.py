@@ -18,6 +18,11 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _EMPTY_I64 = np.zeros(0, np.int64)
 _DENSE_PAIRS = 4096  # up to this many track × detection pairs, no grid
+# Up to this many pairs the kernel tests every pair (one C loop: 8 µs at 99 × 61 against the
+# grid's 49 µs of NumPy calls; the grid is cheaper from ~60 000 pairs, measured 2026-11-28),
+# and the pairs come in (track, detection) order on both paths.
+_DENSE_PAIRS_NATIVE = 1 << 15
+_ZERO = np.zeros(1, np.int64)
 
 
 class Chi2Gater:
@@ -84,6 +89,8 @@ def candidate_pairs(
     n, m = track_pos.shape[0], meas_pos.shape[0]
     if n == 0 or m == 0:
         return _EMPTY_I64, _EMPTY_I64
+    if n * m <= _DENSE_PAIRS_NATIVE and kernel is not None:
+        return _native_dense(kernel, track_pos, radius, meas_pos)
     if n * m <= _DENSE_PAIRS:
         # Few pairs: every distance at once costs less than building the grid (measured
         # 0.05 against 0.12 ms at 50 tracks × 50 detections, even at 64 × 64); the same pairs.
@@ -145,7 +152,30 @@ def candidate_pairs(
         out_j.append(mj[near])
     if not out_i:
         return _EMPTY_I64, _EMPTY_I64
-    return np.concatenate(out_i), np.concatenate(out_j)
+    ti, mj = np.concatenate(out_i), np.concatenate(out_j)
+    if n * m <= _DENSE_PAIRS_NATIVE:  # the kernel's (track, detection) order
+        order = np.lexsort((mj, ti))
+        ti, mj = ti[order], mj[order]
+    return ti, mj
+
+
+def _native_dense(
+    kernel: ModuleType, track_pos: F64, radius: F64, meas_pos: F64
+) -> tuple[I64, I64]:
+    """Every (track, measurement) pair tested by the kernel's grid expansion with a single
+    cell holding every measurement: the pairs in (track, measurement) order."""
+    n, m = track_pos.shape[0], meas_pos.shape[0]
+    if not (np.isfinite(track_pos).all() and np.isfinite(meas_pos).all()):
+        raise ValueError("candidate_pairs: a NaN or infinite position")
+    ti, mj = np.empty(n * m, np.int64), np.empty(n * m, np.int64)
+    rows, order = np.arange(n, dtype=np.int64), np.arange(m, dtype=np.int64)
+    got = kernel.grid_pairs(
+        np.ascontiguousarray(track_pos, dtype=np.float64),
+        np.ascontiguousarray(meas_pos, dtype=np.float64),
+        np.ascontiguousarray(radius, dtype=np.float64),
+        rows, np.zeros(n, np.int64), _ZERO, 0, np.full(1, m, np.int64), _ZERO, order, ti, mj,
+    )  # fmt: skip
+    return ti[:got], mj[:got]
 
 
 def lambda_max_bound(S: F64) -> F64:
