@@ -980,8 +980,13 @@ solve_imm_predict_body(const char *x_in, Py_ssize_t x_st, Py_ssize_t x_sm, const
             double e[4], P0[16], P0s[16];
             for (int c = 0; c < 4; c++)
                 e[c] = x0[4 * j + c] - xs[c];
+            /* P0[q] = gemm_dot(wT + j*M, 1, second + q, 16, M), the 16 sums side by side
+             * (each in gemm_dot's order: the same bits, in vector registers) */
             for (int q = 0; q < 16; q++)
-                P0[q] = gemm_dot(wT + j * M, 1, second + q, 16, M);
+                P0[q] = 0.0;
+            for (Py_ssize_t i = 0; i < M; i++)
+                for (int q = 0; q < 16; q++)
+                    P0[q] = fma(wT[j * M + i], second[16 * i + q], P0[q]);
             for (int a = 0; a < 4; a++)
                 for (int b = 0; b < 4; b++)
                     P0[4 * a + b] -= e[a] * e[b];
@@ -993,10 +998,18 @@ solve_imm_predict_body(const char *x_in, Py_ssize_t x_st, Py_ssize_t x_sm, const
             const double *ft = FT + 16 * j, *fft = FFT + 256 * j, *q = Q + 16 * j;
             for (int c = 0; c < 4; c++)
                 xo[c] = gemm_dot(x0 + 4 * j, 1, ft + c, 4, 4);
-            for (int c = 0; c < 16; c++)
-                Po[c] = (tail ? gemm_dot_tail(P0s, fft + c, 16, 16)
-                              : gemm_dot(P0s, 1, fft + c, 16, 16)) +
-                        q[c];
+            if (tail)
+                for (int c = 0; c < 16; c++)
+                    Po[c] = gemm_dot_tail(P0s, fft + c, 16, 16) + q[c];
+            else {
+                /* Po[c] = gemm_dot(P0s, 1, fft + c, 16, 16) + q[c], side by side as above */
+                double acc[16] = {0.0};
+                for (int k = 0; k < 16; k++)
+                    for (int c = 0; c < 16; c++)
+                        acc[c] = fma(P0s[k], fft[16 * k + c], acc[c]);
+                for (int c = 0; c < 16; c++)
+                    Po[c] = acc[c] + q[c];
+            }
         }
     }
     free(w);

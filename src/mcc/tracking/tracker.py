@@ -572,21 +572,29 @@ class MultiTargetTracker:
         k = births.x.shape[0]
         n_old = len(self)
         t = meas.time_s
-        self._ids = np.concatenate([self._ids, np.zeros(k, np.uint32)])
-        self._status = np.concatenate([self._status, np.full(k, _TENTATIVE, np.uint8)])
-        self._history = np.concatenate([self._history, np.full(k, births.history, np.uint32)])
-        self._age = np.concatenate([self._age, np.full(k, births.age, np.int64)])
-        self._hits = np.concatenate([self._hits, np.full(k, births.hits, np.int64)])
-        self._misses = np.concatenate([self._misses, np.zeros(k, np.int64)])
-        self._time = np.concatenate([self._time, np.full(k, t)])
-        self._update = np.concatenate([self._update, np.full(k, t)])
-        self._birth = np.concatenate([self._birth, np.full(k, t)])
-        self._period = np.concatenate([self._period, np.full(k, period)])
-        self._score = np.concatenate([self._score, np.zeros(k)])
-        self._iff = np.concatenate([self._iff, np.zeros(k, np.uint8)])
-        for name in _IFF_FIELDS[1:]:
-            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(k, np.int64)]))
+        self._ids = _grown(self._ids, k, 0)
+        self._status = _grown(self._status, k, _TENTATIVE)
+        self._history = _grown(self._history, k, births.history)
+        self._age = _grown(self._age, k, births.age)
+        self._hits = _grown(self._hits, k, births.hits)
+        self._misses = _grown(self._misses, k, 0)
+        self._time = _grown(self._time, k, t)
+        self._update = _grown(self._update, k, t)
+        self._birth = _grown(self._birth, k, t)
+        self._period = _grown(self._period, k, period)
+        self._score = _grown(self._score, k, 0.0)
+        for name in _IFF_FIELDS:
+            setattr(self, name, _grown(getattr(self, name), k, 0))
         if meas.iff is not None and births.cols is not None:
             self._evidence().record(np.arange(n_old, n_old + k), meas.iff[births.cols])
         self.predictor.append(births.x, births.P)
         return k, refused
+
+
+def _grown(a: npt.NDArray[Any], k: int, value: float) -> npt.NDArray[Any]:
+    """``a`` with ``k`` items of ``value`` appended, in its dtype (half the time of
+    `np.concatenate` with `np.full`, for the dozen life arrays of every scan's births)."""
+    out = np.empty(a.size + k, a.dtype)
+    out[: a.size] = a
+    out[a.size :] = value
+    return out
