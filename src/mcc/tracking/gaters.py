@@ -85,6 +85,10 @@ def candidate_pairs(
     order; the cells, the sort of the detections and the candidates' count stay NumPy's. At
     1000 targets in 1° of bearing noise a scan has ~10⁵ candidates, and NumPy's ten passes
     over them cost more than the rest of the gate (docs/tracking.md, "Speed").
+
+    Up to ``_DENSE_PAIRS_NATIVE`` track × measurement pairs there is no grid: the kernel tests
+    every pair (NumPy: every distance at once up to ``_DENSE_PAIRS`` pairs, else the grid's
+    pairs sorted), and the pairs come in (track, measurement) order on both paths.
     """
     n, m = track_pos.shape[0], meas_pos.shape[0]
     if n == 0 or m == 0:
