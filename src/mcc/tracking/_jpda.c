@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "int64 index arrays as Py_ssize_t");
+
 #define CHEAP_LOG_G_MAX 700.0 /* the cheap JPDA clips ln g here: its sums stay finite */
 #define PAIRWISE_BLOCK 128    /* NumPy's PW_BLOCKSIZE */
 
@@ -615,17 +617,6 @@ done:
     return result;
 }
 
-/* The root of track i's set, halving the path on the way. */
-static int64_t
-label_root(int64_t *parent, int64_t i)
-{
-    while (parent[i] != i) {
-        parent[i] = parent[parent[i]];
-        i = parent[i];
-    }
-    return i;
-}
-
 /* associators.bipartite_components: for each of n_t tracks, the smallest track index of its
  * connected component in the bipartite graph of edges (t[k], m[k]), into label (int64, n_t).
  * Union-find keeping the smallest index as each set's root: the fixed point that the
@@ -651,6 +642,7 @@ jpda_components(PyObject *self, PyObject *args)
             goto done;
     const int64_t *t = v[0].buf, *m = v[1].buf;
     int64_t *label = v[2].buf;
+    Py_ssize_t *root = (Py_ssize_t *)label; /* the labels are the union-find's parents */
     Py_ssize_t k = v[0].shape[0];
     if (v[1].shape[0] != k) {
         PyErr_SetString(PyExc_ValueError, "components: t and m must have one item per edge");
@@ -676,14 +668,14 @@ jpda_components(PyObject *self, PyObject *args)
             first[m[i]] = t[i];
             continue;
         }
-        int64_t a = label_root(label, t[i]), b = label_root(label, first[m[i]]);
+        int64_t a = find_root(root, t[i]), b = find_root(root, first[m[i]]);
         if (a < b)
             label[b] = a;
         else if (b < a)
             label[a] = b;
     }
     for (Py_ssize_t i = 0; i < n_t; i++)
-        label[i] = label_root(label, i);
+        label[i] = find_root(root, i);
     result = Py_NewRef(Py_None);
 done:
     free(first);
