@@ -568,8 +568,7 @@ jpda_unique_inverse(PyObject *self, PyObject *args)
     Py_buffer v[3];
     int held = 0;
     PyObject *result = NULL;
-    unsigned char *seen = NULL;
-    int64_t *slot = NULL;
+    int64_t *slot = NULL; /* per value: -1 unseen, else its index among the distinct */
     for (; held < 3; held++)
         if (!get_array(o[held], &v[held], names[held], "lq", -1, held >= 1))
             goto done;
@@ -592,16 +591,17 @@ jpda_unique_inverse(PyObject *self, PyObject *args)
     }
     Py_ssize_t out = 0;
     if (k) {
-        seen = calloc((size_t)top + 1, 1);
         slot = malloc(((size_t)top + 1) * sizeof(int64_t));
-        if (!seen || !slot) {
+        if (!slot) {
             PyErr_NoMemory();
             goto done;
         }
-        for (Py_ssize_t i = 0; i < k; i++)
-            seen[x[i]] = 1;
         for (int64_t value = 0; value <= top; value++)
-            if (seen[value]) {
+            slot[value] = -1;
+        for (Py_ssize_t i = 0; i < k; i++)
+            slot[x[i]] = 0;
+        for (int64_t value = 0; value <= top; value++)
+            if (slot[value] == 0) {
                 slot[value] = out;
                 uniq[out++] = value;
             }
@@ -610,7 +610,6 @@ jpda_unique_inverse(PyObject *self, PyObject *args)
     }
     result = PyLong_FromSsize_t(out);
 done:
-    free(seen);
     free(slot);
     for (int i = 0; i < held; i++)
         PyBuffer_Release(&v[i]);

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from mcc.compute import kalman
 from mcc.tracking import updaters
-from mcc.tracking.base import Measurements, Updater
+from mcc.tracking.base import Measurements, Updater, grown
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.jpda import pda_mix
 from mcc.tracking.updaters import PolarEKFUpdater
@@ -278,13 +278,10 @@ class IMMPredictor:
         # initiators): every model starts at (x, P). Runs every scan, for every left-over
         # detection.
         self._uniform = None
-        st = self.state
-        n, k = st.x.shape[0], x.shape[0]
-        xs, Ps, mus = (np.empty((n + k, *a.shape[1:])) for a in st)
-        # Written into one allocation each (a third of the time of concatenating repeats).
-        xs[:n], Ps[:n], mus[:n] = st
-        xs[n:], Ps[n:], mus[n:] = x[:, None], P[:, None], self.mu0
-        self.state = kalman.IMMState(xs, Ps, mus)
+        st, k = self.state, x.shape[0]
+        self.state = kalman.IMMState(
+            grown(st.x, k, x[:, None]), grown(st.P, k, P[:, None]), grown(st.mu, k, self.mu0)
+        )
         if self._combined is not None:  # every model of a new track holds (x, P)
             xc, Pc = self._combined
             self._combined = (np.concatenate([xc, x]), np.concatenate([Pc, P]))

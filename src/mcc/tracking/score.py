@@ -23,7 +23,7 @@ class _Extent:
     lo: F64
     hi: F64
     false_per_scan: float
-    volume: float = 0.0  # of lo..hi (`ClutterDensity._volume`)
+    volume: float  # of lo..hi (`_volume`)
 
 
 class ClutterDensity:
@@ -55,8 +55,7 @@ class ClutterDensity:
             if len(self._by_sensor) >= _MAX_SENSORS:
                 del self._by_sensor[next(iter(self._by_sensor))]
             first = float(meas.count if left_over is None else left_over)
-            ext = self._by_sensor[key] = _Extent(lo, hi, first)
-            ext.volume = _volume(lo, hi, polar)
+            ext = self._by_sensor[key] = _Extent(lo, hi, first, _volume(lo, hi, polar))
         else:
             if fresh:  # a scan seen before is inside the extent already
                 ext.lo, ext.hi = np.minimum(ext.lo, lo), np.maximum(ext.hi, hi)

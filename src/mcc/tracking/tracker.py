@@ -57,7 +57,7 @@ from mcc.tracking.associators import (
     run_starts,
     small_unique,
 )
-from mcc.tracking.base import Gated, Measurements, TrackLife
+from mcc.tracking.base import Gated, Measurements, TrackLife, grown
 from mcc.tracking.classify import classify
 from mcc.tracking.config import TrackerConfig
 from mcc.tracking.deleters import ScanPeriodDeleter
@@ -572,29 +572,20 @@ class MultiTargetTracker:
         k = births.x.shape[0]
         n_old = len(self)
         t = meas.time_s
-        self._ids = _grown(self._ids, k, 0)
-        self._status = _grown(self._status, k, _TENTATIVE)
-        self._history = _grown(self._history, k, births.history)
-        self._age = _grown(self._age, k, births.age)
-        self._hits = _grown(self._hits, k, births.hits)
-        self._misses = _grown(self._misses, k, 0)
-        self._time = _grown(self._time, k, t)
-        self._update = _grown(self._update, k, t)
-        self._birth = _grown(self._birth, k, t)
-        self._period = _grown(self._period, k, period)
-        self._score = _grown(self._score, k, 0.0)
+        self._ids = grown(self._ids, k, 0)
+        self._status = grown(self._status, k, _TENTATIVE)
+        self._history = grown(self._history, k, births.history)
+        self._age = grown(self._age, k, births.age)
+        self._hits = grown(self._hits, k, births.hits)
+        self._misses = grown(self._misses, k, 0)
+        self._time = grown(self._time, k, t)
+        self._update = grown(self._update, k, t)
+        self._birth = grown(self._birth, k, t)
+        self._period = grown(self._period, k, period)
+        self._score = grown(self._score, k, 0.0)
         for name in _IFF_FIELDS:
-            setattr(self, name, _grown(getattr(self, name), k, 0))
+            setattr(self, name, grown(getattr(self, name), k, 0))
         if meas.iff is not None and births.cols is not None:
             self._evidence().record(np.arange(n_old, n_old + k), meas.iff[births.cols])
         self.predictor.append(births.x, births.P)
         return k, refused
-
-
-def _grown(a: npt.NDArray[Any], k: int, value: float) -> npt.NDArray[Any]:
-    """``a`` with ``k`` items of ``value`` appended, in its dtype (half the time of
-    `np.concatenate` with `np.full`, for the dozen life arrays of every scan's births)."""
-    out = np.empty(a.size + k, a.dtype)
-    out[: a.size] = a
-    out[a.size :] = value
-    return out
