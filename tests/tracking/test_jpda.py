@@ -13,6 +13,7 @@ import pytest
 
 from mcc.tracking import JPDAAssociator, Measurements, MultiTargetTracker, Scan, TrackerConfig
 from mcc.tracking.jpda import KERNEL, _codes, pda_mix
+from mcc.tracking.predictors import CVPredictor, IMMPredictor
 from mcc.tracking.updaters import PositionUpdater
 
 PD, PG = 0.9, 0.999
@@ -159,12 +160,13 @@ def _random_scan(rng, clusters, max_tracks=8, max_meas=10):
             rng.normal(0.0, 2.0, order.size))  # fmt: skip
 
 
-def _both(ti, mj, log_g, **kw):
+def _both(ti, mj, log_g, rank_g=None, **kw):
     """The C kernel's marginals and the NumPy reference's, and their associators."""
     native, numpy = JPDAAssociator(PD, PG, **kw), JPDAAssociator(PD, PG, native=False, **kw)
     assert native.kernel is not None and numpy.kernel is None
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        return native.marginals(ti, mj, log_g), numpy.marginals(ti, mj, log_g), native, numpy
+        return (native.marginals(ti, mj, log_g, rank_g), numpy.marginals(ti, mj, log_g, rank_g),
+                native, numpy)  # fmt: skip
 
 
 def _assert_same(got, want, rtol=1e-12):
@@ -192,6 +194,56 @@ def test_the_c_kernel_matches_the_numpy_marginals(seed: int, star: bool) -> None
         )
         _assert_same(got, want)
         assert (native.clusters, native.fallbacks) == (numpy.clusters, numpy.fallbacks)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_jpda_star_ranks_by_rank_g_and_weighs_by_log_g(seed: int) -> None:
+    """With ``rank_g``, JPDA* keeps of each set of events differing only by who took which the
+    one likeliest by ``rank_g`` and weighs it by ``log_g``: the C kernel as the reference;
+    ``rank_g = log_g`` is the same as none, to the bit; plain JPDA ignores it."""
+    rng = np.random.default_rng(400 + seed)
+    for _ in range(20):
+        ti, mj, log_g = _random_scan(rng, int(rng.integers(1, 13)))
+        rank_g = log_g + rng.normal(0.0, 3.0, log_g.size)
+        max_cluster = int(rng.integers(2, 9))
+        got, want, native, numpy = _both(ti, mj, log_g, rank_g, star=True, max_cluster=max_cluster)
+        _assert_same(got, want)
+        assert (native.clusters, native.fallbacks) == (numpy.clusters, numpy.fallbacks)
+        same, _, _, _ = _both(ti, mj, log_g, log_g.copy(), star=True, max_cluster=max_cluster)
+        none, _, _, _ = _both(ti, mj, log_g, star=True, max_cluster=max_cluster)
+        for a, b in zip(same, none, strict=True):
+            np.testing.assert_array_equal(a, b)
+        plain, _, _, _ = _both(ti, mj, log_g, rank_g, max_cluster=max_cluster)
+        unranked, _, _, _ = _both(ti, mj, log_g, max_cluster=max_cluster)
+        for a, b in zip(plain, unranked, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_jpda_star_keeps_the_event_rank_g_prefers() -> None:
+    """Two tracks, two detections each in both gates. ``log_g`` prefers the crossed
+    assignment (0-1, 1-0), ``rank_g`` the straight one: JPDA* keeps the straight one, whose
+    weight is then ``log_g``'s, against the events where a track missed."""
+    ti, mj = np.array([0, 0, 1, 1], np.int64), np.array([0, 1, 0, 1], np.int64)
+    log_g = np.array([1.0, 3.0, 3.0, 1.0])  # crossed: 6, straight: 2
+    rank_g = np.array([3.0, 1.0, 1.0, 3.0])  # straight: 6, crossed: 2
+    for native in (True, False):
+        jpda = JPDAAssociator(PD, PG, star=True, native=native)
+        beta, _, beta0 = jpda.marginals(ti, mj, log_g, rank_g)
+        w0 = jpda.log_w0
+        # kept: both missed; 0 took 0 or 1, 1 missed; 1 took 0 or 1, 0 missed; straight
+        events = {"miss": 2 * w0, "0-0": 1.0 + w0, "0-1": 3.0 + w0, "1-0": 3.0 + w0,
+                  "1-1": 1.0 + w0, "straight": 2.0}  # fmt: skip
+        total = sum(math.exp(v) for v in events.values())
+        p = {k: math.exp(v) / total for k, v in events.items()}
+        np.testing.assert_allclose(
+            beta,
+            [p["0-0"] + p["straight"], p["0-1"], p["1-0"], p["1-1"] + p["straight"]],
+            rtol=1e-12,
+        )
+        want0 = [p["miss"] + p["1-0"] + p["1-1"], p["miss"] + p["0-0"] + p["0-1"]]
+        np.testing.assert_allclose(beta0, want0, rtol=1e-12)
+        crossed, _, _ = jpda.marginals(ti, mj, log_g)
+        assert crossed[1] > crossed[0] and crossed[2] > crossed[3]
 
 
 @pytest.mark.parametrize("star", [False, True])
@@ -253,6 +305,43 @@ def test_the_c_kernel_refuses_malformed_arrays() -> None:
         KERNEL(t, m.astype(np.int32), g, *args)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="beta0"):
         KERNEL(t, m - m, g, *args[:-1], np.empty(3))
+    with pytest.raises(ValueError, match="rank_g"):
+        KERNEL(t, m - m, g, *args, np.zeros(3))
+
+
+@pytest.mark.parametrize("rank", ["straight", "mixture"])
+def test_the_imm_ranks_jpda_star_by_its_straight_model(rank: str) -> None:
+    """`IMMPredictor.pda_update` hands ``weigh`` the model mixture's log-likelihoods and, with
+    ``jpda_rank: straight``, the 0 deg/s model's to rank JPDA*'s events by; a CV filter none."""
+    config = TrackerConfig(ndim=2, jpda_rank=rank, imm_turn_rates_dps=(12.0, 0.0, -12.0))
+    seen: dict[str, object] = {}
+
+    def weigh(ll, ranked):
+        seen["ll"], seen["rank"] = ll, ranked
+        return np.full(ll.size, 0.5), np.array([0]), np.array([0.5])
+
+    meas = Measurements("s", 0.0, np.array([[1000.0, 5.0], [980.0, 60.0]]), np.diag([100.0, 100.0]))
+    ti, mj = np.array([0, 0], np.int64), np.array([0, 1], np.int64)
+    updater = PositionUpdater(2)
+    for predictor in (IMMPredictor(config), CVPredictor(config)):
+        predictor.append(
+            np.array([[0.0, 0.0, 200.0, 0.0]]), np.diag([100.0, 100.0, 25.0, 25.0])[None]
+        )
+        predictor.predict(np.array([5.0]))
+        if isinstance(predictor, IMMPredictor):
+            st = predictor.state
+            _, _, ll = updater.pair_update(st.x, st.P, meas, ti, mj)
+            with np.errstate(divide="ignore"):
+                mixture = np.logaddexp.reduce(ll + np.log(st.mu[ti]), axis=1)
+        predictor.pda_update(ti, updater, meas, mj, weigh)
+        if isinstance(predictor, IMMPredictor):
+            np.testing.assert_allclose(seen["ll"], mixture, rtol=1e-12)
+            if rank == "straight":
+                np.testing.assert_array_equal(seen["rank"], ll[:, 1])  # the 0 deg/s model
+            else:
+                assert seen["rank"] is None
+        else:
+            assert seen["rank"] is None
 
 
 def test_the_pda_mix_is_the_textbook_pda_update() -> None:

@@ -17,7 +17,7 @@
  * marginals agree to the last bit or two (exp from the C library rather than NumPy's).
  *
  *   marginals(t_loc, m_loc, log_g, n_tracks, n_meas, log_w0, star, max_cluster, max_events,
- *             codes, beta, beta0) -> (clusters, fallbacks)
+ *             codes, beta, beta0, rank_g=None) -> (clusters, fallbacks)
  *
  * t_loc, m_loc (int64, K): each gated pair's track (0..n_tracks-1) and detection
  * (0..n_meas-1); log_g (float64, K): its ln g; log_w0: ln(1 - p_d p_g), a miss's weight; star:
@@ -25,8 +25,9 @@
  * have for exact enumeration, larger clusters take Fitzgerald's cheap JPDA; codes (uint64, at
  * least n_meas + the largest exact cluster's tracks): JPDA*'s random codes. Writes β of each pair
  * into beta (float64, K) and β_t0 of each track into beta0 (float64, n_tracks: 1 for a track
- * without a pair). Returns the clusters of two tracks or more and those of them solved by the
- * cheap JPDA. The GIL is released while it computes.
+ * without a pair). rank_g (float64, K, or None for log_g itself): the ln g by which JPDA* ranks
+ * the events of one key, the one it keeps weighing by log_g. Returns the clusters of two tracks
+ * or more and those of them solved by the cheap JPDA. The GIL is released while it computes.
  *
  *   unique_inverse(x, uniq, inverse) -> count
  *   components(t, m, n_t, n_m, label)
@@ -85,7 +86,7 @@ nan_max(double top, double x)
 
 typedef struct {
     const int64_t *t_loc, *m_loc;
-    const double *log_g;
+    const double *log_g, *rank_g; /* rank_g: JPDA*'s ranking of the events of one key */
     const uint64_t *codes;
     Py_ssize_t n_pairs, n_tracks, n_meas, n_codes, max_cluster;
     double log_w0, max_events;
@@ -94,10 +95,11 @@ typedef struct {
 } Problem;
 
 /* One level of partial joint events of a cluster of `width` tracks: each event's ln weight so
- * far, JPDA* key, and per track its pair (-1: missed) and detection (-1 - t: missed). */
+ * far and JPDA*'s ranking of it (the same sum over rank_g), JPDA* key, and per track its pair
+ * (-1: missed) and detection (-1 - t: missed). */
 typedef struct {
     Py_ssize_t count, width, cap, row_cap;
-    double *part;
+    double *part, *rank;
     uint64_t *key;
     int64_t *sel, *det;
 } Events;
@@ -121,6 +123,7 @@ static void
 events_free(Events *ev)
 {
     PyMem_RawFree(ev->part);
+    PyMem_RawFree(ev->rank);
     PyMem_RawFree(ev->key);
     PyMem_RawFree(ev->sel);
     PyMem_RawFree(ev->det);
@@ -141,10 +144,11 @@ events_reserve(Events *ev, Py_ssize_t cap, Py_ssize_t width)
             return 0;
         events_free(ev);
         ev->part = PyMem_RawMalloc(cap * sizeof(double));
+        ev->rank = PyMem_RawMalloc(cap * sizeof(double));
         ev->key = PyMem_RawMalloc(cap * sizeof(uint64_t));
         ev->sel = PyMem_RawMalloc(cap * width * sizeof(int64_t));
         ev->det = PyMem_RawMalloc(cap * width * sizeof(int64_t));
-        if (!ev->part || !ev->key || !ev->sel || !ev->det) {
+        if (!ev->part || !ev->rank || !ev->key || !ev->sel || !ev->det) {
             events_free(ev);
             return 0;
         }
@@ -239,8 +243,8 @@ solve_cheap(const Problem *pb, Work *w, const Py_ssize_t *members, Py_ssize_t T)
 }
 
 /* JPDA*: of the events with the same key (the same detections used, the same tracks missed),
- * keep the likeliest, the first of equals (NaN weights last), the survivors in their order: the
- * reference's stable sort by key and weight. 0 when out of memory. */
+ * keep the likeliest by their ranking, the first of equals (NaN last), the survivors in their
+ * order: the reference's stable sort by key and ranking. 0 when out of memory. */
 static int
 keep_likeliest(Work *w, Events *ev)
 {
@@ -273,7 +277,7 @@ keep_likeliest(Work *w, Events *ev)
             w->keep[e] = 1;
             continue;
         }
-        double now = ev->part[best], cand = ev->part[e];
+        double now = ev->rank[best], cand = ev->rank[e];
         if ((isnan(now) && !isnan(cand)) || cand > now) {
             w->keep[best] = 0;
             w->keep[e] = 1;
@@ -288,6 +292,7 @@ keep_likeliest(Work *w, Events *ev)
             continue;
         if (out != e) {
             ev->part[out] = ev->part[e];
+            ev->rank[out] = ev->rank[e];
             ev->key[out] = ev->key[e];
             memcpy(ev->sel + out * width, ev->sel + e * width, width * sizeof(int64_t));
             memcpy(ev->det + out * width, ev->det + e * width, width * sizeof(int64_t));
@@ -309,7 +314,7 @@ solve_exact(const Problem *pb, Work *w, const Py_ssize_t *members, Py_ssize_t T)
     if (!events_reserve(cur, 1, T))
         return 0;
     cur->count = 1;
-    cur->part[0] = 0.0;
+    cur->part[0] = cur->rank[0] = 0.0;
     cur->key[0] = 0; /* the reference adds its cluster's code: the same keys compare equal */
     for (Py_ssize_t t = 0; t < T; t++) {
         const Py_ssize_t *pairs = w->pairs + w->pair_start[members[t]];
@@ -335,6 +340,7 @@ solve_exact(const Problem *pb, Work *w, const Py_ssize_t *members, Py_ssize_t T)
                 next->sel[n * T + t] = pair;
                 next->det[n * T + t] = got;
                 next->part[n] = cur->part[r] + (c < 0 ? pb->log_w0 : pb->log_g[pair]);
+                next->rank[n] = cur->rank[r] + (c < 0 ? pb->log_w0 : pb->rank_g[pair]);
                 if (pb->star)
                     next->key[n] = cur->key[r] + pb->codes[got + T];
                 n++;
@@ -491,11 +497,11 @@ get_array(PyObject *obj, Py_buffer *view, const char *name, const char *formats,
 static PyObject *
 jpda_marginals(PyObject *self, PyObject *args)
 {
-    PyObject *o_t, *o_m, *o_g, *o_codes, *o_beta, *o_beta0;
+    PyObject *o_t, *o_m, *o_g, *o_codes, *o_beta, *o_beta0, *o_rank = Py_None;
     Problem pb = {0};
-    if (!PyArg_ParseTuple(args, "OOOnndpndOOO:marginals", &o_t, &o_m, &o_g, &pb.n_tracks,
+    if (!PyArg_ParseTuple(args, "OOOnndpndOOO|O:marginals", &o_t, &o_m, &o_g, &pb.n_tracks,
                           &pb.n_meas, &pb.log_w0, &pb.star, &pb.max_cluster, &pb.max_events,
-                          &o_codes, &o_beta, &o_beta0))
+                          &o_codes, &o_beta, &o_beta0, &o_rank))
         return NULL;
     if (pb.n_tracks < 0 || pb.n_meas < 0 || pb.max_cluster < 0) {
         PyErr_SetString(PyExc_ValueError, "n_tracks, n_meas and max_cluster must be >= 0");
@@ -503,23 +509,25 @@ jpda_marginals(PyObject *self, PyObject *args)
     }
     /* JPDA*'s keys index the codes by detection + the cluster's tracks */
     Py_ssize_t exact_tracks = pb.max_cluster < pb.n_tracks ? pb.max_cluster : pb.n_tracks;
-    Py_buffer views[6];
-    int held = 0;
+    Py_buffer views[7];
+    int held = 0, n_views = o_rank == Py_None ? 6 : 7;
     PyObject *result = NULL;
     Work w = {0};
     Py_ssize_t clusters = 0, fallbacks = 0;
     int rc;
-    /* t_loc, m_loc, log_g, codes, beta, beta0: the last two written */
-    PyObject *objs[6] = {o_t, o_m, o_g, o_codes, o_beta, o_beta0};
-    static const char *names[6] = {"t_loc", "m_loc", "log_g", "codes", "beta", "beta0"};
-    static const char *formats[6] = {"lq", "lq", "d", "LQ", "d", "d"};
-    for (; held < 6; held++) {
+    /* t_loc, m_loc, log_g, codes, beta, beta0 (these two written), rank_g */
+    PyObject *objs[7] = {o_t, o_m, o_g, o_codes, o_beta, o_beta0, o_rank};
+    static const char *names[7] = {"t_loc", "m_loc", "log_g", "codes", "beta", "beta0", "rank_g"};
+    static const char *formats[7] = {"lq", "lq", "d", "LQ", "d", "d", "d"};
+    for (; held < n_views; held++) {
         Py_ssize_t n = held == 0 || held == 3 ? -1 : held == 5 ? pb.n_tracks : pb.n_pairs;
-        if (!get_array(objs[held], &views[held], names[held], formats[held], n, held >= 4))
+        int written = held == 4 || held == 5;
+        if (!get_array(objs[held], &views[held], names[held], formats[held], n, written))
             goto done;
         if (held == 0)
             pb.n_pairs = views[0].shape[0];
     }
+    pb.rank_g = n_views == 7 ? views[6].buf : views[2].buf;
     pb.t_loc = views[0].buf;
     pb.m_loc = views[1].buf;
     pb.log_g = views[2].buf;

@@ -15,6 +15,7 @@ def marginals(
     codes: npt.NDArray[np.uint64],
     beta: npt.NDArray[np.float64],
     beta0: npt.NDArray[np.float64],
+    rank_g: npt.NDArray[np.float64] | None = None,
     /,
 ) -> tuple[int, int]: ...
 def unique_inverse(

@@ -181,11 +181,12 @@ class Predictor(Protocol):
         updater: Updater,
         meas: Measurements,
         mj: I64,
-        weigh: Callable[[F64], tuple[F64, I64, F64]],
+        weigh: Callable[[F64, F64 | None], tuple[F64, I64, F64]],
     ) -> tuple[F64, I64, F64]:
         """JPDA: every pair ``(ti, mj)`` updates its track, weighted by the marginals that
-        ``weigh`` gives from the pairs' log-likelihoods ``(K,)``: ``β (K,)``, the tracks
-        ``(T,)`` (sorted) and ``β_t0 (T,)``, which it returns."""
+        ``weigh`` gives from the pairs' log-likelihoods ``(K,)`` and those JPDA* ranks its
+        events by (None: the same): ``β (K,)``, the tracks ``(T,)`` (sorted) and ``β_t0 (T,)``,
+        which it returns."""
         ...
 
     def append(self, x: F64, P: F64) -> None: ...

@@ -37,7 +37,8 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 # mcc.tracking._jpda.marginals (its stub has the parameters' names)
 Kernel = Callable[
-    [I64, I64, F64, int, int, float, bool, int, float, U64, F64, F64], tuple[int, int]
+    [I64, I64, F64, int, int, float, bool, int, float, U64, F64, F64, F64 | None],
+    tuple[int, int],
 ]
 
 
@@ -91,9 +92,13 @@ class JPDAAssociator:
         """``ln g`` of pairs from their log-likelihood and the clutter density λ."""
         return math.log(self.pd) + log_likelihood - math.log(density)
 
-    def marginals(self, ti: I64, mj: I64, log_g: F64) -> tuple[F64, I64, F64]:
+    def marginals(
+        self, ti: I64, mj: I64, log_g: F64, rank_g: F64 | None = None
+    ) -> tuple[F64, I64, F64]:
         """``β`` of each pair ``(K,)``, the tracks involved ``(T,)`` (sorted) and their
-        ``β_t0`` ``(T,)``."""
+        ``β_t0`` ``(T,)``. ``rank_g``: the ``ln g`` of each pair by which JPDA* ranks the
+        joint events that differ only by which track took which detection (None: ``log_g``);
+        the event it keeps is weighed by ``log_g``."""
         tracks, t_loc = small_unique(ti)
         beta = np.zeros(ti.size)
         beta0 = np.ones(tracks.size)
@@ -106,6 +111,7 @@ class JPDAAssociator:
                 t_loc, m_loc, np.ascontiguousarray(log_g, np.float64), tracks.size, meas.size,
                 self.log_w0, self.star, self.max_cluster, float(self.max_events),
                 _codes(meas.size + exact_tracks), beta, beta0,
+                None if rank_g is None else np.ascontiguousarray(rank_g, np.float64),
             )  # fmt: skip
             self.clusters += clusters
             self.fallbacks += fallbacks
@@ -118,7 +124,8 @@ class JPDAAssociator:
             self._single(t_loc[single], log_g[single], beta, beta0, single)
         rest = np.flatnonzero(~single)
         if rest.size:
-            self._clusters(rest, comp, t_loc, m_loc, log_g, beta, beta0)
+            rank = log_g if rank_g is None else np.asarray(rank_g, np.float64)
+            self._clusters(rest, comp, t_loc, m_loc, log_g, rank, beta, beta0)
         return beta, tracks, beta0
 
     def _single(
@@ -134,7 +141,15 @@ class JPDAAssociator:
         beta0[has] = np.exp(self.log_w0 - top[has]) / total[has]
 
     def _clusters(
-        self, rest: I64, comp: I64, t_loc: I64, m_loc: I64, log_g: F64, beta: F64, beta0: F64
+        self,
+        rest: I64,
+        comp: I64,
+        t_loc: I64,
+        m_loc: I64,
+        log_g: F64,
+        rank_g: F64,
+        beta: F64,
+        beta0: F64,
     ) -> None:
         """The clusters of two tracks or more among pairs ``rest``: those of T tracks
         enumerated together (`_exact_group`, each track's detections padded to the group's
@@ -166,6 +181,7 @@ class JPDAAssociator:
         # choice is never taken), so one group per cluster size T.
         sentinel = log_g.size  # an impossible pair
         lg = np.append(log_g, -np.inf)
+        rg = np.append(rank_g, -np.inf)
         ml = np.append(m_loc, int(m_loc.max(initial=-1)) + 1)
         for T in np.unique(tracks_per[exact]).tolist():
             sel = np.flatnonzero(exact & (tracks_per == T))
@@ -178,7 +194,7 @@ class JPDAAssociator:
             pairs[rank[run_cl[pr]], run_t[pr], pair_k[mine]] = order[mine]
             chunk = max(1, int((1 << 20) // (float(events[sel].max()) * T)))
             for i in range(0, sel.size, chunk):
-                self._exact_group(pairs[i : i + chunk], t_loc, ml, lg, beta, beta0)
+                self._exact_group(pairs[i : i + chunk], t_loc, ml, lg, rg, beta, beta0)
 
     def _exact_group(
         self,
@@ -186,26 +202,28 @@ class JPDAAssociator:
         t_loc: I64,
         m_loc: I64,
         log_g: F64,
+        rank_g: F64,
         beta: F64,
         beta0: F64,
     ) -> None:
         """Enumerate the joint events of C clusters of T tracks at once: ``pairs (C, T, k)``
         the gated pairs of each track (padded with the impossible pair ``log_g.size - 1``,
-        ``log_g`` and ``m_loc`` extended by it).
+        ``log_g``, ``rank_g`` and ``m_loc`` extended by it).
 
         The events are grown track by track, each partial event extended by a miss or by one
         of the track's detections that no earlier track of it took, so that only feasible
         events are made (5 tracks sharing 6 detections: 4 051 of the 7⁵ = 16 807 choices).
         JPDA* keeps, of the events that differ only by which track took which detection (the
-        same detections used, the same tracks missed), the likeliest; two partial events of
-        the same tracks in that relation have the same extensions, so only the likelier one
-        is grown (462 events instead of 4 051 above)."""
+        same detections used, the same tracks missed), the likeliest by ``rank_g``; two partial
+        events of the same tracks in that relation have the same extensions, so only the
+        likelier one is grown (462 events instead of 4 051 above)."""
         C, T, k = pairs.shape
         sentinel = log_g.size - 1
         cl = np.arange(C)  # the cluster of each partial event
         sel = np.full((C, T), -1)  # its pairs, -1: the track missed (or not yet chosen)
         det = np.full((C, T), np.iinfo(np.int64).min)  # its detections, -1 - t: t missed
         part = np.zeros(C)  # its ln weight so far
+        rank = np.zeros(C)  # its JPDA* ranking so far (the same sum over rank_g)
         # The key of a partial event: the sum of a random 64-bit code per detection number
         # (misses numbered per track: the same set in any order, collisions ~2^-64), plus
         # its cluster's code.
@@ -214,6 +232,8 @@ class JPDAAssociator:
             key = codes[cl] * np.uint64(0x9E3779B97F4A7C15)
         lg = log_g.copy()
         lg[sentinel] = self.log_w0  # a miss (pair -1) weighs w0
+        rg = rank_g.copy()
+        rg[sentinel] = self.log_w0
         for t in range(T):
             cand = pairs[cl, t]  # (R, k)
             cdet = m_loc[cand]
@@ -226,15 +246,17 @@ class JPDAAssociator:
             pick = np.where(hit, cand[r, c - 1], -1)
             got = np.where(hit, cdet[r, c - 1], -1 - t)
             cl, part, sel, det = cl[r], part[r] + lg[pick], sel[r], det[r]
+            rank = rank[r] + rg[pick]
             sel[:, t] = pick
             det[:, t] = got
             if self.star:
                 with np.errstate(over="ignore"):
                     key = key[r] + codes[got + T]
                 if t:
-                    by = np.lexsort((-part, key))
+                    by = np.lexsort((-rank, key))
                     best = np.sort(by[run_starts(key[by])])
                     cl, part, sel, det, key = cl[best], part[best], sel[best], det[best], key[best]
+                    rank = rank[best]
         missed = sel < 0
         logw = lg[sel].sum(axis=1)
         start = np.flatnonzero(run_starts(cl))  # every cluster has an event

@@ -21,9 +21,11 @@ __all__ = ["CVPredictor", "IMMPredictor", "cv_predict", "imm_transition", "make_
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _LOG_2PI = float(np.log(2.0 * np.pi))
-# JPDA: the association marginals of gated pairs from their log-likelihoods, ``(K,) ->
-# (β (K,), tracks (T,) sorted, β_t0 (T,))`` (`mcc.tracking.jpda.JPDAAssociator.marginals`).
-Weigh = Callable[[F64], tuple[F64, I64, F64]]
+# JPDA: the association marginals of gated pairs from their log-likelihoods and, where the
+# predictor ranks JPDA*'s events by another likelihood, that one (None: the first),
+# ``(K,), (K,) | None -> (β (K,), tracks (T,) sorted, β_t0 (T,))``
+# (`mcc.tracking.jpda.JPDAAssociator.marginals`).
+Weigh = Callable[[F64, F64 | None], tuple[F64, I64, F64]]
 
 
 def make_predictor(config: TrackerConfig) -> CVPredictor | IMMPredictor:
@@ -61,7 +63,7 @@ class CVPredictor:
     ) -> tuple[F64, I64, F64]:
         """JPDA: every gated pair ``(ti, mj)`` updates its track, weighted (`jpda.pda_mix`)."""
         x, P, ll = updater.pair_update(self.x, self.P, meas, ti, mj)
-        beta, tracks, beta0 = weigh(ll)
+        beta, tracks, beta0 = weigh(ll, None)
         at = np.searchsorted(tracks, ti)
         if self.kernel is not None:
             xn, Pn, _ = _native_pda_mix(
@@ -106,6 +108,10 @@ class IMMPredictor:
         )
         # A new track is most likely flying straight; the turns share the rest.
         cv = self.turn_rates == 0.0
+        # JPDA* ranks its events by the straightest model's likelihood (config.jpda_rank)
+        self.rank_model = (
+            int(np.argmin(np.abs(self.turn_rates))) if config.jpda_rank == "straight" else None
+        )
         self.mu0 = np.where(cv, 0.6 / max(int(cv.sum()), 1), 0.4 / max(int((~cv).sum()), 1))
         self.mu0 /= self.mu0.sum()
         self.state = kalman.IMMState(
@@ -253,13 +259,14 @@ class IMMPredictor:
         st = self.state
         if _native(updater, meas):
             x, P, ll, mix, _ = updater.pair_update_mix(st.x, st.P, st.mu, meas, ti, mj)
-            beta, tracks, beta0 = weigh(mix)
         else:
             x, P, ll = updater.pair_update(st.x, st.P, meas, ti, mj)
             with np.errstate(divide="ignore"):
                 a = ll + np.log(st.mu[ti])
             top = a.max(axis=1)
-            beta, tracks, beta0 = weigh(top + np.log(np.exp(a - top[:, None]).sum(axis=1)))
+            mix = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+        rank = None if self.rank_model is None else ll[:, self.rank_model]
+        beta, tracks, beta0 = weigh(mix, rank)
         at = np.searchsorted(tracks, ti)
         if self.kernel is not None:
             xs, Ps, mus = _native_pda_mix(

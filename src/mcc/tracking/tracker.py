@@ -474,8 +474,9 @@ class MultiTargetTracker:
         if ti.size:
             density = self.clutter.observe(meas, updater is self.ekf, None, scan_clutter)
 
-            def weigh(ll: F64) -> tuple[F64, I64, F64]:
-                return jpda.marginals(ti, mj, jpda.log_ratio(ll, density))
+            def weigh(ll: F64, rank: F64 | None) -> tuple[F64, I64, F64]:
+                ranked = None if rank is None else jpda.log_ratio(rank, density)
+                return jpda.marginals(ti, mj, jpda.log_ratio(ll, density), ranked)
 
             beta, tracks, beta0 = self.predictor.pda_update(ti, updater, meas, mj, weigh)
             order = np.lexsort((-beta, ti))
