@@ -35,6 +35,7 @@ __all__ = ["JPDAAssociator", "pda_mix"]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
+_Weights = tuple[F64, F64]  # each pair's ln g, and the ln g JPDA* ranks events by
 # mcc.tracking._jpda.marginals (its stub has the parameters' names)
 Kernel = Callable[
     [I64, I64, F64, int, int, float, bool, int, float, U64, F64, F64, F64 | None],
@@ -125,7 +126,7 @@ class JPDAAssociator:
         rest = np.flatnonzero(~single)
         if rest.size:
             rank = log_g if rank_g is None else np.asarray(rank_g, np.float64)
-            self._clusters(rest, comp, t_loc, m_loc, log_g, rank, beta, beta0)
+            self._clusters(rest, comp, t_loc, m_loc, (log_g, rank), beta, beta0)
         return beta, tracks, beta0
 
     def _single(
@@ -141,21 +142,14 @@ class JPDAAssociator:
         beta0[has] = np.exp(self.log_w0 - top[has]) / total[has]
 
     def _clusters(
-        self,
-        rest: I64,
-        comp: I64,
-        t_loc: I64,
-        m_loc: I64,
-        log_g: F64,
-        rank_g: F64,
-        beta: F64,
-        beta0: F64,
+        self, rest: I64, comp: I64, t_loc: I64, m_loc: I64, g: _Weights, beta: F64, beta0: F64
     ) -> None:
         """The clusters of two tracks or more among pairs ``rest``: those of T tracks
         enumerated together (`_exact_group`, each track's detections padded to the group's
         most with impossible ones), those past ``max_cluster`` tracks or ``max_events`` joint
         events by the cheap JPDA. One group per T, not per shape: fewer NumPy calls, and
-        padding costs no event in the enumeration."""
+        padding costs no event in the enumeration. ``g``: each pair's ln g and JPDA*'s ranking."""
+        log_g, rank_g = g
         order = rest[np.lexsort((t_loc[rest], comp[rest]))]  # by cluster, then track
         c_of, t_of = comp[order], t_loc[order]
         runs = np.flatnonzero(run_starts(c_of * (t_of.max() + 1) + t_of))  # each track's first
@@ -194,21 +188,14 @@ class JPDAAssociator:
             pairs[rank[run_cl[pr]], run_t[pr], pair_k[mine]] = order[mine]
             chunk = max(1, int((1 << 20) // (float(events[sel].max()) * T)))
             for i in range(0, sel.size, chunk):
-                self._exact_group(pairs[i : i + chunk], t_loc, ml, lg, rg, beta, beta0)
+                self._exact_group(pairs[i : i + chunk], t_loc, ml, (lg, rg), beta, beta0)
 
     def _exact_group(
-        self,
-        pairs: I64,
-        t_loc: I64,
-        m_loc: I64,
-        log_g: F64,
-        rank_g: F64,
-        beta: F64,
-        beta0: F64,
+        self, pairs: I64, t_loc: I64, m_loc: I64, g: _Weights, beta: F64, beta0: F64
     ) -> None:
         """Enumerate the joint events of C clusters of T tracks at once: ``pairs (C, T, k)``
         the gated pairs of each track (padded with the impossible pair ``log_g.size - 1``,
-        ``log_g``, ``rank_g`` and ``m_loc`` extended by it).
+        ``g = (log_g, rank_g)`` and ``m_loc`` extended by it).
 
         The events are grown track by track, each partial event extended by a miss or by one
         of the track's detections that no earlier track of it took, so that only feasible
@@ -217,6 +204,7 @@ class JPDAAssociator:
         same detections used, the same tracks missed), the likeliest by ``rank_g``; two partial
         events of the same tracks in that relation have the same extensions, so only the
         likelier one is grown (462 events instead of 4 051 above)."""
+        log_g, rank_g = g
         C, T, k = pairs.shape
         sentinel = log_g.size - 1
         cl = np.arange(C)  # the cluster of each partial event
