@@ -266,9 +266,9 @@ def test_the_c_kernel_takes_the_cheap_jpda_at_the_same_limits(star: bool) -> Non
 @pytest.mark.parametrize("star", [False, True])
 @pytest.mark.parametrize("seed", range(6))
 def test_the_c_kernel_treats_hostile_likelihoods_as_numpy_does(seed: int, star: bool) -> None:
-    """NaN and infinite ln g (NaN where NumPy gives NaN, JPDA* preferring a finite event to a
-    NaN one), ln g past exp's range, and equal likelihoods (JPDA* keeps the first of equal
-    events, as the reference's stable sort does)."""
+    """NaN and infinite ln g and rankings (NaN where NumPy gives NaN, JPDA* preferring a finite
+    event to a NaN one), ln g past exp's range, and equal likelihoods (JPDA* keeps the first of
+    equal events, as the reference's stable sort does)."""
     rng = np.random.default_rng(300 + seed)
     for _ in range(40):
         ti, mj, log_g = _random_scan(rng, int(rng.integers(1, 4)))
@@ -276,6 +276,9 @@ def test_the_c_kernel_treats_hostile_likelihoods_as_numpy_does(seed: int, star: 
         log_g[bad] = rng.choice([np.nan, np.inf, -np.inf, 800.0, -800.0], bad.size)
         got, want, _, _ = _both(ti, mj, log_g, star=star, max_cluster=int(rng.integers(1, 9)))
         _assert_same(got, want)
+        rank_g = rng.normal(0.0, 2.0, ti.size)
+        rank_g[rng.integers(0, ti.size, 2)] = rng.choice([np.nan, np.inf, -np.inf, 800.0], 2)
+        _assert_same(*_both(ti, mj, log_g, rank_g, star=star)[:2])
         ties = np.full(ti.size, float(rng.normal()))
         _assert_same(*_both(ti, mj, ties, star=star)[:2])
 
