@@ -114,7 +114,8 @@ class TrackerConfig:
     jpda_rank: Literal["straight", "mixture"] = "straight"
     """JPDA* (``association: auto``) with an IMM: the likelihood by which, of the joint events
     that differ only by which track took which detection, the one kept is chosen:
-    ``straight``: the straight-flight (0 deg/s) model's; ``mixture``: the model mixture's. The
+    ``straight``: the straightest model's (the 0 deg/s one of the defaults' turn rates);
+    ``mixture``: the model mixture's. The
     events kept are weighed by the mixture either way. A turn model lets a track explain its
     neighbour's detection as the start of a turn, and who took which is where ids are
     exchanged: on the training draws of the bench's formation families, ``straight`` has 10 %
