@@ -115,11 +115,10 @@ class TrackerConfig:
     """JPDA* (``association: auto``) with an IMM: the likelihood by which, of the joint events
     that differ only by which track took which detection, the one kept is chosen:
     ``straight``: the straightest model's (the 0 deg/s one of the defaults' turn rates);
-    ``mixture``: the model mixture's. The
-    events kept are weighed by the mixture either way. A turn model lets a track explain its
-    neighbour's detection as the start of a turn, and who took which is where ids are
-    exchanged: on the training draws of the bench's formation families, ``straight`` has 10 %
-    fewer id switches (docs/tracking.md)."""
+    ``mixture``: the model mixture's. The events kept are weighed by the mixture either way.
+    A turn model lets a track explain its neighbour's detection as the start of a turn, and
+    who took which is where ids are exchanged: on the training draws of the bench's formation
+    families, ``straight`` has 10 % fewer id switches (docs/tracking.md)."""
     jpda_max_cluster: Annotated[Count, Field(ge=1, le=12)] = 8
     """JPDA: clusters of more tracks than this use the approximate marginals (Fitzgerald's
     cheap JPDA) instead of enumerating every joint event, tracks."""
