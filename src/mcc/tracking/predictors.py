@@ -108,10 +108,10 @@ class IMMPredictor:
         )
         # A new track is most likely flying straight; the turns share the rest.
         cv = self.turn_rates == 0.0
-        # JPDA* ranks its events by the straightest model's likelihood (config.jpda_rank)
-        self.rank_model = (
-            int(np.argmin(np.abs(self.turn_rates))) if config.jpda_rank == "straight" else None
-        )
+        # JPDA* (association auto) ranks its events by the straightest model's likelihood
+        # (config.jpda_rank); plain JPDA keeps every event and needs no ranking
+        ranked = config.jpda_rank == "straight" and config.association == "auto"
+        self.rank_model = int(np.argmin(np.abs(self.turn_rates))) if ranked else None
         self.mu0 = np.where(cv, 0.6 / max(int(cv.sum()), 1), 0.4 / max(int((~cv).sum()), 1))
         self.mu0 /= self.mu0.sum()
         self.state = kalman.IMMState(
