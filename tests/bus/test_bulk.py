@@ -55,6 +55,35 @@ def test_a_buffer_arrives_whole_at_its_offsets(pair: tuple[Bus, Bus]) -> None:
     assert writer.shared_memory is False  # the loopback transport is UDP
 
 
+
+def test_a_block_the_sender_serializes_itself_reads_as_the_type_says(
+    pair: tuple[Bus, Bus],
+) -> None:
+    """Over UDP the native sender builds each block's CDR around the caller's bytes, not through
+    Cyclone's serializer: cyclonedds-python's own deserializer of the type reads every member
+    and the zeroed tail of a short last block."""
+    a, b = pair
+    reader = b.reader("Bulk")
+    data = np.random.default_rng(5).integers(0, 256, BLOCK_BYTES + 5, dtype=np.uint8)
+    with BulkWriter(a, "Bulk") as writer:
+        assert writer.wait_matched(1, timeout_s=20) and reader.wait_for_writers(1, timeout_s=20)
+        assert writer.send(0x0102030405060708, data) == data.size
+        raw: list[bytes] = []
+        wait_for(
+            lambda: raw.extend(cdr for cdr, info in reader.take_cdr() if info.valid_data)
+            or len(raw) >= 2,
+            what="both blocks at the Python reader",
+        )
+    blocks = sorted((BulkBlock.deserialize(cdr) for cdr in raw), key=lambda blk: blk.index)
+    heads = [(x.transfer, x.index, x.count, x.offset, x.total, x.length) for x in blocks]
+    total = data.size
+    assert heads == [
+        (0x0102030405060708, 0, 2, 0, total, BLOCK_BYTES),
+        (0x0102030405060708, 1, 2, BLOCK_BYTES, total, 5),
+    ]
+    assert bytes(blocks[0].data) == data[:BLOCK_BYTES].tobytes()
+    assert bytes(blocks[1].data) == data[BLOCK_BYTES:].tobytes() + bytes(BLOCK_BYTES - 5)
+
 _SHM_ROUND_TRIP = """
 import dataclasses, json, sys
 import numpy as np
