@@ -55,7 +55,6 @@ def test_a_buffer_arrives_whole_at_its_offsets(pair: tuple[Bus, Bus]) -> None:
     assert writer.shared_memory is False  # the loopback transport is UDP
 
 
-
 def test_a_block_the_sender_serializes_itself_reads_as_the_type_says(
     pair: tuple[Bus, Bus],
 ) -> None:
@@ -69,11 +68,12 @@ def test_a_block_the_sender_serializes_itself_reads_as_the_type_says(
         assert writer.wait_matched(1, timeout_s=20) and reader.wait_for_writers(1, timeout_s=20)
         assert writer.send(0x0102030405060708, data) == data.size
         raw: list[bytes] = []
-        wait_for(
-            lambda: raw.extend(cdr for cdr, info in reader.take_cdr() if info.valid_data)
-            or len(raw) >= 2,
-            what="both blocks at the Python reader",
-        )
+
+        def both_taken() -> bool:
+            raw.extend(cdr for cdr, info in reader.take_cdr() if info.valid_data)
+            return len(raw) >= 2
+
+        wait_for(both_taken, what="both blocks at the Python reader")
     blocks = sorted((BulkBlock.deserialize(cdr) for cdr in raw), key=lambda blk: blk.index)
     heads = [(x.transfer, x.index, x.count, x.offset, x.total, x.length) for x in blocks]
     total = data.size
@@ -83,6 +83,7 @@ def test_a_block_the_sender_serializes_itself_reads_as_the_type_says(
     ]
     assert bytes(blocks[0].data) == data[:BLOCK_BYTES].tobytes()
     assert bytes(blocks[1].data) == data[BLOCK_BYTES:].tobytes() + bytes(BLOCK_BYTES - 5)
+
 
 _SHM_ROUND_TRIP = """
 import dataclasses, json, sys
