@@ -184,3 +184,38 @@ def test_only_bulk_topics_and_sane_buffers(pair: tuple[Bus, Bus]) -> None:
         BulkWriter(a, "WorkResult")
     with BulkWriter(a, "Bulk") as writer, pytest.raises(ValueError, match="non-empty buffer"):
         writer.send(1, b"")
+
+
+def test_a_receive_ends_when_its_reader_is_closed_and_one_receive_at_a_time(
+    pair: tuple[Bus, Bus],
+) -> None:
+    """Blocks are placed by the reader's listener while ``receive`` waits: a second receive on
+    the same reader meanwhile is refused, and closing the reader ends the waiting one at once
+    (not after its idle time)."""
+    a, b = pair
+    writer, reader = a.writer("Bulk"), BulkReader(b, "Bulk")
+    assert writer.wait_for_readers(1, timeout_s=20)
+    writer.write(_block(3, 0, 2, 8, b"abcd"))  # half a transfer: the receive keeps waiting
+    failures: list[Exception] = []
+
+    def receive() -> None:
+        try:
+            reader.receive(3, bytearray(8), idle_s=30)
+        except PeerLostError as exc:
+            failures.append(exc)
+
+    waiting = threading.Thread(target=receive)
+    waiting.start()
+    wait_for(lambda: _taken(reader), what="the first block taken by the waiting receive")
+    with pytest.raises(PeerLostError, match="receiving transfer 0x4"):
+        reader.receive(4, bytearray(4), idle_s=0.1)
+    started = time.monotonic()
+    reader.close()
+    waiting.join(10)
+    assert not waiting.is_alive() and time.monotonic() - started < 5
+    assert len(failures) == 1 and "receiving transfer 0x3" in str(failures[0])
+
+
+def _taken(reader: BulkReader) -> bool:
+    """Whether the reader's cache is empty (a waiting receive took what came)."""
+    return reader.peek(timeout_s=0) is None

@@ -58,6 +58,9 @@
 #include "mcc.h" /* generated from idl/mcc.idl by Cyclone's idlc (setup.py) */
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -943,6 +946,8 @@ static PyObject *native_read(PyObject *self, PyObject *args)
 #define BULK_TAKE 64
 #define BULK_BLOCK ((Py_ssize_t)sizeof(((mcc_BulkBlock *)0)->data))
 
+static dds_entity_t bulk_reader(dds_entity_t parent, dds_entity_t topic, const dds_qos_t *qos);
+
 /* bulk_endpoint(parent, topic_name, qos_address, is_writer) -> entity | retcode: a writer
  * (parent a publisher) or reader (a subscriber) of BulkBlock on topic_name, with the QoS at
  * qos_address (a dds_qos_t the caller made and still owns). */
@@ -961,8 +966,7 @@ static PyObject *native_bulk_endpoint(PyObject *self, PyObject *args)
   ret = participant < 0 ? participant
                         : dds_create_topic(participant, &mcc_BulkBlock_desc, name, qos, NULL);
   if (ret >= 0)
-    ret = is_writer ? dds_create_writer(parent, ret, qos, NULL)
-                    : dds_create_reader(parent, ret, qos, NULL);
+    ret = is_writer ? dds_create_writer(parent, ret, qos, NULL) : bulk_reader(parent, ret, qos);
   Py_END_ALLOW_THREADS
   return PyLong_FromLong((long)ret);
 }
@@ -1147,13 +1151,155 @@ static void bulk_place(const mcc_BulkBlock *b, const dds_sample_info_t *si, uint
   t->blocks++;
 }
 
+/* A bulk reader's receive in progress. Blocks are placed by the reader's data-available
+ * listener, on Cyclone's receive thread as they arrive, while a receive_bulk call waits for the
+ * transfer to be whole: the receiving thread is woken once a transfer, not once a block. Waking
+ * it for each block (a waitset) doubled the receiving process's CPU per byte, measured with
+ * Cyclone's own ddsperf (sub waitset: 0.66 CPU-seconds a GB, sub listener: 0.34) and with ours. */
+typedef struct bulk_rx
+{
+  dds_entity_t reader;
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* signalled when the transfer is whole or taking failed */
+  int active, discard;
+  int orphan; /* its reader was deleted during a receive: freed when that receive returns */
+  uint64_t transfer;
+  dds_instance_handle_t instance;
+  unsigned char *out;
+  uint64_t total;
+  unsigned char *seen;
+  uint32_t count;
+  bulk_tally_t t;
+  dds_return_t error;
+  struct bulk_rx *next;
+} bulk_rx_t;
+
+static pthread_mutex_t bulk_rx_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static bulk_rx_t *bulk_rx_registry;
+
+/* The registered state of `reader` (registry lock held), unlinked when `unlink`. */
+static bulk_rx_t *bulk_rx_find(dds_entity_t reader, int unlink)
+{
+  bulk_rx_t **at = &bulk_rx_registry;
+  while (*at != NULL && (*at)->reader != reader)
+    at = &(*at)->next;
+  bulk_rx_t *rx = *at;
+  if (rx != NULL && unlink)
+    *at = rx->next;
+  return rx;
+}
+
+static void bulk_rx_free(bulk_rx_t *rx)
+{
+  pthread_cond_destroy(&rx->cond);
+  pthread_mutex_destroy(&rx->lock);
+  free(rx);
+}
+
+/* Take what the reader holds of the receive in progress (rx->lock held): the instance's
+ * blocks, or every block when the receive names only a transfer id. */
+static void bulk_rx_drain(bulk_rx_t *rx)
+{
+  void *samples[BULK_TAKE];
+  dds_sample_info_t infos[BULK_TAKE];
+  dds_return_t n = BULK_TAKE;
+  Py_ssize_t before = rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate;
+  while (n == BULK_TAKE && rx->error == 0)
+  {
+    samples[0] = NULL; /* loans */
+    n = rx->instance != 0
+            ? dds_take_instance(rx->reader, samples, infos, BULK_TAKE, BULK_TAKE, rx->instance)
+            : dds_take(rx->reader, samples, infos, BULK_TAKE, BULK_TAKE);
+    if (n == DDS_RETCODE_PRECONDITION_NOT_MET || n == DDS_RETCODE_BAD_PARAMETER)
+      n = 0; /* the instance is not (or no longer) in the cache: its blocks are to come */
+    if (n < 0)
+      rx->error = n;
+    for (dds_return_t i = 0; i < n; i++)
+      bulk_place(samples[i], &infos[i], rx->transfer, rx->out, rx->total, &rx->seen, &rx->count,
+                 &rx->t);
+    if (n > 0)
+      dds_return_loan(rx->reader, samples, n);
+  }
+  /* The receiving thread is woken when the transfer is whole or taking failed; its idle
+   * timeout sees the progress in the tally. */
+  if (rx->error != 0 ||
+      (!rx->discard && rx->seen != NULL && rx->t.blocks >= (Py_ssize_t)rx->count &&
+       rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate != before))
+    pthread_cond_signal(&rx->cond);
+}
+
+static void bulk_on_data(dds_entity_t reader, void *arg)
+{
+  bulk_rx_t *rx = arg;
+  (void)reader;
+  pthread_mutex_lock(&rx->lock);
+  if (rx->active) /* between receives the blocks wait in the reader's cache */
+    bulk_rx_drain(rx);
+  pthread_mutex_unlock(&rx->lock);
+}
+
+/* A bulk reader with its receive state and listener; the entity, or a retcode. */
+static dds_entity_t bulk_reader(dds_entity_t parent, dds_entity_t topic, const dds_qos_t *qos)
+{
+  bulk_rx_t *rx = calloc(1, sizeof(*rx));
+  if (rx == NULL)
+    return DDS_RETCODE_OUT_OF_RESOURCES;
+  pthread_mutex_init(&rx->lock, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&rx->cond, &attr);
+  pthread_condattr_destroy(&attr);
+  dds_listener_t *listener = dds_create_listener(rx);
+  dds_lset_data_available(listener, bulk_on_data);
+  dds_entity_t reader = dds_create_reader(parent, topic, qos, listener);
+  dds_delete_listener(listener);
+  if (reader < 0)
+  {
+    bulk_rx_free(rx);
+    return reader;
+  }
+  rx->reader = reader;
+  pthread_mutex_lock(&bulk_rx_registry_lock);
+  rx->next = bulk_rx_registry;
+  bulk_rx_registry = rx;
+  pthread_mutex_unlock(&bulk_rx_registry_lock);
+  return reader;
+}
+
+/* After its reader was deleted (no listener runs any more): a bulk reader's state freed, or,
+ * during a receive, handed to that receive to free (it returns DDS_RETCODE_ALREADY_DELETED). */
+static void bulk_rx_forget(dds_entity_t reader)
+{
+  pthread_mutex_lock(&bulk_rx_registry_lock);
+  bulk_rx_t *rx = bulk_rx_find(reader, 1);
+  int free_now = 0;
+  if (rx != NULL)
+  {
+    pthread_mutex_lock(&rx->lock);
+    if (rx->active)
+    {
+      rx->orphan = 1;
+      rx->error = DDS_RETCODE_ALREADY_DELETED;
+      pthread_cond_signal(&rx->cond);
+    }
+    else
+      free_now = 1;
+    pthread_mutex_unlock(&rx->lock);
+  }
+  pthread_mutex_unlock(&bulk_rx_registry_lock);
+  if (free_now)
+    bulk_rx_free(rx);
+}
+
 /* receive_bulk(reader, transfer, out, idle_ns, instance=0) -> (received_bytes, blocks, stray,
  * bad, duplicate, retcode): takes the blocks of `transfer` (only those of the reader's
  * instance `instance` when it is not 0: what peek_bulk said; others stay for later) into the
  * writable buffer `out` (the transfer's size) until all arrived, or DDS_RETCODE_TIMEOUT when
  * none came for idle_ns. Blocks of other transfers (stray), not fitting (bad) and repeated
  * blocks are taken, counted and dropped. With out None, the transfer's blocks are taken and
- * dropped (counted as received) until none came for idle_ns: a transfer refused. */
+ * dropped (counted as received) until none came for idle_ns: a transfer refused. One receive
+ * at a time per reader (another one meanwhile: DDS_RETCODE_PRECONDITION_NOT_MET). */
 static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
 {
   int reader;
@@ -1170,63 +1316,62 @@ static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
     return NULL;
   bulk_tally_t t = {0};
   dds_return_t ret = 0;
+  int orphan = 0;
   Py_BEGIN_ALLOW_THREADS
-  void *samples[BULK_TAKE];
-  dds_sample_info_t infos[BULK_TAKE];
-  unsigned char *seen = NULL;
-  uint32_t count = 0;
-  /* Taking one instance leaves other transfers' blocks in the cache: the wait is then for
-   * samples not read yet, and what is left is marked read before waiting. */
-  uint32_t wake = instance != 0 ? DDS_NOT_READ_SAMPLE_STATE | DDS_ANY_VIEW_STATE |
-                                      DDS_ANY_INSTANCE_STATE
-                                : DDS_ANY_STATE;
-  dds_entity_t ws = dds_create_waitset(dds_get_participant(reader));
-  dds_entity_t cond = ws < 0 ? ws : dds_create_readcondition(reader, wake);
-  ret = cond < 0 ? cond : dds_waitset_attach(ws, cond, 0);
-  while (ret >= 0 && (discard || seen == NULL || t.blocks < (Py_ssize_t)count))
+  /* found and claimed under the registry's lock, so that it is not freed meanwhile */
+  pthread_mutex_lock(&bulk_rx_registry_lock);
+  bulk_rx_t *rx = bulk_rx_find(reader, 0);
+  if (rx != NULL)
+    pthread_mutex_lock(&rx->lock);
+  pthread_mutex_unlock(&bulk_rx_registry_lock);
+  if (rx == NULL)
+    ret = DDS_RETCODE_BAD_PARAMETER; /* not a bulk reader, or deleted */
+  else if (rx->active)
+    ret = DDS_RETCODE_PRECONDITION_NOT_MET;
+  else
   {
-    samples[0] = NULL; /* loans */
-    dds_return_t n =
-        instance != 0
-            ? dds_take_instance(reader, samples, infos, BULK_TAKE, BULK_TAKE, instance)
-            : dds_take(reader, samples, infos, BULK_TAKE, BULK_TAKE);
-    if (n == DDS_RETCODE_PRECONDITION_NOT_MET || n == DDS_RETCODE_BAD_PARAMETER)
-      n = 0; /* the instance is not (or no longer) in the cache: wait for its blocks */
-    if (n < 0)
+    rx->active = 1;
+    rx->discard = discard;
+    rx->transfer = transfer;
+    rx->instance = (dds_instance_handle_t)instance;
+    rx->out = discard ? NULL : out.buf;
+    rx->total = (uint64_t)out.len;
+    rx->seen = NULL;
+    rx->count = 0;
+    rx->error = 0;
+    memset(&rx->t, 0, sizeof(rx->t));
+    bulk_rx_drain(rx); /* what came before this call */
+    while (rx->error == 0 && (discard || rx->seen == NULL || rx->t.blocks < (Py_ssize_t)rx->count))
     {
-      ret = n;
-      break;
-    }
-    for (dds_return_t i = 0; i < n; i++)
-      bulk_place(samples[i], &infos[i], transfer, out.buf, (uint64_t)out.len, &seen, &count, &t);
-    if (n > 0)
-      dds_return_loan(reader, samples, n);
-    if (n == 0 && instance != 0)
-    {
-      samples[0] = NULL;
-      dds_return_t m = dds_read_mask(reader, samples, infos, BULK_TAKE, BULK_TAKE, wake);
-      if (m > 0)
+      Py_ssize_t progress = rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate;
+      struct timespec until;
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      long long ns = (long long)until.tv_nsec + idle_ns % 1000000000LL;
+      until.tv_sec += (time_t)(idle_ns / 1000000000LL + ns / 1000000000LL);
+      until.tv_nsec = (long)(ns % 1000000000LL);
+      int timed_out = 0;
+      while (!timed_out && rx->error == 0 &&
+             (discard || rx->seen == NULL || rx->t.blocks < (Py_ssize_t)rx->count))
+        timed_out = pthread_cond_timedwait(&rx->cond, &rx->lock, &until) == ETIMEDOUT;
+      if (timed_out && rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate == progress)
       {
-        dds_return_loan(reader, samples, m);
-        continue; /* some may be this instance's, arrived since the take */
-      }
-    }
-    if (n == 0)
-    {
-      dds_return_t w = dds_waitset_wait(ws, NULL, 0, (dds_duration_t)idle_ns);
-      ret = w < 0 ? w : (w == 0 ? DDS_RETCODE_TIMEOUT : 0);
-      if (discard && ret == DDS_RETCODE_TIMEOUT)
-      {
-        ret = 0;
+        ret = discard ? 0 : DDS_RETCODE_TIMEOUT;
         break;
       }
     }
+    if (rx->error != 0)
+      ret = rx->error;
+    t = rx->t;
+    free(rx->seen);
+    rx->seen = NULL;
+    rx->out = NULL;
+    rx->active = 0;
+    orphan = rx->orphan;
   }
-  free(seen);
-  if (ws >= 0)
-    dds_delete(ws);
-  if (cond >= 0)
-    dds_delete(cond);
+  if (rx != NULL)
+    pthread_mutex_unlock(&rx->lock);
+  if (orphan)
+    bulk_rx_free(rx);
   Py_END_ALLOW_THREADS
   if (!discard)
     PyBuffer_Release(&out);
@@ -1337,6 +1482,7 @@ static PyObject *native_delete(PyObject *self, PyObject *args)
     return NULL;
   Py_BEGIN_ALLOW_THREADS
   ret = dds_delete(entity);
+  bulk_rx_forget(entity); /* a bulk reader's receive state, once its listener cannot run */
   Py_END_ALLOW_THREADS
   return PyLong_FromLong((long)ret);
 }

@@ -3,9 +3,12 @@
 As MPI's ``Send``/``Recv`` of a buffer is one call, ``BulkWriter.send`` hands a whole buffer
 (bytes, a numpy array: anything C-contiguous) to the bus's native core, which cuts it into
 64 KiB ``BulkBlock`` samples and writes them with the GIL released, waiting while flow control
-holds the writer back; ``BulkReader.receive`` takes the blocks into a writable buffer of the
-transfer's size, each copied from the sample straight to its offset. No Python object is made
-per block, so a transfer does not compete with the process's other threads for the GIL.
+holds the writer back (over UDP each block is serialized around the caller's bytes: one copy);
+``BulkReader.receive`` takes the blocks into a writable buffer of the transfer's size, each
+copied from the sample straight to its offset. The copying is done by the reader's listener on
+Cyclone's receive thread as the blocks arrive, and the receiving thread is woken once, when the
+transfer is whole: one receive at a time per reader. No Python object is made per block, so a
+transfer does not compete with the process's other threads for the GIL.
 
 The endpoints are the native core's, made with the C type Cyclone's ``idlc`` generates (a
 fixed-size type): on the ``shm`` transport a block between two processes of one host is a loan
