@@ -25,6 +25,7 @@ from mcc.settings import current
 
 __all__ = [
     "CONTROL_ID",
+    "WARMUP_BYTES",
     "HpcError",
     "JobResult",
     "buffers_equal",
@@ -38,6 +39,11 @@ __all__ = [
 #: ``item_id`` of control samples: a ``WorkResult`` with it is a worker's hello (I am ready,
 #: ``value`` = my pid), a ``WorkItem`` with it tells the workers the job is over.
 CONTROL_ID = 2**64 - 1
+
+#: A stream's untimed round trip before its timed one, of the stream's size but at most this,
+#: the same for DDS and MPI: the pools, socket buffers and allocator heaps a transfer of that
+#: size grows are not its rate (as OSU's MPI benchmarks warm up at the size they measure).
+WARMUP_BYTES = 32 << 20
 
 #: Large buffers are made and compared 16 MiB at a time: one NumPy call on a GiB holds the GIL
 #: for seconds, long enough to starve an app's heartbeat thread (the supervisor then kills it).

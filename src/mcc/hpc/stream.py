@@ -41,6 +41,7 @@ from mcc.bus.bulk import BulkHeader, BulkReader, BulkWriter
 from mcc.errors import MccError, PeerLostError, WriteTimeoutError
 from mcc.hpc.base import (
     CONTROL_ID,
+    WARMUP_BYTES,
     HpcError,
     JobResult,
     buffers_equal,
@@ -91,8 +92,6 @@ _ECHO_IDLE_S = 10.0  # an echo forgets a transfer whose chunks stopped coming fo
 #: The largest buffer a stream carries (what an echo allocates for it) and the largest chunk.
 MAX_STREAM_BYTES = 1 << 32
 MAX_CHUNK_BYTES = 64 << 20
-#: The untimed round trip a source makes before the timed one.
-WARMUP_BYTES = 4 << 20
 
 
 def bulk_transport(transport: Transport) -> Transport:
