@@ -204,7 +204,7 @@ def test_a_receive_ends_when_its_reader_is_closed_and_one_receive_at_a_time(
         except PeerLostError as exc:
             failures.append(exc)
 
-    waiting = threading.Thread(target=receive)
+    waiting = threading.Thread(target=receive, daemon=True)
     waiting.start()
     wait_for(lambda: _taken(reader), what="the first block taken by the waiting receive")
     with pytest.raises(PeerLostError, match="receiving transfer 0x4"):

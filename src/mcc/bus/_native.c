@@ -1196,6 +1196,19 @@ static void bulk_rx_free(bulk_rx_t *rx)
   free(rx);
 }
 
+/* Blocks taken so far by the receive in progress, placed or dropped (rx->lock held). */
+static Py_ssize_t bulk_rx_taken(const bulk_rx_t *rx)
+{
+  return rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate;
+}
+
+/* Whether the receive in progress waits for more blocks (a discard waits until none come). */
+static int bulk_rx_waiting(const bulk_rx_t *rx)
+{
+  return rx->error == 0 &&
+         (rx->discard || rx->seen == NULL || rx->t.blocks < (Py_ssize_t)rx->count);
+}
+
 /* Take what the reader holds of the receive in progress (rx->lock held): the instance's
  * blocks, or every block when the receive names only a transfer id. */
 static void bulk_rx_drain(bulk_rx_t *rx)
@@ -1203,7 +1216,6 @@ static void bulk_rx_drain(bulk_rx_t *rx)
   void *samples[BULK_TAKE];
   dds_sample_info_t infos[BULK_TAKE];
   dds_return_t n = BULK_TAKE;
-  Py_ssize_t before = rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate;
   while (n == BULK_TAKE && rx->error == 0)
   {
     samples[0] = NULL; /* loans */
@@ -1222,9 +1234,7 @@ static void bulk_rx_drain(bulk_rx_t *rx)
   }
   /* The receiving thread is woken when the transfer is whole or taking failed; its idle
    * timeout sees the progress in the tally. */
-  if (rx->error != 0 ||
-      (!rx->discard && rx->seen != NULL && rx->t.blocks >= (Py_ssize_t)rx->count &&
-       rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate != before))
+  if (!bulk_rx_waiting(rx))
     pthread_cond_signal(&rx->cond);
 }
 
@@ -1341,19 +1351,21 @@ static PyObject *native_receive_bulk(PyObject *self, PyObject *args)
     rx->error = 0;
     memset(&rx->t, 0, sizeof(rx->t));
     bulk_rx_drain(rx); /* what came before this call */
-    while (rx->error == 0 && (discard || rx->seen == NULL || rx->t.blocks < (Py_ssize_t)rx->count))
+    /* idle: no block taken between two deadlines, each idle_ns after progress was seen */
+    Py_ssize_t taken = -1;
+    struct timespec until;
+    while (bulk_rx_waiting(rx))
     {
-      Py_ssize_t progress = rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate;
-      struct timespec until;
-      clock_gettime(CLOCK_MONOTONIC, &until);
-      long long ns = (long long)until.tv_nsec + idle_ns % 1000000000LL;
-      until.tv_sec += (time_t)(idle_ns / 1000000000LL + ns / 1000000000LL);
-      until.tv_nsec = (long)(ns % 1000000000LL);
-      int timed_out = 0;
-      while (!timed_out && rx->error == 0 &&
-             (discard || rx->seen == NULL || rx->t.blocks < (Py_ssize_t)rx->count))
-        timed_out = pthread_cond_timedwait(&rx->cond, &rx->lock, &until) == ETIMEDOUT;
-      if (timed_out && rx->t.blocks + rx->t.stray + rx->t.bad + rx->t.duplicate == progress)
+      if (bulk_rx_taken(rx) != taken)
+      {
+        taken = bulk_rx_taken(rx);
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long long ns = (long long)until.tv_nsec + idle_ns % 1000000000LL;
+        until.tv_sec += (time_t)(idle_ns / 1000000000LL + ns / 1000000000LL);
+        until.tv_nsec = (long)(ns % 1000000000LL);
+      }
+      if (pthread_cond_timedwait(&rx->cond, &rx->lock, &until) == ETIMEDOUT &&
+          bulk_rx_taken(rx) == taken)
       {
         ret = discard ? 0 : DDS_RETCODE_TIMEOUT;
         break;
