@@ -171,23 +171,24 @@ def _stream(args: argparse.Namespace) -> int:
         raise HpcError(f"mpiexec -n {size}: the stream runs between exactly 2 ranks (-n 2)")
     total, chunk = args.bytes, args.chunk
     # One untimed round trip first, of the size the DDS stream warms up with.
-    rounds = ((min(total, WARMUP_BYTES), False), (total, True))
+    rounds = ((min(total, WARMUP_BYTES), False), (total, True))  # (bytes, timed)
     if rank == 1:
         buffer = touched_buffer(total)
-        for size, _ in rounds:
+        for nbytes, _ in rounds:
             comm.Barrier()
-            _echo(comm, buffer[:size], chunk)
+            _echo(comm, buffer[:nbytes], chunk)
         return 0
     source = random_buffer(total, args.seed)
     back = touched_buffer(total)
     first_ns = last_ns = 0
-    for size, timed in rounds:
+    for nbytes, timed in rounds:
+        sent, got = source[:nbytes], back[:nbytes]
         comm.Barrier()
         started = time.time_ns()
-        for off in range(0, size, chunk):
-            comm.Send(source[off : min(off + chunk, size)], dest=1, tag=_ITEM)
-        for off in range(0, size, chunk):
-            comm.Recv(back[off : min(off + chunk, size)], source=1, tag=_RESULT)
+        for off in range(0, nbytes, chunk):
+            comm.Send(sent[off : off + chunk], dest=1, tag=_ITEM)
+        for off in range(0, nbytes, chunk):
+            comm.Recv(got[off : off + chunk], source=1, tag=_RESULT)
         if timed:
             first_ns, last_ns = started, time.time_ns()
     runtime_s = (last_ns - first_ns) / 1e9
@@ -211,11 +212,10 @@ def _stream(args: argparse.Namespace) -> int:
 
 def _echo(comm: Any, buffer: np.ndarray, chunk: int) -> None:
     """Rank 1 of the stream: ``buffer``'s size received from rank 0 in chunks, sent back."""
-    size = buffer.size
-    for off in range(0, size, chunk):
-        comm.Recv(buffer[off : min(off + chunk, size)], source=0, tag=_ITEM)
-    for off in range(0, size, chunk):
-        comm.Send(buffer[off : min(off + chunk, size)], dest=0, tag=_RESULT)
+    for off in range(0, buffer.size, chunk):
+        comm.Recv(buffer[off : off + chunk], source=0, tag=_ITEM)
+    for off in range(0, buffer.size, chunk):
+        comm.Send(buffer[off : off + chunk], dest=0, tag=_RESULT)
 
 
 def _parser() -> argparse.ArgumentParser:
