@@ -12,9 +12,9 @@ import pytest
 
 from mcc.bus import Bus
 from mcc.hpc.base import CONTROL_ID, JobResult
-from mcc.hpc.farm import FarmMaster
-from mcc.hpc.primes import base_primes, count_primes, isqrt
-from mcc.types import WorkItem, WorkResult
+from mcc.hpc.farm import FarmMaster, FarmWorker
+from mcc.hpc.primes import base_primes, count_primes, isqrt, split_range
+from mcc.types import Checkpoint, WorkItem, WorkResult
 from tests.conftest import wait_for
 
 from .test_primes import reference
@@ -161,6 +161,63 @@ def test_a_silent_worker_s_items_move_to_a_live_one(buses: tuple[Bus, Bus]) -> N
         stop.set()
     assert (result.count, result.largest) == reference(5_000)
     assert result.reissued_items == 2 and result.lost_items == 0
+
+
+@pytest.mark.parametrize("interval_s", [60.0, 0.0])
+def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_idle(
+    buses: tuple[Bus, Bus], interval_s: float
+) -> None:
+    """Each durable ``Checkpoint`` costs every persistence replica a commit: a worker saves at
+    most once per ``checkpoint_interval_s`` while it works, always again at the end of an item
+    whose scan it saved mid-way (so no stale scan outlives its item), and what it finished
+    once its queue is empty. The test plays the master; six items of 500 000 numbers."""
+    master_bus, bus = buses
+    items = master_bus.writer("WorkItem")
+    results = master_bus.reader("WorkResult")
+    checkpoints: list[Checkpoint] = []
+    # every sample as it arrives (the profile keeps the last 16 a worker wrote)
+    master_bus.reader("Checkpoint", on_data=lambda r: checkpoints.extend(r.take()))
+    worker = FarmWorker(
+        bus,
+        worker_id="t/worker/0",
+        job_id=JOB,
+        checkpoint_interval_s=interval_s,
+        segment_numbers=1 << 18,  # two segments an item: interval 0 saves inside each item
+    )
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    done = pool.submit(worker.run, stop, start_timeout_s=30)
+    pool.shutdown(wait=False)
+    answers: dict[int, WorkResult] = {}
+    try:
+        wait_for(lambda: any(r.item_id == CONTROL_ID for r in results.take()), 20, "a hello")
+        ranges = split_range(3_000_000, 6)
+        items.write_many(
+            [
+                WorkItem(job_id=JOB, item_id=k, worker_id="t/worker/0", lo=lo, hi=hi)
+                for k, (lo, hi) in enumerate(ranges)
+            ]
+        )
+
+        def all_saved() -> bool:
+            answers.update((r.item_id, r) for r in results.take() if r.item_id != CONTROL_ID)
+            return len(answers) == 6 and any(c.items_done == 6 for c in checkpoints)
+
+        wait_for(all_saved, 30, "six results and a checkpoint of six items")
+    finally:
+        items.write(WorkItem(job_id=JOB, item_id=CONTROL_ID, worker_id=""))
+        stop.set()
+    assert done.result(timeout=30) == 6
+    expected = reference(3_000_000)
+    assert sum(r.count for r in answers.values()) == expected[0]
+    last = checkpoints[-1]
+    assert (last.items_done, last.last_item_id, bytes(last.state)) == (6, 5, b"")
+    ends = [c for c in checkpoints if not bytes(c.state)]
+    if interval_s:
+        # all six queued before the first ended: one save, when idle (each item saved before)
+        assert len(checkpoints) < 6, [c.items_done for c in checkpoints]
+    else:
+        assert len(ends) >= 6 and len(checkpoints) > len(ends)  # each item: mid-way, then end
 
 
 def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> None:

@@ -51,7 +51,12 @@ class FarmWorker:
         worker_id: its identity (``mission/system/index``), the same after a restart.
         job_id: the job it serves.
         checkpoint: this identity's last checkpoint (from the persistence service), if any.
-        checkpoint_interval_s: the longest time between two checkpoints inside an item.
+        checkpoint_interval_s: the least time between two checkpoints while it works: one
+            inside an item saves the scan so far, one after an item what it finished. The end
+            of an item whose scan was saved is always saved (no stale scan outlives its
+            item), and so is what it finished once its queue is empty. Each checkpoint costs
+            every persistence replica a commit: one per item cost short jobs most of their
+            gap to MPI.
         segment_numbers: sieve segment (and the finest resume granularity).
         max_queued_items: items it holds at most (more are dropped, counted in ``dropped``).
     """
@@ -91,6 +96,8 @@ class FarmWorker:
         self._got_any = threading.Event()
         self._base = np.zeros(0, dtype=np.int64)
         self._base_limit = 0
+        self._checkpoint_due = time.monotonic() + checkpoint_interval_s  # the next one (monotonic)
+        self._unsaved = False  # items done since the last checkpoint
         self._results = bus.writer("WorkResult")
         self._checkpoints = bus.writer("Checkpoint")
         self._items = bus.reader("WorkItem", on_data=self._on_items)
@@ -228,6 +235,8 @@ class FarmWorker:
                 if on_item is not None:
                     on_item(result)
                 continue
+            if self._unsaved:  # idle: save the items done since the last checkpoint
+                self._checkpoint(self.last_item_id, None)
             if self._over.is_set():
                 break
             self._wake.wait(hello_interval_s)
@@ -272,17 +281,19 @@ class FarmWorker:
             # the interrupted one): keep the resume point for the item it belongs to.
             scan = PrimeScan(item.lo, item.hi, segment_numbers=self.segment_numbers)
         base = self._base_for(item.hi)
-        last_checkpoint = time.monotonic()
+        mid_item = False  # a checkpoint holds this item's scan: the end must replace it
         for _ in scan.run(base):
             if stop.is_set():
                 self._checkpoint(item.item_id, scan)
                 return None
-            if time.monotonic() - last_checkpoint >= self.checkpoint_interval_s:
+            if time.monotonic() >= self._checkpoint_due:
                 self._checkpoint(item.item_id, scan)
-                last_checkpoint = time.monotonic()
+                mid_item = True
         self.items_done += 1
         self.last_item_id = int(item.item_id)
-        self._checkpoint(item.item_id, None)
+        self._unsaved = True
+        if mid_item or time.monotonic() >= self._checkpoint_due:
+            self._checkpoint(item.item_id, None)
         return WorkResult(
             job_id=self.job_id,
             item_id=item.item_id,
@@ -295,6 +306,8 @@ class FarmWorker:
         )
 
     def _checkpoint(self, item_id: int, scan: PrimeScan | None) -> None:
+        self._checkpoint_due = time.monotonic() + self.checkpoint_interval_s
+        self._unsaved = False
         state = b"" if scan is None else np.array([item_id], STATE_HEADER).tobytes() + scan.pack()
         self._checkpoints.write(
             Checkpoint(
