@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import subprocess
 import typing
+from pathlib import Path
 
 import pytest
 from cyclonedds.idl import IdlStruct
 
 from mcc import types
+from mcc.errors import IdlError
 from mcc.types import generate
 from tests.conftest import REPO, require_tool
 
@@ -33,8 +35,9 @@ def test_generated_types_are_not_stale() -> None:
 
 
 def test_every_idl_declaration_is_exported() -> None:
-    module = generate.parse_idl((REPO / "idl/mcc.idl").read_text())
+    module = generate.idlc_module(REPO / "idl/mcc.idl")
     assert set(module.order) <= set(types.__all__)
+    assert generate.read_module((REPO / "src/mcc/types/_mcc.py").read_text()) == module
     required = {
         "DetectionBatch",
         "Truth",
@@ -91,9 +94,11 @@ def test_optional_packed_arrays_are_listed_apart() -> None:
         optional_field(batch, "iff")
 
 
-def test_parser_rejects_unknown_type_naming_the_field() -> None:
-    with pytest.raises(Exception, match=r"Foo.bar: unknown type 'Widget'"):
-        generate.parse_idl("module m { struct Foo { Widget bar; }; };")
+def test_idlc_rejects_an_unknown_type_naming_the_file_line_and_type(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.idl"
+    bad.write_text("module m {\n  struct Foo { Widget bar; };\n};\n")
+    with pytest.raises(IdlError, match=rf"{bad}: idlc: {bad}:2:\d+: .*'Widget'"):
+        generate.generate(bad)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from mcc.types.generate import IDL_PATH, IdlField, IdlModule, IdlStructDecl, parse_idl
+from mcc.types.generate import OUTPUT_PATH, IdlField, IdlModule, IdlStructDecl, read_module
 
 __all__ = [
     "load_module",
@@ -60,9 +60,10 @@ _SCALARS: dict[str, tuple[str, str]] = {
 _BIG = 1_000_000_007
 
 
-def load_module(path: Path = IDL_PATH) -> IdlModule:
-    """The parsed ``idl/mcc.idl``."""
-    return parse_idl(path.read_text(encoding="utf-8"), source=str(path))
+def load_module(path: Path = OUTPUT_PATH) -> IdlModule:
+    """The declarations of ``idl/mcc.idl``, read from the Python types generated from it
+    (``mcc.types._mcc``: installed with MCC, where ``idlc`` may not be)."""
+    return read_module(path.read_text(encoding="utf-8"), source=str(path))
 
 
 # -- the pattern, in Python ------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """Generate the Python topic types from ``idl/mcc.idl``.
 
-The cyclonedds wheel ships the Python IDL back end but not the ``idlc`` front end, so MCC
-parses the IDL subset it uses (modules, enums, structs, @key, @final/@appendable/@mutable,
-primitives, strings, sequences, arrays) and writes the same dataclasses ``idlc -l py`` would,
-with one deliberate difference: every field has a default, so samples can be built with
-keywords only. ``sequence<octet>`` becomes ``bytes`` (the one-block fast path).
+Cyclone's ``idlc`` (the one the bus runs on, ``make`` builds it) reads the IDL with the Python
+back end of the cyclonedds wheel (``idlc -l py``); its output is read back with Python's
+parser (``read_module``: enums, structs, @key, extensibility, scalars, strings, sequences,
+arrays) and written again as the same dataclasses with two deliberate differences: every field
+has a default, so samples can be built with keywords only, and ``sequence<octet>`` becomes
+``bytes`` (the one-block fast path). ``read_module`` also reads the module written here, which
+is how ``mcc.types.foreign`` learns the types without ``idlc``.
 
 Run ``python -m mcc.types.generate`` (``make types``) after editing the IDL;
 ``tests/types/test_idl.py`` fails while the generated module is stale and proves, with the
@@ -13,9 +15,11 @@ XTypes type hashes computed by the C ``idlc``, that both describe the same types
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,106 +91,127 @@ class IdlModule:
     order: list[str] = field(default_factory=list)
 
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_TOKENS = re.compile(r"@\w+|[A-Za-z_]\w*|\d+|[{}<>\[\];,]")
+def idlc_python(idl_path: Path = IDL_PATH) -> str:
+    """What Cyclone's ``idlc`` writes for ``idl_path`` with the Python back end of the
+    cyclonedds wheel (``idlc -l py``): MCC reads IDL through Cyclone's own front end only."""
+    from cyclonedds.__idlc__ import idlpy_path
 
+    from mcc import cyclone_tool
 
-def parse_idl(text: str, *, source: str = "idl/mcc.idl") -> IdlModule:
-    """Parse the IDL subset MCC uses; raise IdlError naming the file and token on anything else."""
-    tokens = _TOKENS.findall(_COMMENTS.sub(" ", text))
-    pos = 0
-
-    def peek(offset: int = 0) -> str:
-        return tokens[pos + offset] if pos + offset < len(tokens) else ""
-
-    def take(expected: str | None = None) -> str:
-        nonlocal pos
-        tok = peek()
-        if not tok or (expected is not None and tok != expected):
-            raise IdlError(
-                f"{source}: expected {expected or 'a token'!r}, found {tok or 'end of file'!r}"
+    idlc = cyclone_tool("idlc")
+    with tempfile.TemporaryDirectory(prefix="mcc-idlc-") as out:
+        try:
+            proc = subprocess.run(  # the Python back end writes into the working folder
+                [str(idlc), "-l", str(idlpy_path), str(Path(idl_path).resolve())],
+                cwd=out,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
-        pos += 1
-        return tok
+        except OSError as exc:
+            raise IdlError(f"{idl_path}: cannot run {idlc} (build Cyclone: `make`): {exc}") from exc
+        if proc.returncode != 0:
+            said = (proc.stderr + proc.stdout).strip() or f"exit {proc.returncode}"
+            raise IdlError(f"{idl_path}: idlc: {said}")
+        written = sorted(Path(out).glob("*/_[!_]*.py"))
+        if len(written) != 1:
+            raise IdlError(f"{idl_path}: one module expected, idlc wrote {len(written)}")
+        return written[0].read_text()
 
-    take("module")
-    module = IdlModule(take())
-    take("{")
-    while peek() != "}":
-        annotations = []
-        while peek().startswith("@"):
-            annotations.append(take()[1:])
-        kind = take()
-        if kind == "enum":
-            name = take()
-            take("{")
-            literals = [take()]
-            while peek() == ",":
-                take(",")
-                literals.append(take())
-            take("}")
-            take(";")
-            module.enums[name] = IdlEnumDecl(name, literals)
-        elif kind == "struct":
-            name = take()
-            ext = next(
-                (a for a in annotations if a in ("final", "appendable", "mutable")), "appendable"
-            )
-            decl = IdlStructDecl(name, ext)
-            take("{")
-            while peek() != "}":
-                is_key = False
-                while peek().startswith("@"):
-                    ann = take()
-                    if ann != "@key":
-                        raise IdlError(
-                            f"{source}: struct {name}: unsupported member annotation {ann}"
-                        )
-                    is_key = True
-                if peek() == "sequence":
-                    take("sequence")
-                    take("<")
-                    elem = _type_name(take, peek)
-                    take(">")
-                    fname = take()
-                    decl.fields.append(IdlField(fname, elem, "sequence", key=is_key))
-                else:
-                    tname = _type_name(take, peek)
-                    fname = take()
-                    if peek() == "[":
-                        take("[")
-                        length = int(take())
-                        take("]")
-                        decl.fields.append(IdlField(fname, tname, "array", length, is_key))
-                    else:
-                        decl.fields.append(IdlField(fname, tname, "plain", key=is_key))
-                take(";")
-            take("}")
-            take(";")
-            module.structs[name] = decl
+
+# The Python types of idlc's back end (and of the module written here) → an IDL name that
+# PRIMITIVES knows; synonyms (``long``, ``int32``) render alike.
+_SCALAR_NAMES = {python: name for name, (python, _) in PRIMITIVES.items()} | {"types.byte": "octet"}
+
+
+def read_module(python: str, *, source: str = "idl/mcc.idl") -> IdlModule:
+    """The enums and structs of a module in the shape ``idlc -l py`` writes (idlc's own
+    output, or the module this file writes from it), read with Python's parser."""
+    tree = ast.parse(python)
+    module: IdlModule | None = None
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        typename = next((k.value for k in node.keywords if k.arg == "typename"), None)
+        if not isinstance(typename, ast.Constant) or "." not in str(typename.value):
+            raise IdlError(f"{source}: {node.name}: no module-scoped typename")
+        if module is None:
+            module = IdlModule(str(typename.value).rsplit(".", 1)[0])
+        base = ast.unparse(node.bases[0]) if node.bases else ""
+        if base == "idl.IdlEnum":
+            literals = [
+                t.id
+                for a in node.body
+                if isinstance(a, ast.Assign)
+                for t in a.targets
+                if isinstance(t, ast.Name)
+            ]
+            module.enums[node.name] = IdlEnumDecl(node.name, literals)
+        elif base == "idl.IdlStruct":
+            module.structs[node.name] = _struct(node, source)
         else:
-            raise IdlError(
-                f"{source}: unsupported declaration {kind!r} (MCC's IDL uses enum and struct)"
-            )
-        module.order.append(name)
-    take("}")
-    for decl in module.structs.values():
-        for f in decl.fields:
-            known = (
-                f.type_name in PRIMITIVES
-                or f.type_name in module.enums
-                or f.type_name in module.structs
-            )
-            if not known:
-                raise IdlError(f"{source}: {decl.name}.{f.name}: unknown type {f.type_name!r}")
+            raise IdlError(f"{source}: {node.name}: unsupported declaration ({base or 'no base'})")
+        module.order.append(node.name)
+    if module is None:
+        raise IdlError(f"{source}: no enum or struct")
     return module
 
 
-def _type_name(take: Callable[..., str], peek: Callable[..., str]) -> str:
-    words = [take()]
-    while words[-1] in ("unsigned", "long") and peek() in ("long", "short"):
-        words.append(take())
-    return " ".join(words)
+def _struct(node: ast.ClassDef, source: str) -> IdlStructDecl:
+    kinds = [ast.unparse(d).removeprefix("annotate.") for d in node.decorator_list]
+    ext = next((k for k in kinds if k in ("final", "appendable", "mutable")), "appendable")
+    keys: set[str] = set()
+    members: list[tuple[str, ast.expr]] = []
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            members.append((stmt.target.id, stmt.annotation))
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and ast.unparse(stmt.value.func) == "annotate.key"
+        ):
+            keys.update(str(a.value) for a in stmt.value.args if isinstance(a, ast.Constant))
+        elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            raise IdlError(f"{source}: {node.name}: unsupported member {ast.unparse(stmt)!r}")
+    decl = IdlStructDecl(node.name, ext)
+    for name, annotation in members:
+        where = f"{source}: {node.name}.{name}"
+        if isinstance(annotation, ast.Subscript):
+            outer, inner = ast.unparse(annotation.value), annotation.slice
+            if outer == "types.sequence":
+                elem = _type(inner, where)
+                decl.fields.append(IdlField(name, elem, "sequence", key=name in keys))
+                continue
+            if (
+                outer == "types.array"
+                and isinstance(inner, ast.Tuple)
+                and isinstance(length := inner.elts[1], ast.Constant)
+                and isinstance(length.value, int)
+            ):
+                elem = _type(inner.elts[0], where)
+                decl.fields.append(IdlField(name, elem, "array", length.value, name in keys))
+                continue
+            raise IdlError(f"{where}: unsupported type {ast.unparse(annotation)!r}")
+        if ast.unparse(annotation) == "bytes":  # sequence<octet>, as this file writes it
+            decl.fields.append(IdlField(name, "octet", "sequence", key=name in keys))
+            continue
+        decl.fields.append(IdlField(name, _type(annotation, where), "plain", key=name in keys))
+    return decl
+
+
+def _type(annotation: ast.expr, where: str) -> str:
+    """An element or member type: a scalar's IDL name, or an enum's or struct's name."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.rsplit(".", 1)[-1]  # 'mcc.Track' (idlc) or 'Track' (ours)
+    text = ast.unparse(annotation)
+    if text not in _SCALAR_NAMES:
+        raise IdlError(f"{where}: unsupported type {text!r}")
+    return _SCALAR_NAMES[text]
+
+
+def idlc_module(idl_path: Path = IDL_PATH) -> IdlModule:
+    """``idl_path`` as Cyclone's idlc reads it."""
+    return read_module(idlc_python(idl_path), source=str(idl_path))
 
 
 def _annotation(module: IdlModule, f: IdlField) -> tuple[str, str]:
@@ -319,9 +344,11 @@ def render_python(
 
 
 def generate(idl_path: Path = IDL_PATH) -> str:
+    """The module ``_mcc.py`` for ``idl_path``: its declarations as idlc reads them, its
+    packed arrays from the IDL's comments (which idlc does not keep)."""
     text = idl_path.read_text()
     return render_python(
-        parse_idl(text),
+        idlc_module(idl_path),
         parse_packed_arrays(text),
         optional=parse_packed_arrays(text, optional=True),
     )
