@@ -7,9 +7,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from cyclonedds.core import InstanceState
 
 from mcc.bus import Bus, Linger
-from mcc.types import Threat
+from mcc.types import Checkpoint, Threat
 from tests.conftest import wait_for
 
 
@@ -44,6 +45,31 @@ def test_a_retired_instance_is_freed_by_writer_and_reader_a_disposed_one_is_not(
     wait_for(freed, 20, "the reader to free the retired instance")
     assert not _known(writer, 2)
     assert _known(writer, 1) and _known(reader, 1)
+
+
+@pytest.mark.parametrize(("topic", "profile"), [("Threat", "state"), ("Checkpoint", "durable")])
+def test_a_retired_instance_reads_as_disposed_whether_or_not_the_writer_autodisposes(
+    pair: tuple[Bus, Bus], topic: str, profile: str
+) -> None:
+    """``state`` writers autodispose (one message: the unregister, flagged a dispose too);
+    ``durable`` ones do not (a dead writer must not dispose what the store keeps), so their
+    retire disposes first. Either way a reader sees the instance disposed, not merely left."""
+    a, b = pair
+    sample = Threat(track_id=5) if topic == "Threat" else Checkpoint(job_id="j", worker_id="w")
+    writer = a.writer(topic, profile=profile)
+    reader = b.reader(topic, profile=profile, history=False)
+    assert writer.wait_for_readers(1, timeout_s=20)
+    writer.write(sample)
+    wait_for(lambda: bool(reader.take_cdr()), 20, "the sample")
+    writer.retire(sample)
+    states: list[InstanceState] = []
+
+    def noticed() -> bool:
+        states.extend(info.instance_state for _, info in reader.take_cdr())
+        return bool(states)
+
+    wait_for(noticed, 20, "the retirement")
+    assert states == [InstanceState.NotAliveDisposed], states
 
 
 def test_linger_unregisters_each_instance_its_time_after_its_last_write_unless_kept(
