@@ -101,6 +101,20 @@ def test_idlc_rejects_an_unknown_type_naming_the_file_line_and_type(tmp_path: Pa
         generate.generate(bad)
 
 
+@pytest.mark.parametrize(
+    ("member", "said"),
+    [
+        ("x: types.array[types.byte]", "S.x: unsupported type 'types.array[types.byte]'"),
+        ("x: types.float128", "S.x: unsupported type 'types.float128'"),
+        ("annotate.position('x', 3)", "S: unsupported member"),
+    ],
+)
+def test_reading_a_module_back_names_what_it_does_not_understand(member: str, said: str) -> None:
+    text = f'class S(idl.IdlStruct, typename="m.S"):\n    {member}\n'
+    with pytest.raises(IdlError, match=f"^x.py: {re.escape(said)}"):
+        generate.read_module(text, source="x.py")
+
+
 @pytest.fixture(scope="module")
 def c_idl(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """mcc.h and mcc.c as Cyclone's C idlc writes them (an independent reading of the IDL)."""

@@ -108,7 +108,7 @@ def idlc_python(idl_path: Path = IDL_PATH) -> str:
                 text=True,
                 timeout=60,
             )
-        except OSError as exc:
+        except (OSError, subprocess.TimeoutExpired) as exc:
             raise IdlError(f"{idl_path}: cannot run {idlc} (build Cyclone: `make`): {exc}") from exc
         if proc.returncode != 0:
             said = (proc.stderr + proc.stdout).strip() or f"exit {proc.returncode}"
@@ -185,6 +185,7 @@ def _struct(node: ast.ClassDef, source: str) -> IdlStructDecl:
             if (
                 outer == "types.array"
                 and isinstance(inner, ast.Tuple)
+                and len(inner.elts) == 2
                 and isinstance(length := inner.elts[1], ast.Constant)
                 and isinstance(length.value, int)
             ):
