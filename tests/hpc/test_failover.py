@@ -9,13 +9,16 @@ result record, whatever the master's kill interrupted.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ import numpy as np
 import pytest
 
 from mcc.bus import Bus
-from mcc.hpc.base import CONTROL_ID, JobResult, read_result
+from mcc.hpc.base import CONTROL_ID, JobResult, read_result, write_result
 from mcc.hpc.farm import result_path
 from mcc.hpc.journal import (
     LEASE_KEY,
@@ -239,3 +242,25 @@ def test_a_token_that_is_not_one_is_refused() -> None:
     assert decode_token(b"\x01\x02") is None
     assert decode_token(b"\x00" * 8 + b"\xff") is None
     assert decode_token(b"\x00" * 8 + b"x" * 300) is None
+
+
+def test_a_standby_and_the_master_that_finished_may_write_the_result_at_once(
+    tmp_path: Path,
+) -> None:
+    """The standby learns the job is done and writes its result while the master that did it
+    writes the same file: the two used one temporary name, and one of them died renaming a
+    file the other had just renamed (FileNotFoundError, seen on 2026-11-29)."""
+    path = tmp_path / "hpc-job.json"
+    results = [JobResult(app="primes", impl="dds", workers=1, job_id="j", count=k) for k in (1, 2)]
+    start = threading.Barrier(2)
+
+    def write_often(result: JobResult) -> None:
+        start.wait()
+        for _ in range(300):
+            write_result(result, path)
+
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(write_often, r) for r in results]:
+            done.result(timeout=60)
+    assert json.loads(path.read_text())["count"] in (1, 2)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left

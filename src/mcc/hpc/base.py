@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mcc.errors import HpcError
+from mcc.files import write_atomic
 from mcc.settings import current
 
 __all__ = [
@@ -90,11 +91,11 @@ class JobResult:
 
 
 def write_result(result: JobResult, path: Path) -> Path:
-    """Write ``result`` as JSON, atomically (a reader never sees half a file)."""
+    """Write ``result`` as JSON, atomically (a reader never sees half a file). Several
+    writers may race for one result, a standby master beside the one that finished the job:
+    each writes a temporary file of its own, and the last complete one stays."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(result.as_dict(), indent=2) + "\n")
     return path
 
 
