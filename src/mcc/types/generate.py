@@ -356,7 +356,12 @@ def generate(idl_path: Path = IDL_PATH) -> str:
 
 
 def main() -> int:
-    OUTPUT_PATH.write_text(generate())
+    try:
+        text = generate()
+    except IdlError as exc:  # idlc's file:line message, not a traceback
+        print(f"mcc.types.generate: error: {exc}", file=sys.stderr)
+        return 2
+    OUTPUT_PATH.write_text(text)
     print(f"wrote {OUTPUT_PATH} from {IDL_PATH}")
     return 0
 
