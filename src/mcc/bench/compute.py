@@ -69,6 +69,7 @@ import numpy as np
 
 from mcc.bench import report, runner
 from mcc.bus import Transport
+from mcc.bus.bulk import BLOCK_CDR_BYTES
 from mcc.bus.transport import ScratchDomains
 from mcc.compute import KERNELS, Kernels, open_compute
 from mcc.compute.backend import available_devices, device_kind
@@ -114,11 +115,13 @@ DEFAULT_REPS = 7
 QUICK_REPS = 3
 SEED = 2024
 
-#: Cyclone settings for bulk arrays on one host: 64 KB UDP datagrams (loopback MTU is 64 KB),
+#: Cyclone settings for bulk arrays on one host: 64 KB UDP datagrams (loopback MTU is 64 KB)
+#: that hold a whole bulk block (`mcc.bus.bulk.BLOCK_CDR_BYTES`),
 #: a writer history cache that lets tens of MB be in flight before acknowledgements, and
 #: socket buffers up to 4 MB (net.core.rmem_max here; less where the kernel allows less).
 BULK_EXTRA_XML = (
-    "<General><MaxMessageSize>65500B</MaxMessageSize><FragmentSize>62000B</FragmentSize>"
+    "<General><MaxMessageSize>65500B</MaxMessageSize>"
+    f"<FragmentSize>{BLOCK_CDR_BYTES}B</FragmentSize>"
     "</General><Internal><Watermarks><WhcHigh>32MB</WhcHigh></Watermarks>"
     '<SocketReceiveBufferSize max="4MB"/><SocketSendBufferSize max="4MB"/></Internal>'
 )

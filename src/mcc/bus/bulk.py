@@ -2,13 +2,14 @@
 
 As MPI's ``Send``/``Recv`` of a buffer is one call, ``BulkWriter.send`` hands a whole buffer
 (bytes, a numpy array: anything C-contiguous) to the bus's native core, which cuts it into
-64 KiB ``BulkBlock`` samples and writes them with the GIL released, waiting while flow control
+63 KiB ``BulkBlock`` samples and writes them with the GIL released, waiting while flow control
 holds the writer back (over UDP each block is serialized around the caller's bytes: one copy);
 ``BulkReader.receive`` takes the blocks into a writable buffer of the transfer's size, each
-copied from the sample straight to its offset. The copying is done by the reader's listener on
-Cyclone's receive thread as the blocks arrive, and the receiving thread is woken once, when the
-transfer is whole: one receive at a time per reader. No Python object is made per block, so a
-transfer does not compete with the process's other threads for the GIL.
+copied straight to its offset from the block as it came (over UDP its serialized form). The
+copying is done by the reader's listener on Cyclone's receive thread as the blocks arrive,
+and the receiving thread is woken once, when the transfer is whole: one receive at a time per
+reader. No Python object is made per block, so a transfer does not compete with the process's
+other threads for the GIL.
 
 The endpoints are the native core's, made with the C type Cyclone's ``idlc`` generates (a
 fixed-size type): on the ``shm`` transport a block between two processes of one host is a loan
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_BYTES",
+    "BLOCK_CDR_BYTES",
     "BULK_TOPICS",
     "BulkHeader",
     "BulkReader",
@@ -59,8 +61,12 @@ __all__ = [
 
 #: The topics whose type is ``BulkBlock``.
 BULK_TOPICS = ("Bulk", "BulkReturn", "ComputeBulk", "ComputeBulkReturn")
-#: The data a block carries (``BulkBlock.data``).
-BLOCK_BYTES = 65536
+#: The data a block carries (``BulkBlock.data``): 63 KiB, so that a block fits one UDP datagram.
+BLOCK_BYTES = 64512
+#: A block serialized: the encapsulation header, the header fields and the data. Cyclone sends
+#: a sample of at most its ``FragmentSize`` unfragmented, so bulk settings use this (and room
+#: for the RTPS headers in ``MaxMessageSize``) to send a block in one datagram.
+BLOCK_CDR_BYTES = 4 + 36 + BLOCK_BYTES
 
 _TIMEOUT = DDSException.DDS_RETCODE_TIMEOUT
 

@@ -370,7 +370,7 @@ class BulkBlock(idl.IdlStruct, typename="mcc.BulkBlock"):
     offset: types.uint64 = 0
     total: types.uint64 = 0
     length: types.uint32 = 0
-    data: types.array[types.byte, 65536] = field(default_factory=lambda: bytes(65536))
+    data: types.array[types.byte, 64512] = field(default_factory=lambda: bytes(64512))
 
 
 @dataclass
