@@ -233,21 +233,21 @@ def worker(ctx: AppContext) -> int:
         return 2
     job_id = args.job or default_job_id("primes")
     worker_id = ctx.identity.id
-    checkpoint = (
-        restore_checkpoint(
-            ctx.bus, job_id=job_id, worker_id=worker_id, timeout_s=args.restore_timeout_s
-        )
-        if args.restore_timeout_s > 0
-        else None
-    )
+    # The job's endpoints first: they match the master's while the persistence service
+    # answers the checkpoint query, where a replacement made them only after its answer.
     farm = FarmWorker(
         ctx.bus,
         worker_id=worker_id,
         job_id=job_id,
-        checkpoint=checkpoint,
         checkpoint_interval_s=args.checkpoint_interval_s,
         segment_numbers=args.segment,
     )
+    if args.restore_timeout_s > 0:
+        checkpoint = restore_checkpoint(
+            ctx.bus, job_id=job_id, worker_id=worker_id, timeout_s=args.restore_timeout_s
+        )
+        if checkpoint is not None:
+            farm.restore(checkpoint)
     done = farm.run(
         ctx.stop,
         start_timeout_s=args.start_timeout_s,

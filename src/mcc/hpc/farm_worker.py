@@ -83,7 +83,7 @@ class FarmWorker:
         self.resumed_from: dict[str, int] | None = None
         self._resume: _Resume | None = None
         if checkpoint is not None:
-            self._restore(checkpoint)
+            self.restore(checkpoint)
         self._queue: deque[WorkItem] = deque()
         self._queued: set[int] = set()
         # The master's token (mcc.hpc.journal): items of a lower one are a deposed master's.
@@ -102,7 +102,9 @@ class FarmWorker:
         self._checkpoints = bus.writer("Checkpoint")
         self._items = bus.reader("WorkItem", on_data=self._on_items)
 
-    def _restore(self, checkpoint: Checkpoint) -> None:
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Resume from ``checkpoint``: its items done and the scan of the item it was in. Before
+        `run`; items that came meanwhile wait in the queue."""
         self.items_done = int(checkpoint.items_done)
         self.last_item_id = int(checkpoint.last_item_id)
         state = bytes(checkpoint.state)
