@@ -13,6 +13,7 @@ import pytest
 from mcc.bus import Bus
 from mcc.hpc.base import CONTROL_ID, JobResult
 from mcc.hpc.farm import FarmMaster, FarmWorker
+from mcc.hpc.farm_worker import HELLO_REPEAT_S
 from mcc.hpc.primes import base_primes, count_primes, isqrt, split_range
 from mcc.types import Checkpoint, WorkItem, WorkResult
 from tests.conftest import wait_for
@@ -218,6 +219,49 @@ def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_
         assert len(checkpoints) < 6, [c.items_done for c in checkpoints]
     else:
         assert len(ends) >= 6 and len(checkpoints) > len(ends)  # each item: mid-way, then end
+
+
+def test_a_master_that_matches_late_still_hears_the_worker_that_has_its_items(
+    buses: tuple[Bus, Bus],
+) -> None:
+    """A replacement gets its items from the master's writer (transient-local) as soon as that
+    writer has matched its reader, which may be before the master's reader has matched its
+    ``WorkResult`` writer (its first hellos reached only a watcher). It keeps saying hello for
+    ``HELLO_REPEAT_S``, so the master still learns of it and re-issues what it missed."""
+    master_bus, bus = buses
+    items = master_bus.writer("WorkItem")
+    watcher = master_bus.reader("WorkResult")  # the only reader when the worker starts
+    items.write_many(
+        [
+            WorkItem(job_id=JOB, item_id=k, worker_id="t/worker/0", lo=lo, hi=hi)
+            for k, (lo, hi) in enumerate(split_range(400_000, 4))
+        ]
+    )
+    worker = FarmWorker(bus, worker_id="t/worker/0", job_id=JOB)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    done = pool.submit(worker.run, stop, start_timeout_s=30)
+    pool.shutdown(wait=False)
+    try:
+        heard: list[WorkResult] = []
+
+        def worked() -> bool:
+            heard.extend(watcher.take())
+            return any(r.item_id != CONTROL_ID for r in heard)
+
+        wait_for(worked, 20, "a result at the watcher")
+        started = min(r.done_ns for r in heard if r.item_id == CONTROL_ID)
+        late = master_bus.reader("WorkResult")  # the master's reader, matching only now
+        hello: list[WorkResult] = []
+        deadline = time.monotonic() + HELLO_REPEAT_S + 5.0
+        while not hello and time.monotonic() < deadline:
+            hello = [r for r in late.take_wait(16, timeout_s=0.1) if r.item_id == CONTROL_ID]
+    finally:
+        items.write(WorkItem(job_id=JOB, item_id=CONTROL_ID, worker_id=""))
+        stop.set()
+    assert done.result(timeout=30) == 4
+    assert hello and hello[0].worker_id == "t/worker/0"
+    assert hello[0].done_ns - started <= HELLO_REPEAT_S * 1e9 + 0.5e9
 
 
 def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> None:

@@ -174,7 +174,12 @@ class HeartbeatPublisher(Service):
         self._writer.write(hb)
         return hb
 
-    def _run(self) -> None:
+    def _run(self, wait_for_reader_s: float) -> None:
+        if wait_for_reader_s > 0:
+            self._writer.wait_for_readers(1, timeout_s=wait_for_reader_s)
+        if self._stop.is_set():
+            return
+        self.beat()
         # A reader that matched this writer may not have discovered it yet (discovery is not
         # symmetric in time) and drops its best-effort beats until it has: the first beat was
         # lost that way in about one failover of two, and the supervisor then waited a whole
@@ -192,13 +197,13 @@ class HeartbeatPublisher(Service):
                 self.trims += release_free_memory()
 
     def start(self, *, wait_for_reader_s: float = 0.0) -> HeartbeatPublisher:
-        """Beat now and every period; first wait up to ``wait_for_reader_s`` for a reader to
-        match, so the first beat of a new process is not lost to discovery (the supervisor
-        marks an instance running on its first beat)."""
-        if wait_for_reader_s > 0:
-            self._writer.wait_for_readers(1, timeout_s=wait_for_reader_s)
-        self.beat()
-        self._thread = threading.Thread(target=self._run, name="mcc-heartbeat", daemon=True)
+        """Beat at once and every period, on a thread of its own; with ``wait_for_reader_s``
+        the first beat waits up to that long for a reader to match, so it is not lost to
+        discovery (the supervisor marks an instance running on its first beat). The caller
+        does not wait: an instance's app starts while its heartbeat is being discovered."""
+        self._thread = threading.Thread(
+            target=self._run, args=(wait_for_reader_s,), name="mcc-heartbeat", daemon=True
+        )
         self._thread.start()
         return self
 

@@ -34,6 +34,9 @@ __all__ = ["FarmWorker"]
 
 log = logging.getLogger("mcc.hpc.farm")
 
+#: How long a worker says hello every interval even after its items came (`FarmWorker.run`).
+HELLO_REPEAT_S = 2.0
+
 
 @dataclass
 class _Resume:
@@ -202,14 +205,41 @@ class FarmWorker:
                 f"(job {self.job_id}); is the master running on this domain and discovery tag?"
             )
         self._items.wait_for_writers(1, timeout_s=start_timeout_s)
-        done_here = 0
         self._hello()  # at least once: the master learns of a replacement from it
-        next_hello = time.monotonic() + hello_interval_s
+        quiet = threading.Event()  # the hellos end with the run
+        threading.Thread(
+            target=self._say_hello,
+            args=(quiet, hello_interval_s),
+            name="mcc-farm-hello",
+            daemon=True,
+        ).start()
+        try:
+            return self._serve(stop, hello_interval_s, on_item)
+        finally:
+            quiet.set()
+
+    def _say_hello(self, quiet: threading.Event, interval_s: float) -> None:
+        """Hello every ``interval_s`` until items come, and for `HELLO_REPEAT_S` in any case.
+        A replacement gets its items from the master's writer once that writer has matched its
+        reader, which may be before the master's reader has matched its `WorkResult` writer:
+        its first hellos are then lost, and with them the re-issue of its unfinished items
+        (which makes it resend the results the master missed meanwhile)."""
+        until = time.monotonic() + HELLO_REPEAT_S
+        while not quiet.wait(interval_s) and not self._over.is_set():
+            if self._got_any.is_set() and time.monotonic() >= until:
+                return
+            self._hello()
+
+    def _serve(
+        self,
+        stop: threading.Event,
+        hello_interval_s: float,
+        on_item: Callable[[WorkResult], None] | None,
+    ) -> int:
+        """Work the queue until the master says the job is over (or ``stop``); items done."""
+        done_here = 0
         hello_with_work = False
         while not stop.is_set():
-            if not self._got_any.is_set() and time.monotonic() >= next_hello:
-                self._hello()
-                next_hello = time.monotonic() + hello_interval_s
             if self._queue:
                 if not hello_with_work:
                     # Again before the first item: a replacement gets its items from the
