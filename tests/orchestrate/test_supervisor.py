@@ -231,3 +231,26 @@ stop_grace_s: 1.0
     assert {i["state"] for i in final["instances"]} == {"stopped"}
     summary = json.loads((sup.run_dir / "supervisor.json").read_text())
     assert summary["state"] == "stopped" and summary["events"]
+
+
+def test_the_fork_server_imports_the_missions_apps_before_it_forks_them(
+    run_supervisor: Callable[..., Supervisor], tmp_path: Path
+) -> None:
+    """A local mission's agent imports its apps once, before forking instances: a restarted
+    instance does not import its app again (a farm worker's replacement started sooner)."""
+    sup = run_supervisor(
+        "mission: preload\ndomain: {domain}\nsystems:\n"
+        "  probe: {app: 'tests.orchestrate.preload_app:main', replicas: 2, restart: never}\n"
+    )
+    run = tmp_path / "run"
+    seen = [
+        wait_for(lambda i=i: (run / f"imported-{i}").exists() and (run / f"imported-{i}"), 60.0)
+        for i in (0, 1)
+    ]
+    imported_by = set()
+    for path in seen:
+        by, pid, parent = map(int, path.read_text().split())
+        assert by != pid and by == parent  # in the fork server, not in the instance
+        imported_by.add(by)
+    assert len(imported_by) == 1
+    assert sup.instances["preload/probe/0"].pid

@@ -204,6 +204,9 @@ class Supervisor(Service):
         backend.on_promoted = self._on_promoted
         backend.on_fenced = self._on_fenced
         backend.on_shutdown = self._on_shutdown
+        backend.preload(
+            sorted({s.app.partition(":")[0] for s in self.systems.values() if s.app is not None})
+        )
         leadership = backend.lead()  # None: a backend of one supervisor, opened and active
         self._planner = Planner(backend.capacity(), cores=backend.cores(), gpus=backend.gpus())
         self._launcher = Launcher(

