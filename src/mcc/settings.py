@@ -259,8 +259,8 @@ class Settings(_FromEnv):
     )
     zygote_preload: CommaList = Field(
         default=("mcc.compute", "mcc.compute.remote", "mcc.apps.metrics"),
-        description="Modules the agent's fork server imports once, for every app it forks "
-        "(comma-separated).",
+        description="Modules the agent's fork server imports once, for every app it forks, "
+        "besides the apps of the mission it serves (comma-separated).",
     )
     # -- operators --------------------------------------------------------------------------------
     operator: str = Field(
