@@ -53,7 +53,6 @@ class FarmWorker:
         bus: the worker's bus.
         worker_id: its identity (``mission/system/index``), the same after a restart.
         job_id: the job it serves.
-        checkpoint: this identity's last checkpoint (from the persistence service), if any.
         checkpoint_interval_s: the least time between two checkpoints while it works: one
             inside an item saves the scan so far, one after an item what it finished. The end
             of an item whose scan was saved is always saved (no stale scan outlives its
@@ -70,7 +69,6 @@ class FarmWorker:
         *,
         worker_id: str,
         job_id: str,
-        checkpoint: Checkpoint | None = None,
         checkpoint_interval_s: float = 0.25,
         segment_numbers: int = DEFAULT_SEGMENT_NUMBERS,
         max_queued_items: int = MAX_QUEUED_ITEMS,
@@ -85,8 +83,6 @@ class FarmWorker:
         self.last_item_id = 0
         self.resumed_from: dict[str, int] | None = None
         self._resume: _Resume | None = None
-        if checkpoint is not None:
-            self.restore(checkpoint)
         self._queue: deque[WorkItem] = deque()
         self._queued: set[int] = set()
         # The master's token (mcc.hpc.journal): items of a lower one are a deposed master's.
@@ -106,8 +102,9 @@ class FarmWorker:
         self._items = bus.reader("WorkItem", on_data=self._on_items)
 
     def restore(self, checkpoint: Checkpoint) -> None:
-        """Resume from ``checkpoint``: its items done and the scan of the item it was in. Before
-        `run`; items that came meanwhile wait in the queue."""
+        """Resume from ``checkpoint`` (this identity's last, from the persistence service): its
+        items done and the scan of the item it was in. Before `run`; items that came meanwhile
+        wait in the queue."""
         self.items_done = int(checkpoint.items_done)
         self.last_item_id = int(checkpoint.last_item_id)
         state = bytes(checkpoint.state)
