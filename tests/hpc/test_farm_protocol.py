@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mcc.bus import Bus
-from mcc.hpc.base import CONTROL_ID, JobResult
-from mcc.hpc.farm import FarmMaster, FarmWorker
+from mcc.hpc.base import CONTROL_ID, JobResult, read_result, write_result
+from mcc.hpc.farm import FarmMaster, FarmWorker, write_own_result
 from mcc.hpc.farm_worker import HELLO_REPEAT_S
 from mcc.hpc.primes import base_primes, count_primes, isqrt, split_range
 from mcc.types import Checkpoint, WorkItem, WorkResult
@@ -164,14 +164,16 @@ def test_a_silent_worker_s_items_move_to_a_live_one(buses: tuple[Bus, Bus]) -> N
     assert result.reissued_items == 2 and result.lost_items == 0
 
 
-@pytest.mark.parametrize("interval_s", [60.0, 0.0])
+@pytest.mark.parametrize(("interval_s", "idle_s"), [(60.0, 0.0), (0.0, 0.0), (1.0, 1.5)])
 def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_idle(
-    buses: tuple[Bus, Bus], interval_s: float
+    buses: tuple[Bus, Bus], interval_s: float, idle_s: float
 ) -> None:
     """Each durable ``Checkpoint`` costs every persistence replica a commit: a worker saves at
     most once per ``checkpoint_interval_s`` while it works, always again at the end of an item
     whose scan it saved mid-way (so no stale scan outlives its item), and what it finished
-    once its queue is empty. The test plays the master; six items of 500 000 numbers."""
+    once its queue is empty. The interval counts from when the work comes: a worker idle for
+    longer (``idle_s``) does not save the first segment of its first item. The test plays the
+    master; six items of 500 000 numbers."""
     master_bus, bus = buses
     items = master_bus.writer("WorkItem")
     results = master_bus.reader("WorkResult")
@@ -192,6 +194,7 @@ def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_
     answers: dict[int, WorkResult] = {}
     try:
         wait_for(lambda: any(r.item_id == CONTROL_ID for r in results.take()), 20, "a hello")
+        time.sleep(idle_s)
         ranges = split_range(3_000_000, 6)
         items.write_many(
             [
@@ -217,6 +220,8 @@ def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_
     if interval_s:
         # all six queued before the first ended: one save, when idle (each item saved before)
         assert len(checkpoints) < 6, [c.items_done for c in checkpoints]
+        if idle_s:  # six items in well under an interval from their start: none saved mid-way
+            assert ends == checkpoints, [bytes(c.state) for c in checkpoints]
     else:
         assert len(ends) >= 6 and len(checkpoints) > len(ends)  # each item: mid-way, then end
 
@@ -296,3 +301,29 @@ def test_the_farm_and_stream_apps_config_blocks_are_checked(tmp_path: Path) -> N
     assert (master.n, master.workers, master.items, master.job) == (1000, 2, 4, "j1")
     assert master.journal_timeout_s == 0
     assert mission.clusters["worker"].config == {"job": "j1", "restore_timeout_s": 0}
+
+
+def test_a_master_that_finds_the_job_ended_leaves_the_result_to_the_one_that_ended_it(
+    tmp_path: Path,
+) -> None:
+    """A standby that reads the end in the journal has no runtime to report (the results
+    were counted by the leader): it waits for the leader's file, which follows the journal's
+    end, and writes its own only if that never comes."""
+    leader = JobResult(app="primes", impl="dds", workers=2, job_id="j", runtime_s=1.5)
+    standby = JobResult(app="primes", impl="dds", workers=2, job_id="j", runtime_s=None)
+    stop = threading.Event()
+    path = tmp_path / "hpc-j.json"
+    later = threading.Timer(0.3, write_result, args=(leader, path))
+    later.start()
+    try:
+        assert not write_own_result(standby, path, ended_by="m/master/0", wait_s=20, stop=stop)
+    finally:
+        later.join()
+    got = read_result(path)
+    assert got is not None and got.runtime_s == 1.5
+    alone = tmp_path / "hpc-k.json"  # the leader died before writing: ours, after the wait
+    assert write_own_result(standby, alone, ended_by="m/master/0", wait_s=0.1, stop=stop)
+    assert read_result(alone) == standby
+    own = tmp_path / "hpc-l.json"  # the master that ended the job writes at once
+    assert write_own_result(leader, own, ended_by="", wait_s=20, stop=stop)
+    assert read_result(own) == leader

@@ -4,6 +4,7 @@ higher claim steps down and hands out nothing, and takes over again once that cl
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -11,9 +12,17 @@ from pathlib import Path
 import pytest
 
 from mcc.bus import Bus
+from mcc.hpc import farm_master
 from mcc.hpc.base import CONTROL_ID, JobResult
 from mcc.hpc.farm import FarmMaster, FarmWorker
-from mcc.hpc.journal import Lease, MasterJournal, encode_token
+from mcc.hpc.journal import (
+    RESULTS_PREFIX,
+    JournalState,
+    Lease,
+    MasterJournal,
+    encode_token,
+    read_records,
+)
 from mcc.persist import open_service
 from mcc.types import WorkItem, WorkResult
 from tests.conftest import wait_for
@@ -136,3 +145,77 @@ def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
     assert journal_report["epoch"] == 6 and journal_report["records_per_item_max"] == 1
     (takeover,) = journal_report["takeovers"]
     assert (takeover["from"], takeover["adopted_results"]) == ("t/master/9", 1)
+
+
+# -- group commit: results that come together share one durable write --------------------------
+
+
+@pytest.fixture
+def journaled_farm(
+    buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path
+) -> Iterator[tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]]]:
+    """A journaled master of 4 items for one played worker, and the items of each journal
+    write of results as the persistence service received them."""
+    master_bus, bus = buses
+    writes: list[list[int]] = []
+
+    def on_records(reader: object) -> None:
+        for cp in watch.take(64):
+            if cp.job_id == JOB and cp.worker_id.startswith(RESULTS_PREFIX):
+                writes.append(sorted(read_records(JournalState(), [cp], job_id=JOB).results))
+
+    watch = bus.reader("Checkpoint", on_data=on_records)
+    with open_service(tmp_path / "p.sqlite", domain_id=domain_id, replica="p") as service:
+        service.wait_ready(timeout_s=20)
+        journal = MasterJournal(master_bus, job_id=JOB, master_id="t/master/0")
+        farm = FarmMaster(master_bus, job_id=JOB, n=10_000, workers=1, items=4, journal=journal)
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(1)
+        future: Future[JobResult] = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
+        pool.shutdown(wait=False)
+        try:
+            worker = PlayedWorker(bus, "t/worker/0")
+            worker.hello(pid=111)
+            yield farm, future, worker, writes
+        finally:
+            stop.set()
+
+
+def test_results_are_held_for_one_write_and_the_jobs_last_ones_are_not(
+    journaled_farm: tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    farm, future, worker, writes = journaled_farm
+    # A window far longer than the test: only the job's last results end it.
+    monkeypatch.setattr(farm_master, "GROUP_COMMIT_S", 60.0)
+    items = worker.take_mine(4)
+    worker.answer_all(items[:3])
+    worker.answer(items[0])  # again while held: counted once, journaled once
+    wait_for(lambda: farm.duplicates == 1, 20, "the duplicate seen")
+    assert farm.results == {} and writes == []  # held, not counted yet
+    started = time.monotonic()
+    worker.answer(items[3])
+    result = future.result(timeout=30)
+    assert time.monotonic() - started < 30  # the last result did not wait out the window
+    assert (result.count, result.largest) == reference(10_000)
+    # one durable write for the job's four results
+    wait_for(lambda: writes, 20, "the journal write seen")
+    assert writes == [[0, 1, 2, 3]]
+    journal = result.extra["journal"]
+    assert (journal["records_per_item_max"], journal["result_writes"]) == (1, 1)
+    assert result.duplicate_results == 1
+
+
+def test_a_held_result_is_journaled_when_the_window_ends_without_more_results(
+    journaled_farm: tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    farm, future, worker, writes = journaled_farm
+    monkeypatch.setattr(farm_master, "GROUP_COMMIT_S", 0.3)
+    items = worker.take_mine(4)
+    worker.answer(items[0])
+    wait_for(lambda: 0 in farm.results, 20, "the held result counted once the window ended")
+    wait_for(lambda: writes, 20, "the journal write seen")
+    assert writes == [[0]]
+    worker.answer_all(items[1:])
+    assert future.result(timeout=30).lost_items == 0

@@ -42,12 +42,15 @@ only workers ``WorkResult``; within those, ``worker_id`` is taken on trust.
 from __future__ import annotations
 
 import sys
+import threading
+import time
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from mcc.errors import MccError
-from mcc.hpc.base import HpcError, default_job_id, write_result
+from mcc.hpc.base import HpcError, JobResult, default_job_id, write_result
 from mcc.hpc.farm_master import FarmMaster
 from mcc.hpc.farm_protocol import (
     MAX_ITEM_NUMBERS,
@@ -79,6 +82,7 @@ __all__ = [
     "master",
     "result_path",
     "worker",
+    "write_own_result",
 ]
 
 
@@ -127,6 +131,25 @@ class WorkerConfig(AppConfig):
         description="wait for the persistence service's replay of my checkpoint, s (0: do not "
         "ask: a mission without the service)",
     )
+
+
+def write_own_result(
+    result: JobResult, path: Path, *, ended_by: str, wait_s: float, stop: threading.Event
+) -> bool:
+    """Write ``result`` to ``path`` unless another master ended the job (``ended_by``) and its
+    result comes within ``wait_s``; whether ours was written.
+
+    That master writes its result just after it marks the end in the journal. Ours has no
+    runtime (the results were counted there): written first, it was what a reader of the
+    file got, in 3 of 25 jobs at n = 10^7 (the standby and the leader racing)."""
+    if ended_by:
+        deadline = time.monotonic() + wait_s
+        while not path.exists() and time.monotonic() < deadline and not stop.wait(0.02):
+            pass
+        if path.exists():
+            return False
+    write_result(result, path)
+    return True
 
 
 # Checkpoint: the master's journal (its lease and the results it counted, mcc.hpc.journal),
@@ -202,10 +225,11 @@ def master(ctx: AppContext) -> int:
             return 0
         raise
     path = result_path(ctx.run_dir, job_id)
-    if farm.ended_by and path.exists():
+    if not write_own_result(
+        result, path, ended_by=farm.ended_by, wait_s=args.lease_s, stop=ctx.stop
+    ):
         ctx.log.info("job %s: finished by %s; its result is %s", job_id, farm.ended_by, path)
         return 0
-    write_result(result, path)
     ctx.log.info(
         "job %s: %d primes, largest %d, %.3f s; %s",
         job_id,

@@ -38,6 +38,12 @@ log = logging.getLogger("mcc.hpc.farm")
 #: first item (`FarmMaster._wait_for_workers`); past it, items go out all the same.
 ITEM_MATCH_WAIT_S = 2.0
 
+#: With a journal, results are committed together: a batch waits up to this long for more
+#: results to share its durable write, unless it holds the job's last results or counting
+#: them hands out work (dynamic mode, a replacement's hello). The price: a master killed
+#: meanwhile leaves that many seconds of results to be computed again by its successor.
+GROUP_COMMIT_S = 0.05
+
 
 class _Superseded(Exception):
     """A higher claim than ours is in the journal: stop handing out work."""
@@ -144,7 +150,10 @@ class FarmMaster:
         self.adopted = 0  # results taken from the journal at the last claim
         self.takeovers: list[dict[str, Any]] = []
         self.ended_by = ""  # the master that had finished the job when this one came
-        self._unjournaled: list[tuple[int, int, int, str]] = []  # (item, count, largest, worker)
+        # Results not in the journal yet (item, count, largest, worker), since _held_since.
+        self._unjournaled: list[tuple[int, int, int, str]] = []
+        self._held_since = 0.0
+        self.result_writes = 0  # batches of results journaled: a commit on every replica each
         self._last_renew = 0.0
         self._items = bus.writer("WorkItem")
         self._results = bus.reader("WorkResult")
@@ -360,7 +369,10 @@ class FarmMaster:
                     f"job {self.job_id}: {len(self.results)}/{len(self.ranges)} results by "
                     "the job's timeout"
                 )
-            self._receive(0.2 if self.journal is None else min(0.2, self.lease_s / 8))
+            wait_s = 0.2 if self.journal is None else min(0.2, self.lease_s / 8)
+            if self._unjournaled:  # a held batch is committed on time
+                wait_s = max(0.0, min(wait_s, self._held_since + GROUP_COMMIT_S - time.monotonic()))
+            self._receive(wait_s)
             self._reassign_silent()
             self._keep_lease()
         return self._conclude()
@@ -449,7 +461,7 @@ class FarmMaster:
             if sample.item_id == CONTROL_ID:
                 # In order: what a worker finished before its replacement said hello counts
                 # before the hello decides what to re-issue.
-                self._count_all(fresh)
+                self._count_all(fresh, now=True)
                 fresh = []
                 self._on_hello(sample.worker_id, int(sample.value))
             elif (checked := self._on_result(sample)) is not None:
@@ -459,15 +471,36 @@ class FarmMaster:
                     fresh.append(checked)
         self._count_all(fresh)
 
-    def _count_all(self, fresh: list[tuple[int, int, int, str]]) -> None:
-        """Count new results; with a journal, once the journal has them (and any left over)."""
+    def _count_all(self, fresh: list[tuple[int, int, int, str]], *, now: bool = False) -> None:
+        """Count new results; with a journal, once the journal has them: the batch held so
+        far and ``fresh`` in one write, when due (`GROUP_COMMIT_S`) or ``now``."""
         if self.journal is not None and (fresh or self._unjournaled):
             # A result counts once it is in the journal: a successor then never re-issues it.
-            batch = self._unjournaled + fresh
+            if not self._unjournaled:
+                self._held_since = time.monotonic()
+            held = {r[0] for r in self._unjournaled}
+            batch = list(self._unjournaled)
+            for result in fresh:
+                if result[0] in held:
+                    self.duplicates += 1  # again while held: counted once
+                else:
+                    batch.append(result)
+                    held.add(result[0])
+            due = (
+                now
+                or self.mode == "dynamic"  # counting a result hands out the next item
+                or len(self.results) + len(batch) >= len(self.ranges)  # the job's last ones
+                or time.monotonic() - self._held_since >= GROUP_COMMIT_S
+            )
+            if not due:
+                self._unjournaled = batch
+                return
             try:
                 self.journal.record([(i, c, g) for i, c, g, _ in batch])
+                self.result_writes += 1
             except MccError as exc:
                 self._unjournaled = batch
+                self._held_since = time.monotonic()  # retried a GROUP_COMMIT_S from now
                 self._drop("results not journaled yet (retried)", str(exc))
                 return
             self._unjournaled = []
@@ -677,6 +710,7 @@ class FarmMaster:
             "takeovers": self.takeovers,
             "adopted_results": self.adopted,
             "records": sum(per_item.values()),
+            "result_writes": self.result_writes,
             "records_per_item_max": max(per_item.values(), default=0),
             "items_journaled": len(per_item),
             "bad_records": dict(state.bad),

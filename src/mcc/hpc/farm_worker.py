@@ -270,6 +270,9 @@ class FarmWorker:
                 break
             self._wake.wait(hello_interval_s)
             self._wake.clear()
+            # Nothing is unsaved while idle: the next checkpoint is due an interval into the
+            # work to come, not at its first segment.
+            self._checkpoint_due = time.monotonic() + self.checkpoint_interval_s
         return done_here
 
     def _hello(self) -> None:
