@@ -3,6 +3,7 @@ higher claim steps down and hands out nothing, and takes over again once that cl
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -94,16 +95,19 @@ def test_a_worker_obeys_the_highest_token_and_answers_a_re_issued_item_from_its_
     assert farm.token == (2, "t/master/1")
 
 
-def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
-    buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def journaled_master(
+    buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path, *, lease_s: float = 3.0
+) -> Iterator[tuple[FarmMaster, Future[JobResult], PlayedWorker]]:
+    """A master of 4 items with a journal (a persistence service of its own) running on the
+    first bus, and the played worker it waits for on the second, hello said."""
     master_bus, bus = buses
     with open_service(tmp_path / "p.sqlite", domain_id=domain_id, replica="p") as service:
         service.wait_ready(timeout_s=20)
         journal = MasterJournal(master_bus, job_id=JOB, master_id="t/master/0")
         assert journal.available
         farm = FarmMaster(
-            master_bus, job_id=JOB, n=10_000, workers=1, items=4, journal=journal, lease_s=1.0
+            master_bus, job_id=JOB, n=10_000, workers=1, items=4, journal=journal, lease_s=lease_s
         )
         stop = threading.Event()
         pool = ThreadPoolExecutor(1)
@@ -112,34 +116,42 @@ def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
         try:
             worker = PlayedWorker(bus, "t/worker/0")
             worker.hello(pid=111)
-            first = worker.take_mine(4)
-            assert {i.payload for i in first} == {encode_token((1, "t/master/0"))}
-            worker.answer(first[0])
-            wait_for(lambda: 0 in farm.results, 20, "the first result counted")
-            # Another master claims epoch 5 (and never renews it), with the job's roster.
-            rival = Lease(
-                epoch=5,
-                master="t/master/9",
-                n=10_000,
-                items=4,
-                mode="strided",
-                roster=(("t/worker/0", 111),),
-            )
-            cps = bus.writer("Checkpoint")
-            assert cps.wait_for_readers(2, timeout_s=20)  # the service and the master
-            cps.write_stored(rival.encode(JOB), timeout_s=10)
-            wait_for(lambda: farm.token == (0, ""), 20, "the master standing by")
-            worker.hello(pid=222)  # a replacement: a leading master would re-issue to it
-            # Once the rival's claim lapses (1 s unrenewed), the master claims epoch 6 and
-            # re-issues what has no result, under its new token.
-            again = worker.take_mine(3, timeout_s=30)
-            assert sorted(i.item_id for i in again) == [1, 2, 3]
-            assert {i.payload for i in again} == {encode_token((6, "t/master/0"))}
-            for i in again:
-                worker.answer(i)
-            result = future.result(timeout=30)
+            yield farm, future, worker
         finally:
             stop.set()
+
+
+def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
+    buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path
+) -> None:
+    bus = buses[1]
+    with journaled_master(buses, domain_id, tmp_path, lease_s=1.0) as (farm, future, worker):
+        first = worker.take_mine(4)
+        assert {i.payload for i in first} == {encode_token((1, "t/master/0"))}
+        worker.answer(first[0])
+        wait_for(lambda: 0 in farm.results, 20, "the first result counted")
+        # Another master claims epoch 5 (and never renews it), with the job's roster.
+        rival = Lease(
+            epoch=5,
+            master="t/master/9",
+            n=10_000,
+            items=4,
+            mode="strided",
+            roster=(("t/worker/0", 111),),
+        )
+        cps = bus.writer("Checkpoint")
+        assert cps.wait_for_readers(2, timeout_s=20)  # the service and the master
+        cps.write_stored(rival.encode(JOB), timeout_s=10)
+        wait_for(lambda: farm.token == (0, ""), 20, "the master standing by")
+        worker.hello(pid=222)  # a replacement: a leading master would re-issue to it
+        # Once the rival's claim lapses (1 s unrenewed), the master claims epoch 6 and
+        # re-issues what has no result, under its new token.
+        again = worker.take_mine(3, timeout_s=30)
+        assert sorted(i.item_id for i in again) == [1, 2, 3]
+        assert {i.payload for i in again} == {encode_token((6, "t/master/0"))}
+        for i in again:
+            worker.answer(i)
+        result = future.result(timeout=30)
     assert (result.count, result.largest) == reference(10_000)
     journal_report = result.extra["journal"]
     assert journal_report["epoch"] == 6 and journal_report["records_per_item_max"] == 1
@@ -149,14 +161,17 @@ def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
 
 # -- group commit: results that come together share one durable write --------------------------
 
+#: The master, its job's result to come, the played worker, the items of each journal write.
+JournaledFarm = tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]]
+
 
 @pytest.fixture
 def journaled_farm(
     buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path
-) -> Iterator[tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]]]:
+) -> Iterator[JournaledFarm]:
     """A journaled master of 4 items for one played worker, and the items of each journal
     write of results as the persistence service received them."""
-    master_bus, bus = buses
+    bus = buses[1]
     writes: list[list[int]] = []
 
     def on_records(reader: object) -> None:
@@ -165,30 +180,24 @@ def journaled_farm(
                 writes.append(sorted(read_records(JournalState(), [cp], job_id=JOB).results))
 
     watch = bus.reader("Checkpoint", on_data=on_records)
-    with open_service(tmp_path / "p.sqlite", domain_id=domain_id, replica="p") as service:
-        service.wait_ready(timeout_s=20)
-        journal = MasterJournal(master_bus, job_id=JOB, master_id="t/master/0")
-        farm = FarmMaster(master_bus, job_id=JOB, n=10_000, workers=1, items=4, journal=journal)
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(1)
-        future: Future[JobResult] = pool.submit(farm.run, stop, start_timeout_s=30, timeout_s=60)
-        pool.shutdown(wait=False)
-        try:
-            worker = PlayedWorker(bus, "t/worker/0")
-            worker.hello(pid=111)
-            yield farm, future, worker, writes
-        finally:
-            stop.set()
+    with journaled_master(buses, domain_id, tmp_path) as (farm, future, worker):
+        yield farm, future, worker, writes
+
+
+def items_with_window(
+    farm: JournaledFarm, monkeypatch: pytest.MonkeyPatch, window_s: float
+) -> list[WorkItem]:
+    """The job's four items, taken by the played worker, with a group commit of ``window_s``."""
+    monkeypatch.setattr(farm_master, "GROUP_COMMIT_S", window_s)
+    return farm[2].take_mine(4)
 
 
 def test_results_are_held_for_one_write_and_the_jobs_last_ones_are_not(
-    journaled_farm: tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]],
-    monkeypatch: pytest.MonkeyPatch,
+    journaled_farm: JournaledFarm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    farm, future, worker, writes = journaled_farm
     # A window far longer than the test: only the job's last results end it.
-    monkeypatch.setattr(farm_master, "GROUP_COMMIT_S", 60.0)
-    items = worker.take_mine(4)
+    farm, future, worker, writes = journaled_farm
+    items = items_with_window(journaled_farm, monkeypatch, 60.0)
     worker.answer_all(items[:3])
     worker.answer(items[0])  # again while held: counted once, journaled once
     wait_for(lambda: farm.duplicates == 1, 20, "the duplicate seen")
@@ -207,12 +216,10 @@ def test_results_are_held_for_one_write_and_the_jobs_last_ones_are_not(
 
 
 def test_a_held_result_is_journaled_when_the_window_ends_without_more_results(
-    journaled_farm: tuple[FarmMaster, Future[JobResult], PlayedWorker, list[list[int]]],
-    monkeypatch: pytest.MonkeyPatch,
+    journaled_farm: JournaledFarm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     farm, future, worker, writes = journaled_farm
-    monkeypatch.setattr(farm_master, "GROUP_COMMIT_S", 0.3)
-    items = worker.take_mine(4)
+    items = items_with_window(journaled_farm, monkeypatch, 0.3)
     worker.answer(items[0])
     wait_for(lambda: 0 in farm.results, 20, "the held result counted once the window ended")
     wait_for(lambda: writes, 20, "the journal write seen")
