@@ -194,7 +194,7 @@ def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_
     answers: dict[int, WorkResult] = {}
     try:
         wait_for(lambda: any(r.item_id == CONTROL_ID for r in results.take()), 20, "a hello")
-        time.sleep(idle_s)
+        time.sleep(idle_s)  # idle on purpose, longer than the interval: no event to wait for
         ranges = split_range(3_000_000, 6)
         items.write_many(
             [

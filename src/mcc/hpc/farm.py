@@ -41,9 +41,9 @@ only workers ``WorkResult``; within those, ``worker_id`` is taken on trust.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Literal
 
@@ -68,6 +68,7 @@ from mcc.orchestrate.appconfig import AppConfig, NonNegative, Positive, app_conf
 from mcc.orchestrate.appspec import app
 from mcc.orchestrate.runtime import AppContext
 from mcc.security.mission import Topics
+from mcc.waiting import WaitTimeoutError, wait_for
 
 __all__ = [
     "MAX_ITEMS",
@@ -143,9 +144,9 @@ def write_own_result(
     runtime (the results were counted there): written first, it was what a reader of the
     file got, in 3 of 25 jobs at n = 10^7 (the standby and the leader racing)."""
     if ended_by:
-        deadline = time.monotonic() + wait_s
-        while not path.exists() and time.monotonic() < deadline and not stop.wait(0.02):
-            pass
+        # A file another process writes: nothing tells us, so poll.
+        with contextlib.suppress(WaitTimeoutError):
+            wait_for(lambda: path.exists() or stop.is_set(), wait_s, str(path), period_s=0.02)
         if path.exists():
             return False
     write_result(result, path)

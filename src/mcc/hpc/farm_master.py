@@ -150,8 +150,9 @@ class FarmMaster:
         self.adopted = 0  # results taken from the journal at the last claim
         self.takeovers: list[dict[str, Any]] = []
         self.ended_by = ""  # the master that had finished the job when this one came
-        # Results not in the journal yet (item, count, largest, worker), since _held_since.
-        self._unjournaled: list[tuple[int, int, int, str]] = []
+        # Results not in the journal yet, by item: (item, count, largest, worker), since
+        # _held_since. Not counted yet, but not new either (`_on_result`).
+        self._unjournaled: dict[int, tuple[int, int, int, str]] = {}
         self._held_since = 0.0
         self.result_writes = 0  # batches of results journaled: a commit on every replica each
         self._last_renew = 0.0
@@ -478,14 +479,8 @@ class FarmMaster:
             # A result counts once it is in the journal: a successor then never re-issues it.
             if not self._unjournaled:
                 self._held_since = time.monotonic()
-            held = {r[0] for r in self._unjournaled}
-            batch = list(self._unjournaled)
-            for result in fresh:
-                if result[0] in held:
-                    self.duplicates += 1  # again while held: counted once
-                else:
-                    batch.append(result)
-                    held.add(result[0])
+            self._unjournaled.update((r[0], r) for r in fresh)
+            batch = list(self._unjournaled.values())
             due = (
                 now
                 or self.mode == "dynamic"  # counting a result hands out the next item
@@ -493,17 +488,15 @@ class FarmMaster:
                 or time.monotonic() - self._held_since >= GROUP_COMMIT_S
             )
             if not due:
-                self._unjournaled = batch
                 return
             try:
                 self.journal.record([(i, c, g) for i, c, g, _ in batch])
                 self.result_writes += 1
             except MccError as exc:
-                self._unjournaled = batch
                 self._held_since = time.monotonic()  # retried a GROUP_COMMIT_S from now
                 self._drop("results not journaled yet (retried)", str(exc))
                 return
-            self._unjournaled = []
+            self._unjournaled.clear()
             fresh = batch
         for item_id, count, largest, worker_id in fresh:
             self._count(item_id, count, largest, worker_id)
@@ -600,7 +593,7 @@ class FarmMaster:
         count, largest = int(sample.count), int(sample.value)
         if not self._plausible(item_id, count, largest):
             return None
-        if item_id in self.results:
+        if item_id in self.results or item_id in self._unjournaled:
             self.duplicates += 1
             return None
         return item_id, count, largest, sample.worker_id
