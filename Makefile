@@ -15,7 +15,7 @@ export CYCLONEDDS_HOME := $(CYCLONE)
 system:
 	@native/system-packages.sh
 
-$(STAMP): pyproject.toml setup.py native/Cargo.toml native/build-cyclone.sh
+$(STAMP): pyproject.toml setup.py native/Cargo.toml native/build-cyclone.sh $(wildcard native/patches/*.patch)
 	@native/system-packages.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

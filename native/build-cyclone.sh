@@ -2,7 +2,7 @@
 # Build the full-featured Cyclone DDS that MCC's bus runs on, into PREFIX (default .venv/cyclone):
 #   Cyclone DDS 11.0.1 as shared libraries with DDS Security (OpenSSL), TCP and the iceoryx
 #   shared-memory exchange (psmx_iox), plus idlc, ddsperf and iceoryx's RouDi daemon (iox-roudi);
-#   one timer of the secure handshake shortened (below).
+#   one timer of the secure handshake shortened and a race of the TCP receive path fixed (below).
 # The sources come from the crate registry: the cyclors crate vendors Cyclone DDS and iceoryx
 # (native/Cargo.toml pins it; cargo only fetches, nothing Rust is compiled).
 # About 3 minutes on 2 cores the first time; a second run with the same sources does nothing.
@@ -19,7 +19,7 @@ src=$(cargo metadata --quiet --format-version 1 --manifest-path "$here/Cargo.tom
     python3 -c 'import json, sys, os
 d = json.load(sys.stdin)
 print(next(os.path.dirname(p["manifest_path"]) for p in d["packages"] if p["name"] == "cyclors"))')
-stamp="$prefix/.built-$(basename "$src")-$(sha1sum "$0" | cut -c1-12)"
+stamp="$prefix/.built-$(basename "$src")-$(cat "$0" "$here"/patches/*.patch | sha1sum | cut -c1-12)"
 if [ -f "$stamp" ]; then
     exit 0
 fi
@@ -54,6 +54,13 @@ if ! grep -q '^#define SEND_TOKENS_TIMEOUT     DDS_MSECS(5)$' "$handshake"; then
     echo "native/build-cyclone.sh: the handshake's SEND_TOKENS_TIMEOUT was not found in $handshake" >&2
     exit 1
 fi
+# And the patches in native/patches, each explained at its top and in its comments:
+#   cyclonedds-sockwaitset.patch: the receive thread's socket waitset (epoll) could follow an
+#   entry that the listener thread was still filling, or one that a reallocation had freed. A TCP
+#   server aborted when a client's first message arrived with its connection (1 start in ~20 here).
+for p in "$here"/patches/*.patch; do
+    run patch -d "$build/cyclonedds-src" -p1 --forward --input "$p"
+done
 run cmake -S "$build/cyclonedds-src" -B "$build/cyclonedds" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
     -DCMAKE_INSTALL_RPATH="$prefix/lib" -DBUILD_SHARED_LIBS=ON -DENABLE_SECURITY=ON -DENABLE_SSL=ON \

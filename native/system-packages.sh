@@ -13,6 +13,7 @@ set -euo pipefail
 need=()
 have_header() { [ -f "/usr/include/$1" ]; }
 command -v cmake >/dev/null || need+=(cmake)
+command -v patch >/dev/null || need+=(patch)  # native/patches
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v c++ >/dev/null || need+=(g++)
 command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || need+=(cargo)
