@@ -248,17 +248,12 @@ def _measure(
             "ms": round(med_remote, 3),
             "compute_ms": round(statistics.median(remote_compute), 3),
             "overhead_ms": round(statistics.median(outside), 3),
-            "overhead_p90_ms": round(_percentile(outside, 0.9), 3),
+            "overhead_p90_ms": round(float(np.percentile(outside, 90)), 3),
             "overhead_ratio": round(med_remote / med_local - 1.0, 3),
             "api_overhead_ratio": round(statistics.median(outside) / med_local, 3),
             "copy_share": round(statistics.median(shares), 3),
         },
     ]
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
 def _small_call(

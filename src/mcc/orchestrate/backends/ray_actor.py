@@ -39,6 +39,8 @@ STATE_POLL_S = 0.02
 
 
 def import_ray() -> Any:
+    """The Ray package (an absolute import: not the sibling module `backends/ray.py`, which
+    imports this one; a reader of imports as text may draw a circle here that is not one)."""
     try:
         import ray
     except ImportError:
