@@ -433,9 +433,9 @@ def test_shm_is_udp_plus_the_iceoryx_exchange() -> None:
     assert _text(xml, "Discovery/ParticipantIndex") == "auto"
 
 
-def _tcp_server_and_client(name: str) -> tuple[Transport, Transport, int, str]:
+def _tcp_server_and_client(name: str) -> tuple[Transport, Transport, int]:
     """A TCP server on a free loopback port and a client of it, one discovery tag; the port
-    and the tag too."""
+    too."""
     port = _free_tcp_port()
     tag = _tag(name)
     server = Transport(
@@ -444,13 +444,13 @@ def _tcp_server_and_client(name: str) -> tuple[Transport, Transport, int, str]:
     client = Transport(
         kind="tcp", multicast=False, peers=(f"127.0.0.1:{port}",), interface="lo", discovery_tag=tag
     )
-    return server, client, port, tag
+    return server, client, port
 
 
 @pytest.mark.slow
 def test_tcp_in_python_works_or_is_refused_clearly() -> None:
     """The cyclonedds wheel's library may lack TCP; then the refusal must say so and why."""
-    server, client, _, _ = _tcp_server_and_client("tcp-py")
+    server, client, _ = _tcp_server_and_client("tcp-py")
     if tcp_supported():
         # Started together: the client's discovery retries every second until the server
         # listens (Cyclone's default SPDP interval, 30 s, would outlast the test).
@@ -469,7 +469,7 @@ def test_a_tcp_server_serves_a_dozen_clients_that_connect_at_once() -> None:
     abort there, or follow entries moved when the set grew past 8 sockets (native/patches)."""
     if not tcp_supported():
         pytest.fail("MCC's Cyclone build has TCP (native/build-cyclone.sh); this one has not")
-    server, client, _, _ = _tcp_server_and_client("tcp-many")
+    server, client, _ = _tcp_server_and_client("tcp-many")
     writer = _spawn("writer", server, sender="w")
     readers: list[subprocess.Popen[str]] = []
     try:
@@ -491,7 +491,7 @@ def test_a_tcp_server_serves_a_dozen_clients_that_connect_at_once() -> None:
 def test_tcp_between_two_ddsperf_processes() -> None:
     """The generated TCP XML works for a Cyclone build with TCP (ddsperf), tags included."""
     ddsperf = require_tool("ddsperf")
-    server, client, port, _ = _tcp_server_and_client("tcp")
+    server, client, port = _tcp_server_and_client("tcp")
     stranger = Transport(
         kind="tcp",
         multicast=False,
