@@ -13,6 +13,7 @@ import pytest
 from mcc.bus import Bus
 from mcc.hpc.base import CONTROL_ID, JobResult, read_result, write_result
 from mcc.hpc.farm import FarmMaster, FarmWorker, write_own_result
+from mcc.hpc.farm_protocol import IDLE, IDLE_HELLO_S
 from mcc.hpc.farm_worker import HELLO_REPEAT_S
 from mcc.hpc.primes import base_primes, count_primes, isqrt, split_range
 from mcc.types import Checkpoint, WorkItem, WorkResult
@@ -40,9 +41,15 @@ class PlayedWorker:
         assert self.results.wait_for_readers(1, timeout_s=20)
         assert self.items.wait_for_writers(1, timeout_s=20)
 
-    def hello(self, pid: int) -> None:
+    def hello(self, pid: int, *, idle: bool = False) -> None:
         self.results.write(
-            WorkResult(job_id=JOB, item_id=CONTROL_ID, worker_id=self.worker_id, value=pid)
+            WorkResult(
+                job_id=JOB,
+                item_id=CONTROL_ID,
+                worker_id=self.worker_id,
+                value=pid,
+                payload=IDLE if idle else b"",
+            )
         )
 
     def take_mine(self, count: int, timeout_s: float = 20.0) -> list[WorkItem]:
@@ -115,6 +122,30 @@ def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
         222,
         2,
     )
+
+
+def test_an_idle_worker_gets_again_the_items_whose_results_were_lost(
+    buses: tuple[Bus, Bus],
+) -> None:
+    master_bus, bus = buses
+    future, stop, farm = start_master(master_bus, n=10_000, workers=1, items=4)
+    try:
+        worker = PlayedWorker(bus, "t/worker/0")
+        worker.hello(pid=111)
+        items = worker.take_mine(4)
+        worker.answer_all(items[:2])  # the results of items 2 and 3 are lost on the way
+        wait_for(lambda: len(farm.results) == 2, 20, "two results counted")
+        time.sleep(IDLE_HELLO_S)  # a hello sooner may cross items still on their way
+        worker.hello(pid=111, idle=True)
+        again = worker.take_mine(2)
+        assert sorted(i.item_id for i in again) == [2, 3]
+        worker.answer_all(again)
+        result = future.result(timeout=30)
+    finally:
+        stop.set()
+    assert (result.count, result.largest) == reference(10_000)
+    assert (result.reissued_items, result.duplicate_results, result.lost_items) == (2, 0, 0)
+    assert result.replacements == []
 
 
 def test_the_first_item_waits_for_the_workers_item_readers(buses: tuple[Bus, Bus]) -> None:

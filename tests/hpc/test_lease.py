@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mcc.bus import Bus
-from mcc.hpc import farm_master
+from mcc.hpc import farm_master, farm_worker
 from mcc.hpc.base import CONTROL_ID, JobResult
 from mcc.hpc.farm import FarmMaster, FarmWorker
 from mcc.hpc.journal import (
@@ -24,6 +24,7 @@ from mcc.hpc.journal import (
     encode_token,
     read_records,
 )
+from mcc.hpc.primes import split_range
 from mcc.persist import open_service
 from mcc.types import WorkItem, WorkResult
 from tests.conftest import wait_for
@@ -226,3 +227,56 @@ def test_a_held_result_is_journaled_when_the_window_ends_without_more_results(
     assert writes == [[0]]
     worker.answer_all(items[1:])
     assert future.result(timeout=30).lost_items == 0
+
+
+def test_a_master_whose_predecessor_died_before_the_roster_was_stored_hears_the_busy_workers(
+    buses: tuple[Bus, Bus], domain_id: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roster is committed while the first items go out (`MasterJournal.publish`): a
+    master killed in between leaves workers with items and a lease without a roster. Its
+    successor knows its workers only from hellos, which a worker that has its items says again
+    once idle (`IDLE_HELLO_S`), so the job ends, exact."""
+    monkeypatch.setattr(farm_worker, "HELLO_REPEAT_S", 0.0)  # no start-up hellos to help
+    master_bus, bus = buses
+    ranges = split_range(10_000, 4)
+    with (
+        open_service(tmp_path / "p.sqlite", domain_id=domain_id, replica="p") as service,
+        Bus(domain_id, name="worker") as worker_bus,
+    ):
+        service.wait_ready(timeout_s=20)
+        # The dead master: its claim is stored, its roster is not; its items went out.
+        dead = Lease(epoch=1, master="t/master/0", n=10_000, items=4, mode="strided")
+        cps = bus.writer("Checkpoint")
+        cps.write_stored(dead.encode(JOB), timeout_s=10)
+        items = bus.writer("WorkItem")
+        results = bus.reader("WorkResult")
+        worker = FarmWorker(worker_bus, worker_id="t/worker/0", job_id=JOB)
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(1)
+        done: Future[int] = pool.submit(worker.run, stop, start_timeout_s=20)
+        pool.shutdown(wait=False)
+        try:
+            assert items.wait_for_readers(1, timeout_s=20)
+            for k, (lo, hi) in enumerate(ranges):
+                items.write(item(k, (1, "t/master/0"), lo, hi))
+            answered: set[int] = set()
+            wait_for(
+                lambda: (
+                    answered.update(r.item_id for r in results.take() if r.item_id != CONTROL_ID)
+                    or len(answered) == 4
+                ),
+                20,
+                "the dead master's items answered",
+            )
+            items.close()  # the dead master's endpoints go with it
+            results.close()
+            # Its successor under the same identity: claims epoch 2 at once, finds no roster.
+            journal = MasterJournal(master_bus, job_id=JOB, master_id="t/master/0")
+            farm = FarmMaster(master_bus, job_id=JOB, n=10_000, workers=1, items=4, journal=journal)
+            result = farm.run(stop, start_timeout_s=20, timeout_s=30)
+            assert done.result(timeout=20) == 4  # each item computed once: the rest re-sent
+        finally:
+            stop.set()
+    assert (result.count, result.largest) == reference(10_000)
+    assert result.extra["journal"]["epoch"] == 2
+    assert result.extra["journal"]["records_per_item_max"] == 1

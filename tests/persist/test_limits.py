@@ -216,6 +216,23 @@ def test_a_writer_s_rate_is_bounded_on_the_replica_s_clock(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("limits", [PersistLimits(max_writer_samples_per_window=20)])
+def test_a_refused_sample_that_was_only_published_is_refused_when_its_commit_is_awaited(
+    service: PersistService, domain_id: int
+) -> None:
+    with Bus(domain_id) as bus:
+        cp = bus.writer("Checkpoint")
+        assert cp.wait_for_replicas(1, timeout_s=TIMEOUT_S)
+        stamps = [cp.publish_stored(_checkpoint(f"w{i}"), timeout_s=TIMEOUT_S) for i in range(20)]
+        cp.wait_stored(stamps[0], timeout_s=TIMEOUT_S)  # stored: an earlier one, stored too
+        cp.wait_stored(stamps[-1], timeout_s=TIMEOUT_S)
+        over = cp.publish_stored(_checkpoint("w20"), timeout_s=TIMEOUT_S)  # returns at once
+        with pytest.raises(StoreError, match="max_writer_samples_per_window = 20 reached"):
+            cp.wait_stored(over, timeout_s=TIMEOUT_S)
+    assert service.stats.stored == 20 and service.stats.rate_limited == 1
+
+
+@pytest.mark.slow
 def test_a_sample_stamped_in_the_future_is_refused(service: PersistService, domain_id: int) -> None:
     with Bus(domain_id) as bus:
         cp = bus.writer("Checkpoint")

@@ -458,12 +458,32 @@ class DurableWriter(Writer[T]):
         """
         if replicas < 1:
             raise MccError(f"replicas = {replicas}: ask for at least one replica")
-        with self._stored_lock:
-            return self._write_stored(sample, timeout_s, replicas)
-
-    def _write_stored(self, sample: T, timeout_s: float, replicas: int) -> int:
         deadline = time.monotonic() + timeout_s
-        acks = self._acks_reader()
+        with self._stored_lock:
+            source_ns = self._publish_stored(sample, timeout_s, replicas)
+            self._wait_stored(source_ns, deadline, replicas, timeout_s)
+        return source_ns
+
+    def publish_stored(self, sample: T, *, timeout_s: float = 5.0, replicas: int = 1) -> int:
+        """The first half of `write_stored`: publish ``sample`` (once ``replicas`` replicas
+        read this writer) and return its source timestamp without waiting for the commit;
+        `wait_stored` with that timestamp waits for it. What the caller does meanwhile
+        overlaps the replicas' commit."""
+        if replicas < 1:
+            raise MccError(f"replicas = {replicas}: ask for at least one replica")
+        with self._stored_lock:
+            return self._publish_stored(sample, timeout_s, replicas)
+
+    def wait_stored(self, source_ns: int, *, timeout_s: float = 5.0, replicas: int = 1) -> None:
+        """The second half of `write_stored`: wait until ``replicas`` replicas committed the
+        sample `publish_stored` stamped ``source_ns`` (or one written after it). Raises as
+        `write_stored` does."""
+        deadline = time.monotonic() + timeout_s
+        with self._stored_lock:
+            self._wait_stored(source_ns, deadline, replicas, timeout_s)
+
+    def _publish_stored(self, sample: T, timeout_s: float, replicas: int) -> int:
+        self._acks_reader()
         # A replica subscribes when it discovers this writer: until its reader has matched,
         # a sample would not reach it.
         if not self.wait_for_replicas(replicas, timeout_s=timeout_s):
@@ -475,6 +495,12 @@ class DurableWriter(Writer[T]):
         source_ns = max(time.time_ns(), self._last_ns + 1)
         self._last_ns = source_ns
         self._write_at(sample, source_ns)
+        return source_ns
+
+    def _wait_stored(
+        self, source_ns: int, deadline: float, replicas: int, timeout_s: float
+    ) -> None:
+        acks = self._acks_reader()
         while True:
             self._take_acks(acks)
             refusal, stored = self._refusal(source_ns), self._stored(source_ns)
@@ -494,7 +520,6 @@ class DurableWriter(Writer[T]):
                 f"{self.topic_name!r} within {timeout_s:g} s; is `mcc persist serve` running "
                 "on this domain (and enough replicas of it)?"
             )
-        return source_ns
 
     def wait_for_replicas(self, count: int = 1, *, timeout_s: float = 5.0) -> bool:
         """Wait until ``count`` replicas of the persistence service read this writer.

@@ -16,6 +16,8 @@ from mcc.bus import Bus, Reader
 from mcc.errors import MccError
 from mcc.hpc.base import CONTROL_ID, HpcError, JobResult
 from mcc.hpc.farm_protocol import (
+    IDLE,
+    IDLE_HELLO_S,
     MAX_ITEM_NUMBERS,
     MAX_ITEMS,
     MAX_N,
@@ -59,6 +61,7 @@ class _WorkerView:
     pending: list[int] = field(default_factory=list)  # issued, no result yet (in issue order)
     done: int = 0
     lost: bool = False  # its items were moved to others (reassign_after_s)
+    issued_mono: float = 0.0  # when an item last went to it
 
 
 class FarmMaster:
@@ -157,8 +160,10 @@ class FarmMaster:
         self.result_writes = 0  # batches of results journaled: a commit on every replica each
         self._last_renew = 0.0
         self._items = bus.writer("WorkItem")
-        self._results = bus.reader("WorkResult")
-        self._beats: Reader[Heartbeat] = bus.reader("Heartbeat")
+        # The intake (WorkResult, Heartbeat) is a leader's: a standby that read them would
+        # decode (and on a secured bus decrypt) every result and beat of the job, on the cores
+        # the workers compute on (`_open_intake`).
+        self._intake: tuple[Reader[WorkResult], Reader[Heartbeat]] | None = None
 
     # -- the job ----------------------------------------------------------------------------
 
@@ -172,6 +177,7 @@ class FarmMaster:
         claim comes (``mcc.hpc.journal``)."""
         deadline = time.monotonic() + timeout_s
         if self.journal is None:
+            self._open_intake()
             self._wait_for_workers(stop, start_timeout_s)
             self._start_issuing()
             return self._gather(stop, deadline)
@@ -217,8 +223,7 @@ class FarmMaster:
                 raise HpcError(f"job {self.job_id}: stopped while standing by")
             if time.monotonic() > deadline:
                 raise HpcError(f"job {self.job_id}: stood by until the job's timeout")
-            self._results.take_wait(256, timeout_s=0.05)  # not ours to count: drained
-            self._beats.take()
+            stop.wait(0.05)
             state = self.journal.poll()
             now = time.monotonic()
             if state.renewed:
@@ -279,10 +284,21 @@ class FarmMaster:
             if prev is not None
             else "",
         )
+        results, _ = self._open_intake()
         if not lease.roster:
             self._wait_for_workers(stop, start_timeout_s)
             self._start_issuing()
             return
+        # The workers answer what they had finished at once: our reader must hear them.
+        if not results.wait_for_writers(len(lease.roster), timeout_s=ITEM_MATCH_WAIT_S):
+            log.warning(
+                "job %s: %d of %d workers' result writers matched after %g s; re-issuing "
+                "anyway (a result missed meanwhile is asked for again once its worker is idle)",
+                self.job_id,
+                results.matched(),
+                len(lease.roster),
+                ITEM_MATCH_WAIT_S,
+            )
         now = time.monotonic()
         self.workers = {w: _WorkerView(w, pid, now) for w, pid in lease.roster}
         self.expected_workers = len(lease.roster)
@@ -310,8 +326,18 @@ class FarmMaster:
                 }
             )
 
+    def _open_intake(self) -> tuple[Reader[WorkResult], Reader[Heartbeat]]:
+        """The readers of results and beats, made when this master leads."""
+        if self._intake is None:
+            self._intake = (self.bus.reader("WorkResult"), self.bus.reader("Heartbeat"))
+        return self._intake
+
     def _reset(self) -> None:
-        """Forget the job in progress (another master leads it now)."""
+        """Forget the job in progress (another master leads it now) and its intake."""
+        if self._intake is not None:
+            for reader in self._intake:
+                reader.close()
+            self._intake = None
         self.workers.clear()
         self.owner.clear()
         self.pool.clear()
@@ -404,8 +430,9 @@ class FarmMaster:
         self._issuing = True
         self.first_item_ns = time.time_ns()
         if self.journal is not None:
-            # The roster is stored before any item goes out: a successor assigns as we did.
-            self.journal.update(
+            # The roster, so that a successor assigns as we did, is committed while the first
+            # items go out and before the first result counts (`MasterJournal.publish`).
+            self.journal.publish(
                 roster=tuple((w, self.workers[w].pid) for w in order),
                 first_item_ns=self.first_item_ns,
             )
@@ -422,6 +449,7 @@ class FarmMaster:
         lo, hi = self.ranges[item_id]
         self.owner[item_id] = worker_id
         view = self.workers[worker_id]
+        view.issued_mono = time.monotonic()
         if item_id not in view.pending:
             view.pending.append(item_id)
         self._items.write(
@@ -445,21 +473,28 @@ class FarmMaster:
 
     def _receive(self, timeout_s: float) -> None:
         now = time.monotonic()
-        secured = self._beats.bus.secured
-        for beat in self._beats.take():
+        results, beats = self._open_intake()
+        secured = self.bus.secured
+        for beat in beats.take():
             view = self.workers.get(beat.system_id)
             if view is None or beat.pid != view.pid:
                 continue
             # a secured bus: only the worker's own identity keeps it alive (SYSTEM.INDEX)
-            if secured and self._beats.source_of(beat) != principal_of(beat.system_id):
+            if secured and beats.source_of(beat) != principal_of(beat.system_id):
                 self.foreign_beats += 1
                 continue
             view.seen_mono = now
         fresh: list[tuple[int, int, int, str]] = []
-        for sample in self._results.take_wait(256, timeout_s=timeout_s):
+        for sample in results.take_wait(256, timeout_s=timeout_s):
             if sample.job_id != self.job_id:
                 continue
             if sample.item_id == CONTROL_ID:
+                view = self.workers.get(sample.worker_id)
+                if view is not None and view.pid == int(sample.value):
+                    view.seen_mono = now  # a worker we know, saying it lives
+                    if bytes(sample.payload) == IDLE:
+                        self._on_idle(view, now)
+                    continue
                 # In order: what a worker finished before its replacement said hello counts
                 # before the hello decides what to re-issue.
                 self._count_all(fresh, now=True)
@@ -563,6 +598,24 @@ class FarmMaster:
             if self.mode == "dynamic":
                 for _ in range(self.prefetch - len(unfinished)):
                     self._issue_next(worker_id)
+
+    def _on_idle(self, view: _WorkerView, now: float) -> None:
+        """A worker says it has done all it was given: what we still count as pending there
+        (and issued long enough ago to have arrived) lost its result on the way."""
+        if not self._issuing or now - view.issued_mono < IDLE_HELLO_S:
+            return
+        lost = [i for i in view.pending if i not in self.results and i not in self._unjournaled]
+        if not lost:
+            return
+        log.warning(
+            "job %s: worker %s is idle with %d items pending here: issuing them again",
+            self.job_id,
+            view.worker_id,
+            len(lost),
+        )
+        for item_id in lost:
+            self._issue(item_id, view.worker_id)
+        self.reissued += len(lost)
 
     def _plausible(self, item_id: int, count: int, largest: int) -> bool:
         """Whether a result can be right: an item of the job, no more primes than numbers, the

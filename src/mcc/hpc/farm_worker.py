@@ -20,6 +20,8 @@ from mcc.bus import Bus, Reader
 from mcc.errors import MccError
 from mcc.hpc.base import CONTROL_ID, HpcError
 from mcc.hpc.farm_protocol import (
+    IDLE,
+    IDLE_HELLO_S,
     MAX_ITEM_NUMBERS,
     MAX_ITEMS,
     MAX_N,
@@ -93,6 +95,7 @@ class FarmWorker:
         self._wake = threading.Event()
         self._over = threading.Event()
         self._got_any = threading.Event()
+        self._hello_mono = 0.0  # when the last hello went out
         self._base = np.zeros(0, dtype=np.int64)
         self._base_limit = 0
         self._checkpoint_due = time.monotonic() + checkpoint_interval_s  # the next one (monotonic)
@@ -268,6 +271,8 @@ class FarmWorker:
                 self._checkpoint(self.last_item_id, None)
             if self._over.is_set():
                 break
+            if self._got_any.is_set() and time.monotonic() - self._hello_mono >= IDLE_HELLO_S:
+                self._hello(idle=True)
             self._wake.wait(hello_interval_s)
             self._wake.clear()
             # Nothing is unsaved while idle: the next checkpoint is due an interval into the
@@ -275,7 +280,8 @@ class FarmWorker:
             self._checkpoint_due = time.monotonic() + self.checkpoint_interval_s
         return done_here
 
-    def _hello(self) -> None:
+    def _hello(self, *, idle: bool = False) -> None:
+        self._hello_mono = time.monotonic()
         self._results.write(
             WorkResult(
                 job_id=self.job_id,
@@ -283,7 +289,7 @@ class FarmWorker:
                 worker_id=self.worker_id,
                 count=self.items_done,
                 value=os.getpid(),
-                payload=b"",
+                payload=IDLE if idle else b"",
                 elapsed_ns=0,
                 done_ns=time.time_ns(),
             )

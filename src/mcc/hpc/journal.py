@@ -12,6 +12,7 @@ with the strength of its predecessor, and two live masters of equal strength are
 
 * a master **claims** the job by storing a lease record (``write_stored``: committed by a
   replica before it hands out anything) with an epoch one above every epoch in the journal;
+  the roster it adds when it hands out the first items is committed before any result counts;
 * every ``WorkItem`` it writes carries its token (``WorkItem.payload``); a worker obeys the
   highest token it has seen and drops items of a lower one, so a master that lost the lease —
   stopped, partitioned, slow to learn — hands out nothing any worker takes once the successor
@@ -278,6 +279,7 @@ class MasterJournal:
         self.state = JournalState()
         self.lease: Lease | None = None  # ours, once claimed
         self._seq = 0
+        self._pending: int | None = None  # source ns of a lease record published, not settled
         self._mine: set[str] = set()  # our own result records: our reader hears them too
         writer = bus.writer("Checkpoint")
         reader = bus.reader("Checkpoint", history_timeout_s=history_timeout_s)
@@ -332,8 +334,42 @@ class MasterJournal:
         self._store(dataclasses.replace(self.lease, **changes))
         return self.lease
 
+    def publish(self, **changes: Any) -> Lease:
+        """`update` without waiting for the commit: the next `record` or `update` waits for
+        it first (`settle`). The roster goes out this way, beside the first items: a master
+        that dies before it is stored leaves a lease without a roster, and its successor
+        starts the job over under a higher epoch, which the workers obey."""
+        assert self.lease is not None, "claim first"
+        self.settle()
+        lease = dataclasses.replace(self.lease, **changes)
+        self._pending = self._writer.publish_stored(
+            lease.encode(self.job_id), timeout_s=self.store_timeout_s
+        )
+        self._hold(lease)
+        return lease
+
+    def settle(self) -> None:
+        """Wait until the lease record `publish` sent is committed (at once when its ack came
+        already). On a timeout or a refusal the lease is published again and the error raised:
+        the caller retries as it retries a record."""
+        if self._pending is None:
+            return
+        try:
+            self._writer.wait_stored(self._pending, timeout_s=self.store_timeout_s)
+        except MccError:
+            assert self.lease is not None
+            self._pending = self._writer.publish_stored(
+                self.lease.encode(self.job_id), timeout_s=self.store_timeout_s
+            )
+            raise
+        self._pending = None
+
     def _store(self, lease: Lease) -> None:
+        self.settle()
         self._writer.write_stored(lease.encode(self.job_id), timeout_s=self.store_timeout_s)
+        self._hold(lease)
+
+    def _hold(self, lease: Lease) -> None:
         self.lease = lease
         if self.state.lease is None or lease.token >= self.state.lease.token:
             self.state.lease = lease
@@ -346,8 +382,10 @@ class MasterJournal:
     # -- results -------------------------------------------------------------------------------
 
     def record(self, results: list[tuple[int, int, int]]) -> None:
-        """Commit ``(item, count, largest)`` results to the journal (before they count)."""
+        """Commit ``(item, count, largest)`` results to the journal (before they count), after
+        the lease record `publish` sent (`settle`)."""
         assert self.lease is not None, "claim first"
+        self.settle()
         for start in range(0, len(results), _MAX_BATCH):
             chunk = results[start : start + _MAX_BATCH]
             self._seq += 1
