@@ -202,9 +202,9 @@ def test_a_worker_checkpoints_at_most_once_an_interval_and_saves_its_items_when_
     """Each durable ``Checkpoint`` costs every persistence replica a commit: a worker saves at
     most once per ``checkpoint_interval_s`` while it works, always again at the end of an item
     whose scan it saved mid-way (so no stale scan outlives its item), and what it finished
-    once its queue is empty. The interval counts from when the work comes: a worker idle for
-    longer (``idle_s``) does not save the first segment of its first item. The test plays the
-    master; six items of 500 000 numbers."""
+    once its queue has stayed empty for a hello interval. The interval counts from when the
+    work comes: a worker idle for longer (``idle_s``) does not save the first segment of its
+    first item. The test plays the master; six items of 500 000 numbers."""
     master_bus, bus = buses
     items = master_bus.writer("WorkItem")
     results = master_bus.reader("WorkResult")

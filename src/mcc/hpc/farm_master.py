@@ -533,8 +533,13 @@ class FarmMaster:
                 return
             self._unjournaled.clear()
             fresh = batch
-        for item_id, count, largest, worker_id in fresh:
-            self._count(item_id, count, largest, worker_id)
+        counted = [i for i, c, g, w in fresh if self._count(i, c, g, w)]
+        if len(self.results) < len(self.ranges):
+            # Done items leave the writer's history, so that a replacement joining later gets
+            # only unfinished ones; the job's last results retire none (the job is over: at
+            # 10^7 that was 15 writes, each decrypted by every worker, on the clock).
+            for item_id in counted:
+                self._items.retire(WorkItem(job_id=self.job_id, item_id=item_id))
 
     def _drop(self, reason: str, detail: str) -> None:
         """Count a sample not taken; log the first of each reason."""
@@ -651,13 +656,13 @@ class FarmMaster:
             return None
         return item_id, count, largest, sample.worker_id
 
-    def _count(self, item_id: int, count: int, largest: int, worker_id: str) -> None:
+    def _count(self, item_id: int, count: int, largest: int, worker_id: str) -> bool:
+        """Count one result; False for a duplicate."""
         if item_id in self.results:
             self.duplicates += 1
-            return
+            return False
         self.results[item_id] = PrimeCount(count, largest)
         self.last_result_ns = time.time_ns()
-        self._items.retire(WorkItem(job_id=self.job_id, item_id=item_id))
         owner = self.workers.get(self.owner.get(item_id, ""))
         if owner is not None and item_id in owner.pending:
             owner.pending.remove(item_id)
@@ -666,6 +671,7 @@ class FarmMaster:
             view.done += 1
         if self.mode == "dynamic":
             self._issue_next(worker_id)
+        return True
 
     def _reassign_silent(self) -> None:
         if self.reassign_after_s is None:

@@ -257,26 +257,33 @@ class FarmWorker:
                     sent.done_ns = time.time_ns()
                     self._results.write(sent)
                     continue
-                result = self._work(item, stop)
-                if result is None:  # stopped in the middle: the checkpoint has it
+                worked = self._work(item, stop)
+                if worked is None:  # stopped in the middle: the checkpoint has it
                     break
-                self._results.write(result)
+                result, save_end = worked
+                self._results.write(result)  # the answer first, the checkpoint after it
+                if save_end:
+                    self._checkpoint(item.item_id, None)
                 if len(self._done) < MAX_ITEMS:
                     self._done[int(item.item_id)] = (item.lo, item.hi, result)
                 done_here += 1
                 if on_item is not None:
                     on_item(result)
                 continue
-            if self._unsaved:  # idle: save the items done since the last checkpoint
-                self._checkpoint(self.last_item_id, None)
             if self._over.is_set():
                 break
             if self._got_any.is_set() and time.monotonic() - self._hello_mono >= IDLE_HELLO_S:
                 self._hello(idle=True)
-            self._wake.wait(hello_interval_s)
             self._wake.clear()
-            # Nothing is unsaved while idle: the next checkpoint is due an interval into the
-            # work to come, not at its first segment.
+            if not self._queue and not self._over.is_set():
+                self._wake.wait(hello_interval_s)
+            if self._unsaved and not self._queue and not self._over.is_set():
+                # Idle for a while and the job goes on: save the items done since the last
+                # checkpoint. Not at once: at a job's end the last results' journal commit
+                # would queue at the persistence replicas behind every worker's save.
+                self._checkpoint(self.last_item_id, None)
+            # The next checkpoint is due an interval into the work to come, not at its first
+            # segment (items done and not saved yet are saved with it).
             self._checkpoint_due = time.monotonic() + self.checkpoint_interval_s
         return done_here
 
@@ -302,7 +309,9 @@ class FarmWorker:
             self._base_limit = limit
         return self._base
 
-    def _work(self, item: WorkItem, stop: threading.Event) -> WorkResult | None:
+    def _work(self, item: WorkItem, stop: threading.Event) -> tuple[WorkResult, bool] | None:
+        """Scan ``item`` (checkpointing while due); its result and whether its end must be
+        saved (a checkpoint holds its scan, or one is due), or None when stopped."""
         start_ns = time.time_ns()
         resume = self._resume
         if (
@@ -330,8 +339,6 @@ class FarmWorker:
         self.items_done += 1
         self.last_item_id = int(item.item_id)
         self._unsaved = True
-        if mid_item or time.monotonic() >= self._checkpoint_due:
-            self._checkpoint(item.item_id, None)
         return WorkResult(
             job_id=self.job_id,
             item_id=item.item_id,
@@ -341,7 +348,7 @@ class FarmWorker:
             payload=b"",
             elapsed_ns=time.time_ns() - start_ns,
             done_ns=time.time_ns(),
-        )
+        ), mid_item or time.monotonic() >= self._checkpoint_due
 
     def _checkpoint(self, item_id: int, scan: PrimeScan | None) -> None:
         self._checkpoint_due = time.monotonic() + self.checkpoint_interval_s
