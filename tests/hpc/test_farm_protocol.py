@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -92,16 +93,27 @@ def start_master(
     return future, stop, farm
 
 
-def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
+@contextlib.contextmanager
+def four_items(
     buses: tuple[Bus, Bus],
-) -> None:
+) -> Iterator[tuple[FarmMaster, Future[JobResult], PlayedWorker, list[WorkItem]]]:
+    """A master of [1, 10 000] in 4 items for one played worker (pid 111), who has them."""
     master_bus, bus = buses
-    future, stop, _ = start_master(master_bus, n=10_000, workers=1, items=4)
+    future, stop, farm = start_master(master_bus, n=10_000, workers=1, items=4)
     try:
         worker = PlayedWorker(bus, "t/worker/0")
         worker.hello(pid=111)
         items = worker.take_mine(4)
         assert [i.item_id for i in items] == [0, 1, 2, 3]
+        yield farm, future, worker, items
+    finally:
+        stop.set()
+
+
+def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
+    buses: tuple[Bus, Bus],
+) -> None:
+    with four_items(buses) as (_, future, worker, items):
         worker.answer(items[0])
         worker.answer(items[1])
         worker.answer(items[1])  # the same result twice: counted once
@@ -110,8 +122,6 @@ def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
         assert sorted(i.item_id for i in again) == [2, 3]
         worker.answer_all(again)
         result = future.result(timeout=30)
-    finally:
-        stop.set()
     assert (result.count, result.largest) == reference(10_000)
     assert result.duplicate_results == 1 and result.lost_items == 0
     assert result.reissued_items == 2
@@ -127,12 +137,7 @@ def test_duplicates_are_dropped_and_a_replacement_gets_the_unfinished_items(
 def test_an_idle_worker_gets_again_the_items_whose_results_were_lost(
     buses: tuple[Bus, Bus],
 ) -> None:
-    master_bus, bus = buses
-    future, stop, farm = start_master(master_bus, n=10_000, workers=1, items=4)
-    try:
-        worker = PlayedWorker(bus, "t/worker/0")
-        worker.hello(pid=111)
-        items = worker.take_mine(4)
+    with four_items(buses) as (farm, future, worker, items):
         worker.answer_all(items[:2])  # the results of items 2 and 3 are lost on the way
         wait_for(lambda: len(farm.results) == 2, 20, "two results counted")
         time.sleep(IDLE_HELLO_S)  # a hello sooner may cross items still on their way
@@ -141,8 +146,6 @@ def test_an_idle_worker_gets_again_the_items_whose_results_were_lost(
         assert sorted(i.item_id for i in again) == [2, 3]
         worker.answer_all(again)
         result = future.result(timeout=30)
-    finally:
-        stop.set()
     assert (result.count, result.largest) == reference(10_000)
     assert (result.reissued_items, result.duplicate_results, result.lost_items) == (2, 0, 0)
     assert result.replacements == []
