@@ -53,6 +53,17 @@ def item(item_id: int, token: tuple[int, str], lo: int = 1, hi: int = 1000) -> W
     )
 
 
+def start_worker(bus: Bus) -> tuple[FarmWorker, Future[int], threading.Event]:
+    """A real worker ``t/worker/0`` of the job running on a thread of its own: itself, the
+    items it will have computed, its stop."""
+    worker = FarmWorker(bus, worker_id="t/worker/0", job_id=JOB)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    done: Future[int] = pool.submit(worker.run, stop, start_timeout_s=20)
+    pool.shutdown(wait=False)
+    return worker, done, stop
+
+
 def test_a_worker_obeys_the_highest_token_and_answers_a_re_issued_item_from_its_results(
     buses: tuple[Bus, Bus],
 ) -> None:
@@ -66,11 +77,7 @@ def test_a_worker_obeys_the_highest_token_and_answers_a_re_issued_item_from_its_
 
     result_reader = bus.reader("WorkResult", on_data=on_results)
     items = bus.writer("WorkItem")
-    farm = FarmWorker(worker_bus, worker_id="t/worker/0", job_id=JOB)
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(1)
-    done: Future[int] = pool.submit(farm.run, stop, start_timeout_s=20)
-    pool.shutdown(wait=False)
+    farm, done, stop = start_worker(worker_bus)
     try:
         assert items.wait_for_readers(1, timeout_s=20)
         items.write(item(0, (1, "t/master/0")))
@@ -250,24 +257,18 @@ def test_a_master_whose_predecessor_died_before_the_roster_was_stored_hears_the_
         cps.write_stored(dead.encode(JOB), timeout_s=10)
         items = bus.writer("WorkItem")
         results = bus.reader("WorkResult")
-        worker = FarmWorker(worker_bus, worker_id="t/worker/0", job_id=JOB)
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(1)
-        done: Future[int] = pool.submit(worker.run, stop, start_timeout_s=20)
-        pool.shutdown(wait=False)
+        _, done, stop = start_worker(worker_bus)
         try:
             assert items.wait_for_readers(1, timeout_s=20)
             for k, (lo, hi) in enumerate(ranges):
                 items.write(item(k, (1, "t/master/0"), lo, hi))
             answered: set[int] = set()
-            wait_for(
-                lambda: (
-                    answered.update(r.item_id for r in results.take() if r.item_id != CONTROL_ID)
-                    or len(answered) == 4
-                ),
-                20,
-                "the dead master's items answered",
-            )
+
+            def all_answered() -> bool:
+                answered.update(r.item_id for r in results.take() if r.item_id != CONTROL_ID)
+                return len(answered) == 4
+
+            wait_for(all_answered, 20, "the dead master's items answered")
             items.close()  # the dead master's endpoints go with it
             results.close()
             # Its successor under the same identity: claims epoch 2 at once, finds no roster.
