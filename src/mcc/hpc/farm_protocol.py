@@ -23,14 +23,14 @@ MODES = ("strided", "dynamic")
 # not discovered yet when it sends the items, and a replacement that starts after they were
 # sent, both get them on matching; the master disposes an item once its result is in, so a
 # late joiner gets only unfinished ones.
-STATE_HEADER = np.dtype("<u8")
+STATE_HEADER = np.dtype("<u8")  # the checkpoint state: item id, then PrimeScan.pack()
 #: A worker that has done all it was given says hello again this often, its hello's payload
 #: `IDLE`. Results are a stream (volatile): one written before a new master's reader matched
 #: is lost, so a master that still counts items pending at an idle worker issues them again
 #: (the worker answers from the results it kept), and a master that took the job over
 #: without a roster learns of its workers from these hellos.
 IDLE_HELLO_S = 1.0
-IDLE = b"idle"  # the checkpoint state: item id, then PrimeScan.pack()
+IDLE = b"idle"
 
 
 def result_path(run_dir: Path, job_id: str) -> Path:
