@@ -246,6 +246,26 @@ def test_a_sample_stamped_in_the_future_is_refused(service: PersistService, doma
     assert service.stats.future_stamped == 1
 
 
+def test_a_sample_whose_text_is_not_utf8_is_counted_and_not_kept(
+    service: PersistService, domain_id: int
+) -> None:
+    """Cyclone checks a sample's lengths, not its text: bytes that are no UTF-8 reach the
+    replica, which must neither store them (a late joiner could not decode them) nor stop."""
+    with Bus(domain_id) as bus:
+        cp = bus.writer("Checkpoint")
+        assert cp.wait_for_replicas(1, timeout_s=TIMEOUT_S)
+        good = _checkpoint("wx", 7).serialize()
+        bad = good.replace(b"wx\x00", b"\xff\xfe\x00")  # same length, invalid UTF-8
+        assert bad != good and len(bad) == len(good)
+        cp.write_cdr(bad)
+        cp.write_stored(_checkpoint("w", 1), timeout_s=TIMEOUT_S)
+        cp.write_cdr(good)  # the same instance's bytes, valid: stored as any other
+        cp.write_stored(_checkpoint("w", 2), timeout_s=TIMEOUT_S)
+    _, got = _late_reader(domain_id)
+    assert sorted((c.worker_id, c.items_done) for c in got) == [("w", 1), ("w", 2), ("wx", 7)]
+    assert service.stats.ignored == 1 and service.alive
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("limits", [PersistLimits(max_reply_samples=5)])
 def test_a_late_joiner_gets_a_bounded_reply_that_says_it_was_cut(

@@ -54,6 +54,7 @@ __all__ = [
 MISSIONS = data_root() / "missions"
 PRIMES_MISSION = MISSIONS / "hpc-primes.yaml"
 IMPLS = ("dds", "mpi", "mpi-tcp")
+_STATUS_EVERY_S = 0.5  # how often a job's launcher asks the supervisor for the instances' states
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,15 @@ def _run_mission(
         # started have not produced anything yet.
         watch = _JobWatch(supervisor.bus, job_id) if kill is not None else None
         deadline = time.monotonic() + timeout_s
+        next_status = 0.0
         while (result := read_result(path)) is None:
+            if watch is None and time.monotonic() < next_status:
+                # Without a kill to time, the instances' states only tell a failed job apart:
+                # asked twice a second, not at every look for the result (the status is built
+                # under the supervisor's lock, on the cores the job runs on).
+                time.sleep(0.05)
+                continue
+            next_status = time.monotonic() + _STATUS_EVERY_S
             status = {i["id"]: i for i in supervisor.status()["instances"]}
             ended = status.get(f"{mission.mission}/{result_system}/0")
             if ended is not None and ended["state"] in ("failed", "stopped"):

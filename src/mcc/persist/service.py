@@ -517,15 +517,19 @@ class PersistService:
             return blank, f"topic {policy.name!r}: {refusal}"
         if info.valid_data:
             try:
-                sample = topic.type.deserialize(data)
+                sample = topic.decode(data)
             except Exception as exc:  # bytes that do not fit the type: keep the service up
                 self._undecodable(writer, policy, "sample", exc)
                 return None
-            key = sample.serialize_key()
-            key_json = key_json_of(sample)
-            if len(topic.keys) >= _MAX_KEYS:
-                topic.keys.clear()  # only a cache: a dispose without data decodes its key
-            topic.keys[info.instance_handle] = (key, key_json)
+            # One instance handle is one key (Cyclone's key hash): an instance written again,
+            # as a worker's checkpoint is, reuses the key found the first time.
+            known = topic.keys.get(info.instance_handle)
+            if known is None:
+                known = (sample.serialize_key(), key_json_of(sample))
+                if len(topic.keys) >= _MAX_KEYS:
+                    topic.keys.clear()  # only a cache: a dispose without data decodes its key
+                topic.keys[info.instance_handle] = known
+            key, key_json = known
             return Write(
                 policy.name,
                 policy.type_name,
