@@ -30,6 +30,7 @@ from mcc.bus import Bus
 from mcc.hpc.base import CONTROL_ID, JobResult, read_result, write_result
 from mcc.hpc.farm import result_path
 from mcc.hpc.journal import (
+    JOURNAL_TOPIC,
     LEASE_KEY,
     RESULTS_PREFIX,
     JournalState,
@@ -103,7 +104,7 @@ class Progress:
 
 def journal_records(bus: Bus, job: str) -> JournalState:
     """The job's journal as the persistence service keeps it (history of a fresh reader)."""
-    reader = bus.reader("Checkpoint", history_timeout_s=10.0)
+    reader = bus.reader(JOURNAL_TOPIC, history_timeout_s=10.0)
     assert reader.wait_for_history(timeout_s=10.0), "no persistence service answered"
     state = JournalState()
     while batch := reader.take(1024):

@@ -17,6 +17,7 @@ from mcc.hpc import farm_master, farm_worker
 from mcc.hpc.base import CONTROL_ID, JobResult
 from mcc.hpc.farm import FarmMaster, FarmWorker
 from mcc.hpc.journal import (
+    JOURNAL_TOPIC,
     RESULTS_PREFIX,
     JournalState,
     Lease,
@@ -147,7 +148,7 @@ def test_a_master_that_reads_a_higher_claim_stands_by_then_takes_the_job_back(
             mode="strided",
             roster=(("t/worker/0", 111),),
         )
-        cps = bus.writer("Checkpoint")
+        cps = bus.writer(JOURNAL_TOPIC)
         assert cps.wait_for_readers(2, timeout_s=20)  # the service and the master
         cps.write_stored(rival.encode(JOB), timeout_s=10)
         wait_for(lambda: farm.token == (0, ""), 20, "the master standing by")
@@ -187,7 +188,7 @@ def journaled_farm(
             if cp.job_id == JOB and cp.worker_id.startswith(RESULTS_PREFIX):
                 writes.append(sorted(read_records(JournalState(), [cp], job_id=JOB).results))
 
-    watch = bus.reader("Checkpoint", on_data=on_records)
+    watch = bus.reader(JOURNAL_TOPIC, on_data=on_records)
     with journaled_master(buses, domain_id, tmp_path) as (farm, future, worker):
         yield farm, future, worker, writes
 
@@ -253,7 +254,7 @@ def test_a_master_whose_predecessor_died_before_the_roster_was_stored_hears_the_
         service.wait_ready(timeout_s=20)
         # The dead master: its claim is stored, its roster is not; its items went out.
         dead = Lease(epoch=1, master="t/master/0", n=10_000, items=4, mode="strided")
-        cps = bus.writer("Checkpoint")
+        cps = bus.writer(JOURNAL_TOPIC)
         cps.write_stored(dead.encode(JOB), timeout_s=10)
         items = bus.writer("WorkItem")
         results = bus.reader("WorkResult")

@@ -142,6 +142,9 @@ def sample_for(topic: str) -> object:
         "Checkpoint": t.Checkpoint(
             job_id="primes", worker_id="w/1", items_done=3, last_item_id=3, state=b"\x01\x02"
         ),
+        "FarmJournal": t.Checkpoint(
+            job_id="primes", worker_id="@lease", items_done=1, state=b'{"master": "m/master/0"}'
+        ),
         "PersistRequest": t.PersistRequest(
             request_id="q1", client_id="x", topic="Checkpoint", type_name="mcc.Checkpoint"
         ),

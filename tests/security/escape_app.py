@@ -61,6 +61,26 @@ def main(ctx: AppContext) -> int:
         if str(keystore) in config or "PRIVATE KEY" in config:
             raise AssertionError("the keystore or a key is in the environment")
 
+    def sqlite_spills() -> None:
+        """What an app's SQLite does with a large sort inside a transaction: it spills to its
+        temporary folder, which it picks by access(2) (Landlock does not change that): the
+        instance's ``TMPDIR`` must name one the confinement lets it write."""
+        import sqlite3
+
+        db = sqlite3.connect(ctx.run_dir / f"spill-{me}.sqlite", isolation_level=None)
+        try:
+            db.execute("PRAGMA cache_size = 2")
+            db.execute("CREATE TABLE t (a INTEGER PRIMARY KEY, b BLOB, k INT)")
+            db.execute("BEGIN")
+            rows = ((os.urandom(200), i % 7) for i in range(20_000))
+            db.executemany("INSERT INTO t (b, k) VALUES (?, ?)", rows)
+            db.execute("SAVEPOINT s")
+            db.execute("DELETE FROM t WHERE a IN (SELECT a FROM t WHERE k = 3 ORDER BY b)")
+            db.execute("RELEASE s")
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
     attempts = {
         "own identity": lambda: (delivered / "key.pem").read_bytes(),
         "own identity in the keystore": lambda: (
@@ -81,6 +101,7 @@ def main(ctx: AppContext) -> int:
         "write the working folder": lambda: Path("escape-was-here").write_text("x"),
         "write the run folder": lambda: (ctx.run_dir / f"note-{me}").write_text("x"),
         "write /tmp": lambda: Path(f"/tmp/mcc-escape-{os.getpid()}").write_text("x"),
+        "sqlite's temporary files": sqlite_spills,
     }
     results = {name: _try(action) for name, action in attempts.items()}
     Path(f"/tmp/mcc-escape-{os.getpid()}").unlink(missing_ok=True)

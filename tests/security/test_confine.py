@@ -130,6 +130,35 @@ def test_a_confined_process_reads_only_what_it_was_given(home: Path, tmp_path: P
     (REPO / "mcc-confine-planted").unlink(missing_ok=True)
 
 
+def test_a_confined_persistence_store_commits_batches_of_large_samples(home: Path) -> None:
+    """A replica of the persistence service runs confined. SQLite picks its temporary folder
+    by access(2), which Landlock does not change: without a ``TMPDIR`` it chose /var/tmp, and a
+    batch of large samples (a keep-last topic's oldest pruned inside the write's savepoint)
+    failed its commit with "unable to open database file". The store keeps its temporary
+    structures in memory, so it commits wherever it is confined."""
+    run = home / "runs" / "r1"
+    run.mkdir(parents=True)
+    conf = confine.instance_confinement(home=home, run_dir=run)
+    out = _in_child(
+        conf,
+        "os.environ.pop('TMPDIR', None)\n"
+        "from mcc.persist.records import TopicPolicy, Write\n"
+        "from mcc.persist.store import Store\n"
+        f"store = Store.open({str(run / 'p.sqlite')!r})\n"
+        "T = ('Checkpoint', 'mcc::Checkpoint')\n"
+        "store.ensure_topic(TopicPolicy(*T, False, history_depth=16))\n"
+        "def batch(r):\n"
+        "    return [Write(*T, (), b'k%d' % (i % 2), '{}', 'w%d' % (i % 2), i,\n"
+        "                  os.urandom(20_000)) for i in range(r * 8, r * 8 + 8)]\n"
+        "try:\n"
+        "    out['stored'] = sum(store.apply(batch(r)).stored for r in range(20))\n"
+        "except Exception as exc:\n"
+        "    out['stored'] = f'{type(exc).__name__}: {exc}'\n"
+        "out['kept'] = store.usage()[0]\n",
+    )
+    assert out == {"warnings": [], "stored": 160, "kept": 32}
+
+
 def test_a_home_inside_a_writable_folder_cannot_be_hidden(tmp_path: Path) -> None:
     """Landlock only grants: a folder inside a writable one is granted with it. The instance's
     confinement says so (the supervisor logs it once), and `apply` warns when asked anyway."""
@@ -171,7 +200,7 @@ def test_a_compromised_instance_of_a_secured_mission_stays_in_its_cell(
         assert not any(f.name.endswith(".key") for f in files)  # no CA private key
     assert not list((home / "agents").glob("*.identities/jail.*"))  # gone with the mission
     allowed = {"own identity", "no keystore in the environment", "write the run folder"}
-    allowed.add("write /tmp")
+    allowed |= {"write /tmp", "sqlite's temporary files"}
     if str(REPO.resolve()).startswith("/tmp/"):  # a CI clone: /tmp is every instance's
         allowed.add("write the working folder")
     (REPO / "escape-was-here").unlink(missing_ok=True)

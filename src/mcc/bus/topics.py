@@ -67,6 +67,10 @@ _SPECS = (
     TopicSpec("ComputeBulk", types.BulkBlock, "bulk_transfer", "remote kernel arguments"),
     TopicSpec("ComputeBulkReturn", types.BulkBlock, "bulk_transfer", "remote kernel results"),
     TopicSpec("Checkpoint", types.Checkpoint, "durable", "HPC worker checkpoints"),
+    # The farm master's journal (mcc.hpc.journal), on a topic of its own: only the masters may
+    # write it (a worker's identity cannot forge a lease or a result), and neither the masters
+    # nor the workers take in each other's records.
+    TopicSpec("FarmJournal", types.Checkpoint, "durable", "HPC farm master's lease and results"),
     TopicSpec("PersistRequest", types.PersistRequest, "bulk", "history asked of the store"),
     TopicSpec("PersistReply", types.PersistReply, "bulk", "retained samples, per replica"),
     TopicSpec("PersistAck", types.PersistAck, "state", "samples committed to the store"),

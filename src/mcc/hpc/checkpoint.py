@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from mcc.bus import Bus
 from mcc.bus.history import HistoryReader
@@ -35,8 +36,17 @@ def restore_checkpoint(
 ) -> Checkpoint | None:
     """The newest checkpoint of ``worker_id`` in ``job_id`` that the persistence service kept,
     or None (none kept, or no service answered within ``timeout_s``)."""
-    start = time.monotonic()
     reader = bus.reader("Checkpoint", history_timeout_s=timeout_s)
+    try:
+        return _restore(reader, job_id=job_id, worker_id=worker_id, timeout_s=timeout_s)
+    finally:
+        # Read once: kept open, it would take in (and, in a secured mission, decrypt) every
+        # checkpoint of every other worker for the rest of the job.
+        reader.close()
+
+
+def _restore(reader: Any, *, job_id: str, worker_id: str, timeout_s: float) -> Checkpoint | None:
+    start = time.monotonic()
     if not isinstance(reader, HistoryReader):
         return None  # the profile is not durable: nothing was kept
     if not reader.wait_for_history(timeout_s=timeout_s):
@@ -45,7 +55,7 @@ def restore_checkpoint(
     # The newest by the checkpoint's own clock, but none stamped in the future: a sample
     # stamped a year ahead would otherwise win over every real checkpoint to come.
     horizon_ns = time.time_ns() + MAX_CLOCK_SKEW_NS
-    # Every batch: the master's journal shares the topic, so the history may be long.
+    # Every batch: the history holds every worker's checkpoints.
     mine = []
     while batch := reader.take(4096):
         mine += [cp for cp in batch if cp.job_id == job_id and cp.worker_id == worker_id]

@@ -153,14 +153,14 @@ def write_own_result(
     return True
 
 
-# Checkpoint: the master's journal (its lease and the results it counted, mcc.hpc.journal),
+# FarmJournal: the master's journal (its lease and the results it counted, mcc.hpc.journal),
 # durable: the supervisor starts the persistence service for it
 @app(
     topics=Topics(
-        publish=("WorkItem", "Checkpoint"), subscribe=("WorkResult", "Heartbeat", "Checkpoint")
+        publish=("WorkItem", "FarmJournal"), subscribe=("WorkResult", "Heartbeat", "FarmJournal")
     ),
     config=MasterConfig,
-    durable=("Checkpoint",),
+    durable=("FarmJournal",),
 )
 def master(ctx: AppContext) -> int:
     """App ``mcc.hpc.farm:master``: run one primes job, write ``hpc-<job>.json`` to the run

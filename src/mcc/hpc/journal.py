@@ -29,7 +29,10 @@ result is a pure function of its item, so any copy is the same value), and a res
 only once it is in the journal, so a successor re-issues exactly the items without a journaled
 result.
 
-Records (topic ``Checkpoint``, profile ``durable``, key ``(job_id, worker_id)``):
+Records (topic ``FarmJournal``, type ``Checkpoint``, profile ``durable``, key ``(job_id,
+worker_id)``). The topic is the masters' alone: in a secured mission no worker may write it, so
+a stolen worker identity can neither claim the job nor forge a counted result, and the
+masters do not take in the workers' checkpoints, nor the workers the journal.
 
 - ``@lease``: ``items_done`` = epoch, ``state`` = JSON: master, epoch, the job's plan (``n``,
   ``items``, ``mode``), the roster (worker ids and pids in assignment order, once work was
@@ -61,6 +64,7 @@ from mcc.errors import MccError
 from mcc.types import Checkpoint
 
 __all__ = [
+    "JOURNAL_TOPIC",
     "LEASE_KEY",
     "RESULTS_PREFIX",
     "JournalState",
@@ -74,6 +78,7 @@ __all__ = [
 
 log = logging.getLogger("mcc.hpc.journal")
 
+JOURNAL_TOPIC = "FarmJournal"
 LEASE_KEY = "@lease"
 RESULTS_PREFIX = "@results/"
 #: A token: (epoch, master id). Tuples order them: a higher epoch wins, then the larger id.
@@ -281,10 +286,10 @@ class MasterJournal:
         self._seq = 0
         self._pending: int | None = None  # source ns of a lease record published, not settled
         self._mine: set[str] = set()  # our own result records: our reader hears them too
-        writer = bus.writer("Checkpoint")
-        reader = bus.reader("Checkpoint", history_timeout_s=history_timeout_s)
+        writer = bus.writer(JOURNAL_TOPIC)
+        reader = bus.reader(JOURNAL_TOPIC, history_timeout_s=history_timeout_s)
         if not isinstance(reader, HistoryReader) or not isinstance(writer, DurableWriter):
-            raise MccError("the Checkpoint profile is not durable: a master cannot journal")
+            raise MccError(f"the {JOURNAL_TOPIC} profile is not durable: a master cannot journal")
         self._writer: DurableWriter[Checkpoint] = writer
         self._reader = reader
         self.available = reader.wait_for_history(timeout_s=history_timeout_s)

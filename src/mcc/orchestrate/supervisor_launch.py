@@ -27,6 +27,7 @@ from mcc.settings import child_env, current, env_name, environ
 #: the variable in the instance, where its backend set it to the folder it wrote.
 IDENTITY_DIR_REF = "${" + env_name("identity_dir") + "}"
 log = logging.getLogger("mcc.orchestrate")
+_TEMP_VARS = ("TMPDIR", "TMP", "TEMP")  # where a process looks for its temporary folder
 
 if TYPE_CHECKING:  # types only: the Supervisor composes this part and hands itself in
     from mcc.orchestrate.supervisor import Supervisor
@@ -153,6 +154,11 @@ class Launcher:
         )
         if placement.gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.gpu_ids))
+        if current().confine and not any(env.get(k) for k in _TEMP_VARS):
+            # A library that picks its temporary folder by access(2), which Landlock does not
+            # change (SQLite: /var/tmp before /tmp), would pick one the confinement refuses to
+            # write: name the one it grants.
+            env["TMPDIR"] = "/tmp"
         if system.app is not None:
             argv = (*RUNTIME_ARGV, system.app, *system.args)
         else:
@@ -219,7 +225,7 @@ class Launcher:
         (`mcc.security.confine`); None when ``MCC_CONFINE`` is off."""
         if not current().confine:
             return None
-        temp = [env[k] for k in ("TMPDIR", "TMP", "TEMP") if env.get(k)]
+        temp = [env[k] for k in _TEMP_VARS if env.get(k)]
         home = self._home
         conf = instance_confinement(home=home, run_dir=self._sup.run_dir.resolve(), temp_dirs=temp)
         if str(home) in conf.exposed and not self._home_exposure_told:

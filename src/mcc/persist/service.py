@@ -46,8 +46,15 @@ from cyclonedds.dynamic import get_types_for_typeid
 from cyclonedds.util import duration
 
 from mcc import settings
-from mcc.bus import Bus
-from mcc.bus.history import ACK_TOPIC, REPLY_TOPIC, REQUEST_TOPIC, dds_type_name, is_durable
+from mcc.bus import Bus, Writer
+from mcc.bus.history import (
+    ACK_TOPIC,
+    REPLY_TOPIC,
+    REQUEST_TOPIC,
+    ack_partition,
+    dds_type_name,
+    is_durable,
+)
 from mcc.bus.topics import TOPICS
 from mcc.errors import TopicError
 from mcc.orchestrate.appspec import app
@@ -158,10 +165,10 @@ class PersistService:
         self._requests = bus.reader(REQUEST_TOPIC, history=False)
         self._waitset.attach(self._requests.condition)
         self._replies = bus.writer(REPLY_TOPIC)
-        self._acks = bus.writer(ACK_TOPIC)
+        self._acks: dict[str, Writer[PersistAck]] = {}  # topic → its acks' writer (`_ack_writer`)
         self._topics: dict[str, TopicReader] = {}
         self._writers: dict[int, WriterInfo] = {}
-        self._gone: set[str] = set()  # writer GUIDs whose acks are to be withdrawn
+        self._gone: dict[str, str] = {}  # writer GUID → topic: acks to be withdrawn
         self._refusals: dict[str, Refusal] = {}
         self._peers: set[str] = set()
         # participant → topics it has readers of (for `Principal.reads`), bounded
@@ -252,7 +259,7 @@ class PersistService:
             if not info.valid_data or info.instance_state != InstanceState.Alive:
                 writer = self._writers.get(info.instance_handle)
                 if writer is not None and writer.durable:
-                    self._gone.add(writer.guid)  # forgotten at the sweep, once acks are done
+                    self._gone[writer.guid] = writer.topic  # forgotten at the sweep
                 elif writer is not None:
                     del self._writers[info.instance_handle]
                 continue
@@ -391,6 +398,7 @@ class PersistService:
             return None
         topic = TopicReader(name, type_name, data_type, reader, self.store.topic(name, type_name))
         self._topics[name] = topic
+        self._ack_writer(name)  # before a writer of the topic waits for its match
         self._waitset.attach(reader.condition)
         self.stats.topics += 1
         return topic
@@ -612,11 +620,21 @@ class PersistService:
             self._ack(guid, topics[guid])
         return result.stored
 
+    def _ack_writer(self, topic: str) -> Writer[PersistAck]:
+        """The writer of ``topic``'s acks, in its partition (`ack_partition`); one per kept
+        topic (at most ``max_topics``)."""
+        writer = self._acks.get(topic)
+        if writer is None:
+            writer = self._acks[topic] = self.bus.writer(
+                ACK_TOPIC, partitions=[ack_partition(topic)]
+            )
+        return writer
+
     def _ack(self, guid: str, topic: str) -> None:
         state = self.store.writer_state(guid)
         refusal = self._refusals.get(guid)
         self._write(
-            self._acks,
+            self._ack_writer(topic),
             PersistAck(
                 replica=self.replica,
                 writer_guid=guid,
@@ -671,8 +689,9 @@ class PersistService:
                     expired,
                     self.limits.retention_s,
                 )
-        for guid in sorted(self._gone):  # the writer is gone: nobody waits for its acks
-            self._acks.dispose(PersistAck(replica=self.replica, writer_guid=guid))
+        for guid, topic in sorted(self._gone.items()):  # the writer is gone: no one waits
+            if topic in self._acks:
+                self._acks[topic].dispose(PersistAck(replica=self.replica, writer_guid=guid))
             self._windows.pop(guid, None)
             self._refusals.pop(guid, None)
         if self._gone:  # forget them: a churn of writers must not grow the service

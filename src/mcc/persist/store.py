@@ -141,6 +141,12 @@ class Store(Closeable):
             # FULL: a commit is on disk before the service acknowledges it (power loss too);
             # WAL alone already survives a kill -9 of the service.
             conn.execute("PRAGMA synchronous = FULL")
+            # Temporary tables, sorts and statement journals in memory (each is bounded by the
+            # store's quotas): SQLite picks its temporary folder by access(2), which a Landlock
+            # confinement does not change, so a confined replica chose /var/tmp, could not
+            # open a file there, and failed its commit ("unable to open database file") as
+            # soon as a batch of large samples needed one.
+            conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA foreign_keys = ON")
             return cls(path, conn, lock_fd, limits)
         except sqlite3.DatabaseError as exc:
