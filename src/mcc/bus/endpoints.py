@@ -366,7 +366,12 @@ class Reader(_Endpoint, Generic[T]):
         # What a waitset (``wait``, ``ReaderLoop``) attaches: a subclass may add conditions.
         self.conditions: tuple[Any, ...] = (self.condition, *self._extra_conditions)
         codec = flat_codec(self.type)  # type: ignore[arg-type]
-        self._decode = codec.decode if codec is not None else cast(Any, self.type).deserialize
+        #: One serialized sample of this reader's type to a sample, as `take` decodes it (the
+        #: flat codec where the type is flat, else ``deserialize``); raises on bytes that do
+        #: not fit the type.
+        self.decode: Callable[[bytes], Any] = (
+            codec.decode if codec is not None else cast(Any, self.type).deserialize
+        )
         # Samples decoded in the native take (flat types); the rest come as (bytes, info).
         self._layout = codec.layout if codec is not None else None
         self._waitset: WaitSet | None = None
@@ -407,7 +412,7 @@ class Reader(_Endpoint, Generic[T]):
             if self._closed:
                 raise MccError(f"reader of topic {self.topic_name!r} is closed")
             raise DDSException(raw, f"taking from topic {self.topic_name!r}")
-        decode = self._decode
+        decode = self.decode
         check = received_check(self.type) if self._validate else None  # type: ignore[arg-type]
         if check is None and not any(type(item) is tuple for item in raw):
             return cast(list[T], raw)  # all decoded natively, nothing left to check

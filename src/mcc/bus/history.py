@@ -298,7 +298,7 @@ class HistoryReader(Reader[T]):
                 (r for r in replies if r.ok), self.topic_name, reader_depth=depth
             ):
                 try:
-                    value = self._decode(sample.data)
+                    value = self.decode(sample.data)
                 except Exception as exc:  # a replica holding bytes of another type
                     if len(errors) < 10:
                         errors.append(f"sample of writer {sample.writer_guid}: {exc}"[:300])

@@ -67,7 +67,7 @@ class WireReader(Reader[Any]):
     def __init__(self, bus: Bus, topic: str, decode: Callable[[bytes], Any]) -> None:
         profile = topic_spec(topic).profile
         super().__init__(bus, bus.topic(topic, profile=profile), profile, validate=False)
-        self._decode = decode  # the wire codec checks what it decodes
+        self.decode = decode  # the wire codec checks what it decodes
 
 
 # -- bulk transfers ----------------------------------------------------------------------------

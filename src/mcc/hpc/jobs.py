@@ -279,37 +279,35 @@ def _run_mission(
         deadline = time.monotonic() + timeout_s
         next_status = 0.0
         while (result := read_result(path)) is None:
-            if watch is None and time.monotonic() < next_status:
-                # Without a kill to time, the instances' states only tell a failed job apart:
-                # asked twice a second, not at every look for the result (the status is built
-                # under the supervisor's lock, on the cores the job runs on).
-                time.sleep(0.05)
-                continue
-            next_status = time.monotonic() + _STATUS_EVERY_S
-            status = {i["id"]: i for i in supervisor.status()["instances"]}
-            ended = status.get(f"{mission.mission}/{result_system}/0")
-            if ended is not None and ended["state"] in ("failed", "stopped"):
-                result = read_result(path)  # written just before it exited
-                if result is not None:
-                    break
-                log = run_dir / "logs" / f"{result_system}-0.log"
-                tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-                raise HpcError(
-                    f"{mission.mission}: {result_system} {ended['state']} ({ended['reason']}) "
-                    f"without a result; its log ({log}) ends:\n{tail}"
-                )
+            # A kill to time needs the instances' states at every look; otherwise they only tell
+            # a failed job apart: asked twice a second (the status is built under the
+            # supervisor's lock, on the cores the job runs on).
+            if watch is not None or time.monotonic() >= next_status:
+                next_status = time.monotonic() + _STATUS_EVERY_S
+                status = {i["id"]: i for i in supervisor.status()["instances"]}
+                ended = status.get(f"{mission.mission}/{result_system}/0")
+                if ended is not None and ended["state"] in ("failed", "stopped"):
+                    result = read_result(path)  # written just before it exited
+                    if result is not None:
+                        break
+                    log = run_dir / "logs" / f"{result_system}-0.log"
+                    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+                    raise HpcError(
+                        f"{mission.mission}: {result_system} {ended['state']} "
+                        f"({ended['reason']}) without a result; its log ({log}) ends:\n{tail}"
+                    )
+                victim = f"{mission.mission}/{kill.system}/{kill.worker}" if kill else ""
+                if (
+                    watch is not None
+                    and kill is not None
+                    and not kill_info
+                    and watch.ready_to_kill(kill, items, victim)
+                ):
+                    kill_info = _kill_worker(mission, status, kill, len(watch.items))
             if time.monotonic() > deadline:
                 raise HpcError(
                     f"{mission.mission}: no result within {timeout_s:g} s; run folder {run_dir}"
                 )
-            victim = f"{mission.mission}/{kill.system}/{kill.worker}" if kill else ""
-            if (
-                watch is not None
-                and kill is not None
-                and not kill_info
-                and watch.ready_to_kill(kill, items, victim)
-            ):
-                kill_info = _kill_worker(mission, status, kill, len(watch.items))
             time.sleep(0.005 if watch is not None and not kill_info else 0.05)
         restarts = {
             i["id"]: i["restarts"] for i in supervisor.status()["instances"] if i["restarts"]

@@ -525,7 +525,7 @@ class PersistService:
             return blank, f"topic {policy.name!r}: {refusal}"
         if info.valid_data:
             try:
-                sample = topic.decode(data)
+                sample = topic.reader.decode(data)  # the flat codec where the type is flat
             except Exception as exc:  # bytes that do not fit the type: keep the service up
                 self._undecodable(writer, policy, "sample", exc)
                 return None

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cyclonedds.core import Policy
 
 from mcc.bus import Reader
-from mcc.bus.codec import flat_codec
 from mcc.persist.store import TopicPolicy
 
 log = logging.getLogger("mcc.persist")
@@ -86,21 +84,6 @@ class TopicReader:
     reader: Reader[Any]
     policy: TopicPolicy | None  # from the first durable writer seen (or a previous run)
     keys: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # instance handle → key
-    decode: Callable[[bytes], Any] = field(init=False)  # `sample_decoder` of ``type``
-
-    def __post_init__(self) -> None:
-        self.decode = sample_decoder(self.type)
-
-
-def sample_decoder(data_type: Any) -> Callable[[bytes], Any]:
-    """How the replica decodes a sample of ``data_type`` (to check it and find its key): the
-    bus's flat codec where the type is flat (a tenth of cyclonedds' ``deserialize``: 2.6 against
-    25 µs for a ``Checkpoint``), else ``deserialize``. Both raise on bytes that do not fit."""
-    try:
-        codec = flat_codec(data_type)
-    except Exception:  # a type found by lookup that the codec cannot read: the general path
-        codec = None
-    return data_type.deserialize if codec is None else codec.decode
 
 
 @dataclass
