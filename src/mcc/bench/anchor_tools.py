@@ -64,18 +64,14 @@ class Background:
         """Poll `ready` until it holds; raise if the process exits or 10 s pass first."""
         deadline = time.monotonic() + _READY_TIMEOUT_S
         while not ready():
-            rc = self.proc.poll()
-            if rc is not None:
-                raise MccError(
-                    f"{describe(self.argv)} exited with status {rc} before it could {what}:\n"
-                    f"{tail(self.output())}"
-                )
-            if time.monotonic() > deadline:
-                raise MccError(
-                    f"{describe(self.argv)} did not {what} within {_READY_TIMEOUT_S:g} s:\n"
-                    f"{tail(self.output())}"
-                )
-            time.sleep(0.01)
+            if (rc := self.proc.poll()) is not None:
+                why = f"exited with status {rc} before it could {what}"
+            elif time.monotonic() > deadline:
+                why = f"did not {what} within {_READY_TIMEOUT_S:g} s"
+            else:
+                time.sleep(0.01)
+                continue
+            raise MccError(f"{describe(self.argv)} {why}:\n{tail(self.output())}")
 
     def stop(self) -> None:
         """Terminate, then kill if it lingers; always reaps the process."""

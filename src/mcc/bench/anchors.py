@@ -110,8 +110,7 @@ def run_ddsperf_pingpong(
     The ping side waits (at most 10 s) for the pong side to match, starts pinging one second
     later and prints one summary per second; see `parse_ddsperf_ping` for how they are combined.
     """
-    _check_ddsperf_size(size_bytes)
-    _check_domain(domain_id)
+    _check_ddsperf(size_bytes, domain_id)
     if not (rate_hz >= 0 and math.isfinite(rate_hz)):
         raise MccError(f"ping rate {rate_hz} Hz: use 0 (after each pong) or a positive rate")
     intervals = whole_seconds(positive_duration(duration_s))
@@ -157,18 +156,8 @@ def _ddsperf_pair(
     active_env, passive_env = ({**child_env(), "CYCLONEDDS_URI": c or default} for c in configs)
     common = [exe, "-i", str(domain_id), *([] if reliable else ["-u"])]
     rate = [f"{rate_hz:g}Hz"] if rate_hz > 0 else []
-    active_argv = [
-        *prefixes[0],
-        *common,
-        "-Qminmatch:1",
-        f"-Qinitwait:{_DISCOVERY_TIMEOUT_S}",
-        "-D",
-        str(run_s),
-        active,
-        *rate,
-        "size",
-        str(size_bytes),
-    ]
+    active_argv = [*prefixes[0], *common, "-Qminmatch:1", f"-Qinitwait:{_DISCOVERY_TIMEOUT_S}"]
+    active_argv += ["-D", str(run_s), active, *rate, "size", str(size_bytes)]
     # -D bounds the passive side even if we are killed before we can stop it.
     limit_s = run_s + _DISCOVERY_TIMEOUT_S + 2 * _SLACK_S
     passive_argv = [*prefixes[1], *common, "-D", str(limit_s), passive]
@@ -183,15 +172,12 @@ def _ddsperf_pair(
         yield output, other
 
 
-def _check_ddsperf_size(size_bytes: int) -> None:
+def _check_ddsperf(size_bytes: int, domain_id: int) -> None:
     if size_bytes < DDSPERF_MIN_SIZE_BYTES:
         raise MccError(
             f"ddsperf cannot send {size_bytes}-byte samples; its KS topic needs at least "
             f"{DDSPERF_MIN_SIZE_BYTES} bytes (size includes the fixed part)"
         )
-
-
-def _check_domain(domain_id: int) -> None:
     if not 0 <= domain_id <= MAX_DOMAIN_ID:
         raise MccError(f"DDS domain id {domain_id} is out of range; use 0 .. {MAX_DOMAIN_ID}")
 
@@ -225,8 +211,7 @@ def run_ddsperf_throughput(
     samples (resource limit 10000); `rate_hz` 0 publishes flat out. Configuration and
     prefixes and ``executable`` as for `run_ddsperf_pingpong`.
     """
-    _check_ddsperf_size(size_bytes)
-    _check_domain(domain_id)
+    _check_ddsperf(size_bytes, domain_id)
     seconds = whole_seconds(positive_duration(duration_s))
     # the first second after matching is ramp-up, the last a partial one: two more seconds
     with _ddsperf_pair(
@@ -272,18 +257,6 @@ def parse_ddsperf_sub(text: str, *, size_bytes: int) -> DdsperfThroughput:
     )
 
 
-@dataclass(frozen=True)
-class _DdsperfInterval:
-    peer: str
-    count: int
-    mean_us: float
-    min_us: float
-    p50_us: float
-    p90_us: float
-    p99_us: float
-    max_us: float
-
-
 _DDSPERF_LINE = re.compile(
     r"^\[\d+\]\s+[\d.]+\s+(?P<peer>\S+) size \d+"
     r" mean (?P<mean>[\d.]+)us min (?P<min>[\d.]+)us 50% (?P<p50>[\d.]+)us"
@@ -305,47 +278,34 @@ def parse_ddsperf_ping(text: str) -> LatencyStats:
     that is close when the seconds are alike). ddsperf reports no p99.9 or deviation, so those
     are None. `lost` is the number of ping timeouts ddsperf reported.
     """
-    intervals = [
-        _DdsperfInterval(
-            peer=m["peer"],
-            count=int(m["cnt"]),
-            mean_us=float(m["mean"]),
-            min_us=float(m["min"]),
-            p50_us=float(m["p50"]),
-            p90_us=float(m["p90"]),
-            p99_us=float(m["p99"]),
-            max_us=float(m["max"]),
-        )
-        for m in _DDSPERF_LINE.finditer(text)
-    ]
-    intervals = [i for i in intervals if i.count > 0]
+    intervals = [m for m in _DDSPERF_LINE.finditer(text) if int(m["cnt"]) > 0]
     if not intervals:
         raise MccError(f"ddsperf ping reported no round trips:\n{tail(text)}")
-    peers = sorted({i.peer for i in intervals})
+    peers = sorted({m["peer"] for m in intervals})
     if len(peers) > 1:
         raise MccError(
             f"ddsperf ping heard {len(peers)} pong peers ({', '.join(peers)}), expected one; "
             "another ddsperf shares the domain and discovery tag"
         )
-    count = sum(i.count for i in intervals)
+    count = sum(int(m["cnt"]) for m in intervals)
 
     def weighted(field: str) -> float:
         # ddsperf prints whole nanoseconds; more digits would be noise.
-        return round(sum(getattr(i, field) * i.count for i in intervals) / count, 3)
+        return round(sum(float(m[field]) * int(m["cnt"]) for m in intervals) / count, 3)
 
     timeouts = [int(n) for n in _DDSPERF_TIMEOUTS.findall(text)]
     return LatencyStats(
         count=count,
         lost=max(timeouts, default=0),
-        mean_us=weighted("mean_us"),
+        mean_us=weighted("mean"),
         stdev_us=None,
         stderr_us=None,
-        min_us=min(i.min_us for i in intervals),
-        p50_us=weighted("p50_us"),
-        p90_us=weighted("p90_us"),
-        p99_us=weighted("p99_us"),
+        min_us=min(float(m["min"]) for m in intervals),
+        p50_us=weighted("p50"),
+        p90_us=weighted("p90"),
+        p99_us=weighted("p99"),
         p999_us=None,
-        max_us=max(i.max_us for i in intervals),
+        max_us=max(float(m["max"]) for m in intervals),
     )
 
 
@@ -398,8 +358,9 @@ def run_sockperf_pingpong(
             f"sockperf cannot send {size_bytes}-byte messages; use "
             f"{SOCKPERF_MIN_SIZE_BYTES} .. {SOCKPERF_MAX_SIZE_BYTES} bytes"
         )
+    proto_name = "TCP" if tcp else "UDP"
     if not 1 <= port <= 65535:
-        raise MccError(f"{'TCP' if tcp else 'UDP'} port {port} is out of range; use 1 .. 65535")
+        raise MccError(f"{proto_name} port {port} is out of range; use 1 .. 65535")
     if mps is not None and mps < 1:
         raise MccError(f"sockperf rate {mps} messages/s: use 1 or more (or None: flat out)")
     seconds = whole_seconds(positive_duration(duration_s) + _SOCKPERF_WARMUP_S)
@@ -407,29 +368,16 @@ def run_sockperf_pingpong(
     proto = ["--tcp"] if tcp else []
     if not server_prefix and _port_bound(port, tcp=tcp):
         raise MccError(
-            f"{'TCP' if tcp else 'UDP'} port {port} on {address} is already in use; "
-            "pick another port"
+            f"{proto_name} port {port} on {address} is already in use; pick another port"
         )
     server_argv = [*server_prefix, exe, "server", "-i", address, "-p", str(port), *proto]
-    client_argv = [
-        *client_prefix,
-        exe,
-        "ping-pong",
-        "-i",
-        address,
-        "-p",
-        str(port),
-        *proto,
-        "-m",
-        str(size_bytes),
-        "-t",
-        str(seconds),
-        *(["--mps", str(mps)] if mps else []),
-    ]
+    client_argv = [*client_prefix, exe, "ping-pong", "-i", address, "-p", str(port), *proto]
+    client_argv += ["-m", str(size_bytes), "-t", str(seconds)]
+    client_argv += ["--mps", str(mps)] if mps else []
     with background(server_argv) as server:
         server.wait_until(
             lambda: _port_bound(port, tcp=tcp, pid=server.proc.pid),
-            what=f"bind {'TCP' if tcp else 'UDP'} port {port}",
+            what=f"bind {proto_name} port {port}",
         )
         rc, output = run_tool(client_argv, timeout_s=seconds + _SLACK_S)
         if rc != 0:
@@ -547,23 +495,9 @@ def run_mpi_pingpong(
     if size_bytes < 1:
         raise MccError(f"MPI ping-pong size {size_bytes}: use 1 byte or more")
     positive_duration(duration_s)
-    argv = [
-        mpiexec_path(),
-        "-n",
-        "2",
-        sys.executable,
-        "-m",
-        "mcc.bench.anchors",
-        "mpi-pingpong",
-        "--size",
-        str(size_bytes),
-        "--duration",
-        str(duration_s),
-        "--max-samples",
-        str(max_samples),
-        "--warmup",
-        str(warmup),
-    ]
+    argv = [mpiexec_path(), "-n", "2", sys.executable, "-m", "mcc.bench.anchors", "mpi-pingpong"]
+    argv += ["--size", str(size_bytes), "--duration", str(duration_s)]
+    argv += ["--max-samples", str(max_samples), "--warmup", str(warmup)]
     rc, output = run_tool(argv, timeout_s=duration_s + 60)
     for line in reversed(output.splitlines()):
         if line.startswith("RESULT "):

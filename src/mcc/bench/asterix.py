@@ -111,8 +111,6 @@ def default_oracle() -> Path | None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from mcc.bench.report import document, print_table, record, write_json
-
     reports = args.reports or (8_000 if args.quick else 40_000)
     rounds = args.rounds or (3 if args.quick else 7)
     if reports < 1 or rounds < 1:
@@ -124,8 +122,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command = f"mcc bench asterix --reports {reports} --rounds {rounds}" + (
         " --quick" if args.quick else ""
     )
-    doc = document(BENCH, rows, command=command)
-    print_table("CAT048 decoding, one core", rows, COLUMNS)
+    doc = report.document(BENCH, rows, command=command)
+    report.print_table("CAT048 decoding, one core", rows, COLUMNS)
     mcc = next(r for r in rows if r["impl"] == "mcc" and r["what"] == "gateway")
     verdict = "meets" if mcc["reports_per_s"] >= TARGET_REPORTS_PER_S else "MISSES"
     print(
@@ -133,9 +131,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         f"{TARGET_REPORTS_PER_S} reports/s"
     )
     if args.json:
-        write_json(doc, args.json)
+        report.write_json(doc, args.json)
     if args.record:
-        record(
+        report.record(
             doc,
             COLUMNS,
             notes=f"Medians of {rounds} alternating rounds, one core; target: the gateway at "
@@ -148,6 +146,7 @@ def stream(seed: int, reports: int) -> tuple[list[bytes], int]:
     """The bench's datagrams (`Method`) and the CAT048 reports they hold."""
     import numpy as np
 
+    from mcc.asterix.blocks import pack_records
     from mcc.asterix.cat034 import NORTH, encode_marker
     from mcc.asterix.editions import spec
 
@@ -175,21 +174,17 @@ def stream(seed: int, reports: int) -> tuple[list[bytes], int]:
             items["120"] = {"CAL": (("D", 0), 0, ("CAL", int(rng.integers(0, 512))))}
             items["130"] = {"PRL": 20, "PAM": 30}
         lay_records.append(record.create(items))
-    from mcc.asterix.blocks import pack_records
-
     sizes = [len(r.unparse()) // 8 for r in lay_records]
+    per_block = [  # the data blocks between two north markers
+        pack_records(cat, lay_records[i : i + NORTH_EVERY], sizes[i : i + NORTH_EVERY], 1400)
+        for i in range(0, DISTINCT, NORTH_EVERY)
+    ]
     datagrams: list[bytes] = []
-    per_block = []
-    for start in range(0, DISTINCT, NORTH_EVERY):
-        part = slice(start, start + NORTH_EVERY)
-        blocks = pack_records(cat, lay_records[part], sizes[part], 1400)
-        per_block.append(blocks)
     count = 0
     marker_tod = 36_000 * 128
     while count < reports:
         for blocks in per_block:
-            for block in blocks:
-                datagrams.append(block)
+            datagrams.extend(blocks)
             count += NORTH_EVERY
             marker_tod += 4 * NORTH_EVERY
             datagrams.append(encode_marker(sac=0, sic=1, tod_units=marker_tod, kind=NORTH))
@@ -238,7 +233,8 @@ def run(
         now = 10 * 3600 * 10**9 + 1_000_000_000
         for d in datagrams:
             gateway.datagram(d, sender, now)
-        return gateway.plots_published + (gateway.scans.flush() or _Empty()).count
+        last = gateway.scans.flush()
+        return gateway.plots_published + (last.count if last is not None else 0)
 
     def libasterix_parse() -> int:
         got = 0
@@ -288,10 +284,6 @@ def run(
         }
         for (impl, what), rate in medians.items()
     ]
-
-
-class _Empty:
-    count = 0
 
 
 def _oracle_rate(oracle: Path, datagrams: list[bytes], n: int, rounds: int, core: int) -> float:

@@ -26,7 +26,6 @@ from typing import Any
 from mcc.bench import perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec
 from mcc.bench.stats import LatencyRecorder
-from mcc.errors import MccError
 
 __all__ = ["COLUMNS", "BlockedPlan", "add_parser", "run_blocked"]
 
@@ -54,9 +53,7 @@ COLUMNS = (
     "write_p99_us",
     "samples_per_s",
     "lost",
-    "net",
-    "efficiency_vs_host",
-    "error",
+    *runner.NET_COLUMNS,
 )
 TARGET_INTERVAL_MS = 1.0
 TARGET_MAX_SIZE_BYTES = 10240
@@ -73,14 +70,18 @@ class BlockedPlan:
     options: PerfOptions = PerfOptions()
 
     def __post_init__(self) -> None:
-        if not self.sizes or any(s < 1 or s > 1 << 24 for s in self.sizes):
-            raise MccError(f"--sizes {list(self.sizes)}: use byte counts from 1 to 16 MiB")
-        if not self.intervals_ms or any(not i >= 0 for i in self.intervals_ms):
-            raise MccError(f"--intervals {list(self.intervals_ms)}: use ms >= 0 (0 = flat out)")
-        if not self.duration_s > 0:
-            raise MccError(f"--duration {self.duration_s}: use seconds > 0")
-        if not self.threshold_ms > 0:
-            raise MccError(f"--stall-threshold-ms {self.threshold_ms}: use ms > 0")
+        runner.require(
+            bool(self.sizes) and all(1 <= s <= 1 << 24 for s in self.sizes),
+            f"--sizes {list(self.sizes)}: use byte counts from 1 to 16 MiB",
+        )
+        runner.require(
+            bool(self.intervals_ms) and all(i >= 0 for i in self.intervals_ms),
+            f"--intervals {list(self.intervals_ms)}: use ms >= 0 (0 = flat out)",
+        )
+        runner.require(self.duration_s > 0, f"--duration {self.duration_s}: use seconds > 0")
+        runner.require(
+            self.threshold_ms > 0, f"--stall-threshold-ms {self.threshold_ms}: use ms > 0"
+        )
 
     @property
     def rows(self) -> int:
@@ -122,15 +123,10 @@ def _row(plan: BlockedPlan, size: int, interval_ms: float, nodes: Sequence[Node]
         block_threshold_us=plan.threshold_ms * 1000,
         count_throttles=True,
     )
-    try:
-        run = perftest.run_pubsub(plan.options, nodes, [spec], latency=False)
-    except MccError as exc:
-        row["error"] = str(exc).splitlines()[0][:300]
+    run = perftest.pubsub_or_error(row, plan.options, nodes, [spec], latency=False)
+    if run is None:
         return row
     pub = run.pubs[0]
-    steady = LatencyRecorder.decode(pub["steady_hist"]) if pub["steady_hist"] else None
-    blocked = LatencyRecorder.decode(pub["blocked_hist"]) if pub["blocked_hist"] else None
-    stalled = LatencyRecorder.decode(pub["stall_hist"]) if pub["stall_hist"] else None
     writes = pub["sent"]
     result = perftest.throughput_of(run.subs[0], run.sent_samples)
     row.update(
@@ -144,33 +140,24 @@ def _row(plan: BlockedPlan, size: int, interval_ms: float, nodes: Sequence[Node]
         samples_per_s=round(result.samples_per_s, 1),
         lost=result.lost,
     )
-    if steady is not None:
-        s = steady.stats()
+    stats = {
+        k: LatencyRecorder.decode(pub[f"{k}_hist"]).stats()
+        for k in ("steady", "blocked", "stall")
+        if pub[f"{k}_hist"]
+    }
+    if "steady" in stats:
+        s = stats["steady"]
         row.update(write_p50_us=s.p50_us, write_p99_us=s.p99_us, write_steady_max_us=s.max_us)
-    if blocked is not None:
-        b = blocked.stats()
-        row.update(blocked_p50_us=b.p50_us, blocked_max_us=b.max_us)
-    if stalled is not None:
-        row["stall_max_us"] = stalled.stats().max_us
-    row["write_max_us"] = max(
-        (
-            x
-            for x in (
-                row.get("write_steady_max_us"),
-                row.get("blocked_max_us"),
-                row.get("stall_max_us"),
-            )
-            if x
-        ),
-        default=None,
-    )
+    if "blocked" in stats:
+        row.update(blocked_p50_us=stats["blocked"].p50_us, blocked_max_us=stats["blocked"].max_us)
+    if "stall" in stats:
+        row["stall_max_us"] = stats["stall"].max_us
+    row["write_max_us"] = max((s.max_us for s in stats.values() if s.max_us), default=None)
     return row
 
 
 def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """At 1 ms intervals no write blocks, for every size up to 10 KiB."""
-    from mcc.bench.runner import target_row
-
     relevant = [
         r
         for r in rows
@@ -180,7 +167,7 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
     blocked = sum(r["blocked"] + r["timeouts"] for r in relevant) if relevant else None
     return [
-        target_row(
+        runner.target_row(
             f"zero blocked writes at {TARGET_INTERVAL_MS:g} ms intervals, sizes ≤ 10 KiB "
             f"({len(relevant)} rows)",
             blocked,
@@ -190,7 +177,7 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def notes(plan: BlockedPlan) -> str:
+def notes(plan: BlockedPlan, _rows: object = None) -> str:
     return (
         f"One publisher and one subscriber process, {plan.duration_s:g} s per row, profile "
         f"{plan.options.stream_profile} with a send queue of {plan.options.send_queue} samples "
@@ -241,7 +228,6 @@ MODE = runner.PerfMode(
     "blocked",
     plan_from_args=plan_from_args,
     run=run_blocked,
-    rows=lambda plan: plan.rows,
     key=("size_bytes", "interval_ms"),
     metric="samples_per_s",
     higher_is_better=True,
@@ -249,7 +235,6 @@ MODE = runner.PerfMode(
     title=lambda plan, nets: (
         f"blocked writes (send queue {plan.options.send_queue}), {nets} network"
     ),
-    notes=lambda plan, _rows: notes(plan),
+    notes=notes,
     targets=targets,
 )
-run_mode = MODE.run_mode

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mcc import settings
-from mcc.bench import report
+from mcc.bench import report, runner
 from mcc.errors import MccError
 from mcc.lifecycle import Closeable
 
@@ -119,22 +119,15 @@ def run_c2loop_row(
             procs.start("bulk-source", [*role, "bulk-source", *opts], env=env)
             procs.wait_for(lambda: _READY in bulk_sink.output(), "bulk traffic to flow")
         runtime = [sys.executable, "-m", "mcc.orchestrate.runtime"]
-        plant = procs.start(
-            "plant",
-            [*runtime, "mcc.apps.c2loop:plant"],
-            env=settings.child_env(
-                env,
-                system="plant",
-                config=json.dumps({"rate_hz": rate_hz, "warmup_cycles": WARMUP_CYCLES}),
-            ),
-        )
-        _set_priority(plant.popen.pid, priority)
-        elaborator = procs.start(
-            "elaborator",
-            [*runtime, "mcc.apps.c2loop:elaborator"],
-            env=settings.child_env(env, system="elaborator"),
-        )
-        _set_priority(elaborator.popen.pid, priority)
+        config = json.dumps({"rate_hz": rate_hz, "warmup_cycles": WARMUP_CYCLES})
+        c2: dict[str, _Process] = {}
+        for system, fields in (("plant", {"config": config}), ("elaborator", {})):
+            system_env = settings.child_env(env, system=system, **fields)
+            c2[system] = procs.start(
+                system, [*runtime, f"mcc.apps.c2loop:{system}"], env=system_env
+            )
+            _set_priority(c2[system].popen.pid, priority)
+        plant = c2["plant"]
         csv_path = rtt_csv_path(run_dir, 0)
         procs.wait_for(lambda: _csv_rows(csv_path) > WARMUP_CYCLES, "the C2 loop to close")
         procs.watch(duration_s)
@@ -222,10 +215,7 @@ def run_c2loop_bench(
                     priority=priority,
                 )
             )
-    command = (
-        "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "mcc bench c2loop"
-    )
-    doc = report.document("c2loop", rows, command=command)
+    doc = report.document("c2loop", rows, command=runner.command_line("c2loop"))
     report.print_table(
         f"C2 loop round trip (sensor → elaborator → actuator), {rate_hz:g} Hz, "
         f"priority {priority}, loopback, µs",

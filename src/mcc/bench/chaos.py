@@ -51,6 +51,7 @@ from mcc.bench.chaos_watch import (
     score_orders,
     wait_for,
 )
+from mcc.bench.deploy import reap
 from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
@@ -177,16 +178,15 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         report.print_table("what each run lost", runs, RUN_COLUMNS)
     if summary is not None:
         doc["summary"] = summary
-        compared = summary["compared"]
-        table = [
-            {"figure": key, **{k: compared[key].get(k) for k in ("lab", "host", "noise", "within")}}
-            for key in compared
-            if key != "ok"
-        ]
+        compared, sides = summary["compared"], ("lab", "host", "noise", "within")
         report.print_table(
             "the SAM TOC's raid, no fault: the lab's summary against this host's",
-            table,
-            ["figure", "lab", "host", "noise", "within"],
+            [
+                {"figure": k, **{s: v.get(s) for s in sides}}
+                for k, v in compared.items()
+                if k != "ok"
+            ],
+            ["figure", *sides],
         )
     if args.json:
         print(f"wrote {report.write_json(doc, args.json)}")
@@ -255,6 +255,7 @@ class BenchMission(Closeable):
         self.lab: Any = None
         self.logs: list[Any] = []
         self.supervisors: list[subprocess.Popen[str]] = []
+        self.bench_transport: Transport | None = None
         if net == "netns":
             from mcc.netlab import LAB_IFACE, NetLab, pick_subnet
 
@@ -265,19 +266,17 @@ class BenchMission(Closeable):
             self.env = child_env(self.env, transport=None)
             # A lost participant announcement is repeated after 1 s, not Cyclone's 30 s.
             spdp = "<Discovery><SPDPInterval>1s</SPDPInterval></Discovery>"
-            inside = Transport(kind="udp", multicast=True, interface=LAB_IFACE, extra_xml=spdp,
-                               discovery_tag=self.tag)  # fmt: skip
+            inside, self.bench_transport = (
+                Transport(
+                    kind="udp", multicast=True, interface=i, extra_xml=spdp, discovery_tag=self.tag
+                )
+                for i in (LAB_IFACE, lab.bridge)  # the hosts' link, the bench's bridge
+            )
             self.env.update(inside.apply_to_env({}))
-            self.bench_transport: Transport | None = Transport(
-                kind="udp", multicast=True, interface=lab.bridge, extra_xml=spdp,
-                discovery_tag=self.tag,
-            )  # fmt: skip
             if loss_pct:
                 for host in ("a", "b", "c"):
                     lab.netem(host, loss_pct=loss_pct)
             self._start_agent_on_c()
-        else:
-            self.bench_transport = None
 
     def _start_agent_on_c(self) -> None:
         from mcc.orchestrate.agent import AgentPaths
@@ -325,11 +324,7 @@ class BenchMission(Closeable):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
         for proc in self.supervisors:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            reap(proc, 30)
         record = self.agent_record()  # whatever the agent still owns: gone with the bench
         for pid in [record.get("agent_pid", 0), *(i["pid"] for i in record.get("instances", []))]:
             if isinstance(pid, int) and pid > 1:
@@ -339,6 +334,10 @@ class BenchMission(Closeable):
             out.close()
         if self.lab is not None:
             self.lab.down()
+
+    def run_dirs(self) -> list[Path]:
+        """The mission's run folders under its home (one per `mcc up` that made one)."""
+        return sorted((self.home / "runs").glob(f"{self.name}-*"))
 
 
 @contextlib.contextmanager
@@ -389,7 +388,7 @@ def _topics_of(system: Any) -> set[str]:
 
 
 def host_summary() -> dict[str, Any]:
-    """`mcc.bench.chaos_lab.sam_toc_raid`'s mission on this host (the local backend, `mcc up
+    """`mcc.bench.chaos_lab.sam_toc`'s ``sam-toc`` mission on this host (the local backend, `mcc up
     --phase engagement`, a scratch home and domain); its figures once the raid is over."""
     from mcc.bench.chaos_lab import SUMMARY_AFTER_S, figures, past_the_raid
 
@@ -423,14 +422,11 @@ def host_summary() -> dict[str, Any]:
 def summary_rows(name: str, runs: int = 2) -> dict[str, Any]:
     """The mission's summary on the lab (``runs`` fresh labs) against this host's (as many
     runs): `compare`'s verdict with every run's figures."""
-    from mcc.bench.chaos_lab import compare, lab_summary
-    from mcc.lab.hosts import ContainerLab
-    from mcc.lab.raycluster import RAY_IMAGE, RayLab
+    from mcc.bench.chaos_lab import compare, lab_summary, ray_lab
 
     lab_runs, host_runs = [], []
     for i in range(runs):
-        with ContainerLab(4, name=f"{name}s{i}", image=RAY_IMAGE) as lab:
-            ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+        with ray_lab(f"{name}s{i}") as ray:
             lab_runs.append(lab_summary(ray))
         host_runs.append(host_summary())
     return {"lab": lab_runs, "host": host_runs, "compared": compare(lab_runs, host_runs)}
@@ -450,55 +446,49 @@ def run_chaos(
         tempfile.TemporaryDirectory(prefix="mcc-chaos-") as tmp_name,
         BenchMission(manifest, Path(tmp_name), net=net, loss_pct=loss_pct, hpc_n=hpc_n) as m,
     ):
-        return _run(m, every_s=every_s, net=net, loss_pct=loss_pct, kinds=kinds)
-
-
-def _run(
-    m: BenchMission, *, every_s: float, net: str, loss_pct: float, kinds: list[str] | None
-) -> dict[str, Any]:
-    watch = Watch(m.name)
-    m.up()
-    with observer(m, watch) as (_, client):
-        systems = m.mission.all_systems()
-        engage_all(m, watch, client)
-        m.up()  # the standby
-        wait_for(lambda: _standby_seen(client), 60, "the standby")
-        # the systems first: a job (HPC) may end before the control plane has had its turn
-        first = [k for k in ("master", "worker") if k in systems]  # while the job runs
-        rest = [n for n in systems if n not in (*first, "truth", "assessor")]
-        plan = [*first, *rest, "supervisor", "agent"]
-        plan = [k for k in plan if kinds is None or k in kinds]
-        rows = [_quiet(m, watch, net=net, loss_pct=loss_pct, window_s=every_s + SWITCH_WINDOW_S)]
-        for kind in plan:
+        watch = Watch(m.name)
+        m.up()
+        with observer(m, watch) as (_, client):
+            systems = m.mission.all_systems()
+            engage_all(m, watch, client)
+            m.up()  # the standby
+            wait_for(lambda: _standby_seen(client), 60, "the standby")
+            # the systems first: a job (HPC) may end before the control plane has had its turn
+            first = [k for k in ("master", "worker") if k in systems]  # while the job runs
+            rest = [n for n in systems if n not in (*first, "truth", "assessor")]
+            plan = [*first, *rest, "supervisor", "agent"]
+            plan = [k for k in plan if kinds is None or k in kinds]
+            label = {"mission": m.name, "net": net + (f" {loss_pct:g}%" if loss_pct else "")}
+            # The anchor row: the same window with no kill (what the picture does on its own).
+            start = time.monotonic()
+            time.sleep(every_s + SWITCH_WINDOW_S)
+            gap = picture_gap(watch, start, time.monotonic())
+            rows = [
+                {**label, "kill": "none (anchor)", "restarted": 0, "picture_gap_s": gap, "ok": True}
+            ]
+            for kind in plan:
+                time.sleep(every_s)
+                try:
+                    rows.append({**label, **_kill(kind, m, watch, client)})
+                except (MccError, OSError) as exc:
+                    rows.append({**label, "kill": kind, "error": str(exc)[:200], "ok": False})
             time.sleep(every_s)
-            row: dict[str, Any] = {
-                "mission": m.name,
-                "net": net + (f" {loss_pct:g}%" if loss_pct else ""),
-            }
-            try:
-                row.update(_kill(kind, m, watch, client))
-            except (MccError, OSError) as exc:
-                row.update({"kill": kind, "error": str(exc)[:200], "ok": False})
-            rows.append(row)
-        time.sleep(every_s)
-        run = _summary(m, watch, rows, net=net, loss_pct=loss_pct)
-    return {"kills": rows, "run": run}
-
-
-def _quiet(
-    m: BenchMission, watch: Watch, *, net: str, loss_pct: float, window_s: float
-) -> dict[str, Any]:
-    """The anchor row: the same window with no kill (what the picture does on its own)."""
-    start = time.monotonic()
-    time.sleep(window_s)
-    return {
+            scored = score_orders(watch, time.monotonic())
+            answer, exact = _hpc_answer(m)
+    issued = scored["orders_issued"] if scored["orders_issued"] or "tewa" in systems else None
+    run = {
         "mission": m.name,
-        "net": net + (f" {loss_pct:g}%" if loss_pct else ""),
-        "kill": "none (anchor)",
-        "restarted": 0,
-        "picture_gap_s": picture_gap(watch, start, time.monotonic()),
-        "ok": True,
+        "net": net,
+        "loss_pct": loss_pct,
+        "kills": len(rows),
+        **scored,
+        "orders_issued": issued,
+        "hpc_answer": answer,
+        "hpc_exact": exact,
     }
+    lost = ("orders_lost", "orders_duplicated", "order_ids_missing")
+    run["ok"] = not any(scored[k] for k in lost) and exact is not False
+    return {"kills": rows, "run": run}
 
 
 def engage_all(m: BenchMission, watch: Watch, client: Any) -> set[str]:
@@ -506,8 +496,8 @@ def engage_all(m: BenchMission, watch: Watch, client: Any) -> set[str]:
     instance of every system runs; their ids."""
     if "engagement" in m.mission.phases:
         wait_for(lambda: attempt(lambda: client.call("phase", "engagement") or True), 60, "phase")
-    systems = m.mission.all_systems().items()
-    wanted = {f"{m.name}/{name}/{i}" for name, s in systems for i in range(system_size(s))}
+    sizes = {name: getattr(s, "size", s.replicas) for name, s in m.mission.all_systems().items()}
+    wanted = {f"{m.name}/{name}/{i}" for name, n in sizes.items() for i in range(n)}
     wait_for(lambda: set(watch.running()) >= wanted, 180, "all running")
     return wanted
 
@@ -517,11 +507,6 @@ def attempt(call: Callable[[], Any]) -> Any:
         return call()
     except MccError:
         return None
-
-
-def system_size(system: Any) -> int:
-    size = getattr(system, "size", None)
-    return int(size if size is not None else getattr(system, "replicas", 1))
 
 
 def _standby_seen(client: Any) -> bool:
@@ -558,23 +543,51 @@ def _kill(kind: str, m: BenchMission, watch: Watch, client: Any) -> dict[str, An
         lambda: (e := watch.running().get(victim)) and e[1] != pid and e, 60, f"{victim} back"
     )
     recovered = (replaced[2] - killed_wall) / 1e9
-    time.sleep(SWITCH_WINDOW_S)
-    restarted = _restarted(watch, before, victim)
-    gap = picture_gap(watch, killed - 1.0, time.monotonic())
+    row = _settled(watch, before, killed, kind, f"{kind}/0 pid {pid}", victim=victim)
     switches = (
         id_switches(watch, pictures_before, killed + recovered) if kind == "tracker" else None
     )
-    ok = (gap is None or gap <= PICTURE_GAP_S) and (switches in (None, 0))
     return {
-        "kill": kind,
-        "target": f"{kind}/0 pid {pid}",
+        **row,
         "detect_s": round(detected - killed, 3),
         "recover_s": round(recovered, 3),
+        "id_switches": switches,
+        "ok": row["ok"] and switches in (None, 0),
+    }
+
+
+def _settled(
+    watch: Watch,
+    before: dict[str, tuple[int, int, int, int]],
+    killed: float,
+    kind: str,
+    target: str,
+    *,
+    victim: str | None = None,
+) -> dict[str, Any]:
+    """A kill's row once `SWITCH_WINDOW_S` has passed: the instances running before, other
+    than ``victim``, that the supervisor has restarted since (their restart count grew; one
+    that ended on its own, a job done, is not one) and the picture's gap from a second before
+    the kill; ``ok`` when the gap is in target."""
+    time.sleep(SWITCH_WINDOW_S)
+    with watch.lock:
+        now = watch.statuses[-1][1] if watch.statuses else {}
+    restarted = sorted(
+        k.split("/", 1)[1]
+        for k, (_, _, _, restarts) in before.items()
+        if k != victim and k in now and now[k][3] > restarts
+    )
+    gap = picture_gap(watch, killed - 1.0, time.monotonic())
+    return {
+        "kill": kind,
+        "target": target,
+        "detect_s": None,
+        "recover_s": None,
         "restarted": len(restarted),
         "restarted_ids": " ".join(restarted) or None,
         "picture_gap_s": gap,
-        "id_switches": switches,
-        "ok": ok,
+        "id_switches": None,
+        "ok": gap is None or gap <= PICTURE_GAP_S,
     }
 
 
@@ -605,24 +618,16 @@ def _kill_supervisor(
     if answered is None:
         raise MccError("the standby never answered as the active supervisor")
     detected = watch.active_beats.get(standby)
-    time.sleep(SWITCH_WINDOW_S)
-    restarted = _restarted(watch, before)
-    gap = picture_gap(watch, killed - 1.0, time.monotonic())
+    row = _settled(watch, before, killed, "supervisor", f"active pid {active_pid}")
     m.up()  # a new standby, as systemd would restart the dead one
     wait_for(lambda: _standby_seen(client), 60, "a new standby")
     recover = answered - killed
     return {
-        "kill": "supervisor",
-        "target": f"active pid {active_pid}",
+        **row,
         "detect_s": round(detected - killed, 3) if detected else None,
         "recover_s": round(recover, 3),
-        "restarted": len(restarted),
-        "restarted_ids": " ".join(restarted) or None,
-        "picture_gap_s": gap,
-        "id_switches": None,
-        "ok": recover <= SUPERVISOR_RECOVER_S and not restarted
-        and (gap is None or gap <= PICTURE_GAP_S),
-    }  # fmt: skip
+        "ok": row["ok"] and recover <= SUPERVISOR_RECOVER_S and not row["restarted"],
+    }
 
 
 def _kill_agent(
@@ -637,60 +642,12 @@ def _kill_agent(
     detected = time.monotonic()
     wait_for(lambda: set(watch.running()) >= set(before), 60, "every instance running again")
     recovered = time.monotonic()
-    time.sleep(SWITCH_WINDOW_S)
-    restarted = _restarted(watch, before)
-    gap = picture_gap(watch, killed - 1.0, time.monotonic())
+    row = _settled(watch, before, killed, "agent", f"pid {old}")
     return {
-        "kill": "agent",
-        "target": f"pid {old}",
+        **row,
         "detect_s": round(detected - killed, 3),
         "recover_s": round(recovered - killed, 3),
-        "restarted": len(restarted),
-        "restarted_ids": " ".join(restarted) or None,
-        "picture_gap_s": gap,
-        "id_switches": None,
-        "ok": gap is None or gap <= PICTURE_GAP_S,
     }
-
-
-def _restarted(
-    watch: Watch, before: dict[str, tuple[int, int, int, int]], victim: str | None = None
-) -> list[str]:
-    """Instances running before, other than ``victim``, that the supervisor has restarted
-    since (their restart count grew); one that ended on its own (a job done) is not one."""
-    with watch.lock:
-        now = watch.statuses[-1][1] if watch.statuses else {}
-    return sorted(
-        k.split("/", 1)[1]
-        for k, (_, _, _, restarts) in before.items()
-        if k != victim and k in now and now[k][3] > restarts
-    )
-
-
-def _summary(
-    m: BenchMission, watch: Watch, rows: list[dict[str, Any]], *, net: str, loss_pct: float
-) -> dict[str, Any]:
-    scored = score_orders(watch, time.monotonic())
-    answer, exact = _hpc_answer(m)
-    run = {
-        "mission": m.name,
-        "net": net,
-        "loss_pct": loss_pct,
-        "kills": len(rows),
-        **scored,
-        "orders_issued": scored["orders_issued"]
-        if scored["orders_issued"] or "tewa" in m.mission.all_systems()
-        else None,
-        "hpc_answer": answer,
-        "hpc_exact": exact,
-    }
-    run["ok"] = (
-        not scored["orders_lost"]
-        and not scored["orders_duplicated"]
-        and not scored["order_ids_missing"]
-        and exact is not False
-    )
-    return run
 
 
 def _hpc_answer(m: BenchMission) -> tuple[int | None, bool | None]:
@@ -699,10 +656,10 @@ def _hpc_answer(m: BenchMission) -> tuple[int | None, bool | None]:
         return None, None
     args = list(master.args)
     n = int(float(args[args.index("--n") + 1])) if "--n" in args else None
-    run_dirs = sorted((m.home / "runs").glob(f"{m.name}-*"))
+    run_dirs = m.run_dirs()
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        for run_dir in run_dirs or sorted((m.home / "runs").glob(f"{m.name}-*")):
+        for run_dir in run_dirs or m.run_dirs():
             for path in run_dir.glob("hpc-*.json"):
                 with contextlib.suppress(OSError, ValueError, KeyError):
                     count = int(json.loads(path.read_text())["count"])

@@ -22,6 +22,7 @@ containers share the machine's); `load` reads the lines back into a `Watch`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -31,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,8 +62,8 @@ __all__ = [
     "load",
     "main",
     "past_the_raid",
+    "ray_lab",
     "sam_toc",
-    "sam_toc_raid",
     "sam_worker_host",
 ]
 
@@ -126,15 +127,11 @@ def load(path: Path, mission: str) -> Watch:
     return watch
 
 
-def sam_toc() -> LabMission:
-    """The SAM TOC under a raid that never ends (``missions/sam-toc-continuous.yaml``) as the
-    lab's mission, in its engagement phase: orders and outcomes to count across a fault."""
-    return _engaged("sam-toc-continuous")
-
-
-def _engaged(name: str) -> LabMission:
+def sam_toc(name: str = "sam-toc-continuous") -> LabMission:
     """Shipped SAM TOC mission ``name`` renamed and moved to the lab's mission and domain,
-    started in its engagement phase."""
+    started in its engagement phase: by default under a raid that never ends
+    (``missions/sam-toc-continuous.yaml``), orders and outcomes to count across a fault;
+    ``"sam-toc"``: against its 90-s raid, what its summary says is compared with one host's."""
     text = mission_file(name).read_text()
     text = text.replace(f"mission: {name}", f"mission: {MISSION}", 1)
     text = text.replace("domain: 10", f"domain: {DOMAIN}", 1)
@@ -210,12 +207,6 @@ SUMMARY_FIGURES = (
 )  # fmt: skip
 
 
-def sam_toc_raid() -> LabMission:
-    """The SAM TOC against its 90-s raid (``missions/sam-toc.yaml``) as the lab's mission,
-    started in its engagement phase: what its summary says is compared with one host's."""
-    return _engaged("sam-toc")
-
-
 def figures(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
     """The compared figures of a run: the assessor's ``summary.json`` (orders and their
     outcomes, the picture's GOSPA over the raid's seconds) and the truth's
@@ -242,11 +233,11 @@ def past_the_raid(truth: dict[str, Any] | None, summary: dict[str, Any] | None) 
 
 
 def lab_summary(ray: RayLab) -> dict[str, Any]:
-    """`sam_toc_raid` on ``ray`` (its supervisor on the first driver host); its figures once
-    the raid is over, read from the worker hosts where the truth and the assessor ran."""
+    """``sam_toc("sam-toc")`` on ``ray`` (its supervisor on the first driver host); its figures
+    once the raid is over, read from the worker hosts where the truth and the assessor ran."""
     from mcc.lab.raychaos import HOME, RayMissionLab
 
-    m = RayMissionLab(ray, sam_toc_raid(), watcher=ray.drivers[0])
+    m = RayMissionLab(ray, sam_toc("sam-toc"), watcher=ray.drivers[0])
     m.start()
 
     seen: dict[str, Any] = {}
@@ -314,16 +305,24 @@ def bench(name: str = "chaos") -> list[dict[str, Any]]:
     """``mcc bench chaos --net lab``: the four host faults of `mcc.lab.raychaos` on its probe
     mission, then, each on a fresh lab, the SAM TOC's worker host (`sam_worker_host`) that
     runs TEWA and the launchers, and the one that runs the tracker; the rows."""
-    from mcc.lab.hosts import ContainerLab
     from mcc.lab.raychaos import bench as host_faults
-    from mcc.lab.raycluster import RAY_IMAGE
 
     rows = host_faults(name)
     for systems in (("tewa", "launcher"), ("tracker",)):
-        with ContainerLab(4, name=f"{name}{systems[0][:2]}", image=RAY_IMAGE) as lab:
-            ray = RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
+        with ray_lab(f"{name}{systems[0][:2]}") as ray:
             rows.append(sam_worker_host(ray, systems))
     return rows
+
+
+@contextlib.contextmanager
+def ray_lab(name: str) -> Iterator[RayLab]:
+    """A fresh lab of four container hosts, Ray started: its head on h1, workers on h2 and h3,
+    the driver (the supervisor's host) h4."""
+    from mcc.lab.hosts import ContainerLab
+    from mcc.lab.raycluster import RAY_IMAGE
+
+    with ContainerLab(4, name=name, image=RAY_IMAGE) as lab:
+        yield RayLab(lab, head="h1", workers=("h2", "h3"), drivers=("h4",)).start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

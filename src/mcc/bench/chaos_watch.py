@@ -76,8 +76,7 @@ class Watch:
         for order in reader.take():
             with self.lock:
                 self.order_ids.add(order.order_id)
-            if enum_value(order.status) == OrderStatus.ORDER_ISSUED.value:
-                with self.lock:
+                if enum_value(order.status) == OrderStatus.ORDER_ISSUED.value:
                     self.orders.setdefault(order.order_id, now)
 
     def on_outcome(self, reader: Any) -> None:
@@ -113,20 +112,14 @@ def id_switches(watch: Watch, index_before: int, recovered: float) -> int:
         later = [
             ids for t, ids in watch.pictures[index_before:] if t <= recovered + SWITCH_WINDOW_S
         ]
-    seen_after = frozenset().union(*later) if later else frozenset()
-    lost = last - seen_after
-    new = seen_after - last
-    return min(len(lost), len(new))
+    seen_after = frozenset().union(*later)
+    return min(len(last - seen_after), len(seen_after - last))  # lost ids, new ids
 
 
 def missing_ids(ids: list[int]) -> int:
     """Ids never heard between the first and last of each numbering (a TEWA that starts with
     no record numbers from a new base): ``EngagementOrder`` samples lost though reliable."""
-    missing = 0
-    for a, b in zip(ids, ids[1:], strict=False):
-        if 1 < b - a <= NUMBERING_JUMP:
-            missing += b - a - 1
-    return missing
+    return sum(b - a - 1 for a, b in zip(ids, ids[1:], strict=False) if 1 < b - a <= NUMBERING_JUMP)
 
 
 def score_orders(watch: Watch, end: float) -> dict[str, int]:

@@ -33,8 +33,7 @@ arrays, so a GPU's host↔device copies count on both.
 The small call: for each device, the kernel and size with the shortest local call of the run is
 called `SMALL_CALL_REPS` more times, local and remote alternating, and its remote overhead
 (``overhead_ms`` p50, beside the local kernel call as the anchor) is checked against
-`TARGET_SMALL_OVERHEAD_MS`: the fixed cost of one remote call on one host (the requester waits
-for its reply in its own thread, the service takes requests in the thread that runs them).
+`TARGET_SMALL_OVERHEAD_MS`: the fixed cost of one remote call on one host.
 
 Every remote result is compared with the local one (bit-identical on the same device, else
 within the kernel's tolerance); a mismatch makes the row an error and the bench exit 1. The
@@ -73,7 +72,7 @@ from mcc.bus.bulk import BLOCK_CDR_BYTES
 from mcc.bus.transport import ScratchDomains
 from mcc.compute import KERNELS, Kernels, open_compute
 from mcc.compute.backend import available_devices, device_kind
-from mcc.compute.registry import KernelSpec
+from mcc.compute.registry import CallTiming, KernelSpec
 from mcc.errors import MccError
 from mcc.settings import child_env, environ
 
@@ -137,16 +136,8 @@ def _service(device: str, name: str, env: dict[str, str]) -> Iterator[subprocess
     """``mcc compute serve`` (its light entry) in its own process until the block ends."""
     with tempfile.TemporaryFile("w+") as errors:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcc.compute.remote",
-                "serve",
-                "--name",
-                name,
-                "--device",
-                device,
-            ],
+            [sys.executable, "-m", "mcc.compute.remote", "serve", "--name", name]
+            + ["--device", device],
             env=env,
             stdout=subprocess.PIPE,
             stderr=errors,
@@ -213,45 +204,38 @@ def _measure(
         error = f"remote result differs from local: {mismatch}"
         return [{"impl": impl, **base, "error": error} for impl in ("local", "remote")]
     local_ms: list[float] = []
-    remote_ms: list[float] = []
-    remote_compute: list[float] = []
-    outside: list[float] = []
-    shares: list[float] = []
+    remote_timings: list[CallTiming] = []
     for _ in range(reps):
         local.call(spec.name, *ex.arrays, **ex.params)
         assert local.last_timing is not None
         local_ms.append(local.last_timing.total_ms)
         remote.call(spec.name, *ex.arrays, **ex.params)
-        t = remote.last_timing
-        assert t is not None
-        remote_ms.append(t.total_ms)
-        remote_compute.append(t.compute_ms)
-        outside.append(t.overhead_ms)
-        shares.append(t.overhead_ms / t.total_ms)
+        assert remote.last_timing is not None
+        remote_timings.append(remote.last_timing)
+    outside = [t.overhead_ms for t in remote_timings]
     med_local = statistics.median(local_ms)
-    med_remote = statistics.median(remote_ms)
+    med_remote = statistics.median(t.total_ms for t in remote_timings)
+    remote_only = ("overhead_ms", "overhead_p90_ms", "overhead_ratio", "api_overhead_ratio")
     return [
         {
             "impl": "local",
             **base,
             "ms": round(med_local, 3),
             "compute_ms": round(med_local, 3),
-            "overhead_ms": None,
-            "overhead_p90_ms": None,
-            "overhead_ratio": None,
-            "api_overhead_ratio": None,
-            "copy_share": None,
+            **dict.fromkeys((*remote_only, "copy_share")),
         },
         {
             "impl": "remote",
             **base,
             "ms": round(med_remote, 3),
-            "compute_ms": round(statistics.median(remote_compute), 3),
+            "compute_ms": round(statistics.median(t.compute_ms for t in remote_timings), 3),
             "overhead_ms": round(statistics.median(outside), 3),
             "overhead_p90_ms": round(float(np.percentile(outside, 90)), 3),
             "overhead_ratio": round(med_remote / med_local - 1.0, 3),
             "api_overhead_ratio": round(statistics.median(outside) / med_local, 3),
-            "copy_share": round(statistics.median(shares), 3),
+            "copy_share": round(
+                statistics.median(t.overhead_ms / t.total_ms for t in remote_timings), 3
+            ),
         },
     ]
 
@@ -265,10 +249,8 @@ def _small_call(
     if not ok:
         return None
     best = min(ok, key=lambda r: r["ms"])
-    (row,) = _measure(
-        KERNELS[best["kernel"]], best["size"], local, remote, SMALL_CALL_REPS, device
-    )[1:]
-    return row
+    spec = KERNELS[best["kernel"]]
+    return _measure(spec, best["size"], local, remote, SMALL_CALL_REPS, device)[1]  # remote row
 
 
 def run_compute_bench(
@@ -292,33 +274,6 @@ def run_compute_bench(
         reps = QUICK_REPS if quick else DEFAULT_REPS
     if reps < 1:
         raise MccError(f"--reps {reps}: give at least 1 repetition")
-    devices = list(devices or available_devices())
-    with _roudi(transport == "shm"):
-        return _run_devices(kernels, quick, reps, sizes, devices, transport, small_calls)
-
-
-@contextlib.contextmanager
-def _roudi(needed: bool) -> Iterator[None]:
-    """A RouDi for the shm transport, unless one runs (stopped after the bench if started)."""
-    from mcc.bus.shm import RouDi
-
-    roudi = RouDi.ensure() if needed else None
-    try:
-        yield
-    finally:
-        if roudi is not None:
-            roudi.stop()
-
-
-def _run_devices(
-    kernels: Sequence[str],
-    quick: bool,
-    reps: int,
-    sizes: Sequence[int] | None,
-    devices: Sequence[str],
-    transport: str,
-    small_calls: list[dict[str, Any]] | None,
-) -> list[dict[str, Any]]:
     tag = f"bench-compute-{os.getpid()}"
     net = bulk_transport(tag) if transport != "default" else Transport.loopback(tag)
     if transport == "shm":
@@ -326,31 +281,36 @@ def _run_devices(
     overrides = net.apply_to_env({})
     rows: list[dict[str, Any]] = []
     domains = ScratchDomains()
-    for i, device in enumerate(devices):
-        device_kind(device)
-        domain = next(domains)
-        name = f"bench-{os.getpid()}-{i}"
-        env = child_env({**environ(), **overrides}, domain=domain)
-        with (
-            _service(device, name, env),
-            open_compute(device) as local,
-            open_compute(
-                f"remote:{name}", domain_id=domain, transport=net, timeout_s=600.0
-            ) as remote,
-        ):
-            for kernel in kernels:
-                spec = KERNELS[kernel]
-                for size in sizes or (spec.quick_sizes if quick else spec.bench_sizes):
-                    new = _measure(spec, size, local, remote, reps, device)
-                    rows.extend(new)
-                    print(_progress(new[-1]), flush=True)
-            if small_calls is not None:
-                small = _small_call(
-                    [r for r in rows if r["device"] == device_kind(device)], local, remote, device
-                )
-                if small is not None:
-                    small_calls.append(small)
-                    print(f"{_progress(small)} (small call, {small['reps']} calls)", flush=True)
+    with contextlib.ExitStack() as stack:
+        if transport == "shm":  # a RouDi unless one runs, stopped after the bench if started
+            from mcc.bus.shm import RouDi
+
+            if (roudi := RouDi.ensure()) is not None:
+                stack.callback(roudi.stop)
+        for i, device in enumerate(devices or available_devices()):
+            device_kind(device)
+            domain = next(domains)
+            name = f"bench-{os.getpid()}-{i}"
+            env = child_env({**environ(), **overrides}, domain=domain)
+            with (
+                _service(device, name, env),
+                open_compute(device) as local,
+                open_compute(
+                    f"remote:{name}", domain_id=domain, transport=net, timeout_s=600.0
+                ) as remote,
+            ):
+                for kernel in kernels:
+                    spec = KERNELS[kernel]
+                    for size in sizes or (spec.quick_sizes if quick else spec.bench_sizes):
+                        new = _measure(spec, size, local, remote, reps, device)
+                        rows.extend(new)
+                        print(_progress(new[-1]), flush=True)
+                if small_calls is not None:
+                    mine = [r for r in rows if r["device"] == device_kind(device)]
+                    small = _small_call(mine, local, remote, device)
+                    if small is not None:
+                        small_calls.append(small)
+                        print(f"{_progress(small)} (small call, {small['reps']} calls)", flush=True)
     return rows
 
 
@@ -441,16 +401,13 @@ def plot_compute(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     written = []
     ok = [r for r in rows if not r.get("error")]
     for device in sorted({r["device"] for r in ok}):
-        remote = [r for r in ok if r["device"] == device and r["impl"] == "remote"]
-        local = {
-            (r["kernel"], r["size"]): r
-            for r in ok
-            if r["device"] == device and r["impl"] == "local"
-        }
+        mine = [r for r in ok if r["device"] == device]
+        remote = [r for r in mine if r["impl"] == "remote"]
+        local = {(r["kernel"], r["size"]): r["ms"] for r in mine if r["impl"] == "local"}
         labels = [f"{r['kernel']} {r['size']}" for r in remote]
         x = np.arange(len(remote))
         fig, (ax_t, ax_o) = plt.subplots(2, 1, figsize=(max(8.0, 0.6 * len(remote)), 8))
-        local_ms = [local[(r["kernel"], r["size"])]["ms"] for r in remote]
+        local_ms = [local[(r["kernel"], r["size"])] for r in remote]
         kernel_ms = [r["compute_ms"] for r in remote]
         rest_ms = [max(r["ms"] - r["compute_ms"], 0.0) for r in remote]
         ax_t.bar(x - 0.2, local_ms, 0.4, label="local", color="tab:gray")
@@ -460,8 +417,6 @@ def plot_compute(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
         )
         ax_t.set_yscale("log")
         ax_t.set_ylabel("ms per call (median)")
-        ax_t.set_xticks(x, labels, fontsize=7, rotation=60, ha="right")
-        ax_t.legend(fontsize=8)
         ax_t.set_title(f"compute kernels on the {device}: local vs remote (same device)")
         colours = ["tab:green" if r["bound"] == "compute" else "tab:red" for r in remote]
         ax_o.bar(x, [100 * r["overhead_ratio"] for r in remote], color=colours)
@@ -473,11 +428,12 @@ def plot_compute(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
             color="black",
             label="outside the kernel",
         )
-        ax_o.legend(fontsize=8)
         ax_o.axhline(100 * TARGET_OVERHEAD, color="black", linestyle="--", linewidth=1)
         ax_o.set_yscale("symlog", linthresh=10)
         ax_o.set_ylabel("remote overhead, % (green: compute-bound)")
-        ax_o.set_xticks(x, labels, fontsize=7, rotation=60, ha="right")
+        for ax in (ax_t, ax_o):
+            ax.set_xticks(x, labels, fontsize=7, rotation=60, ha="right")
+            ax.legend(fontsize=8)
         fig.tight_layout()
         path = out_dir / f"compute_{device}.png"
         fig.savefig(path, dpi=110)
@@ -514,20 +470,14 @@ def add_parser(bench_subparsers: Any) -> None:
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run."""
-    parts = ["mcc bench compute"]
-    if args.quick:
-        parts.append("--quick")
+    parts = ["mcc bench compute", "--quick" if args.quick else ""]
     for flag in ("kernels", "sizes", "reps", "devices", "json", "plot"):
-        value = getattr(args, flag)
-        if value is not None:
-            parts.append(f"--{flag} {value}")
+        if getattr(args, flag) is not None:
+            parts.append(f"--{flag} {getattr(args, flag)}")
     if args.transport != "bulk":
         parts.append(f"--transport {args.transport}")
-    if args.load:
-        parts.append("--load")
-    if args.record:
-        parts.append("--record")
-    return " ".join(parts)
+    parts += [f"--{flag}" for flag in ("load", "record") if getattr(args, flag)]
+    return " ".join(part for part in parts if part)
 
 
 def cmd_compute(args: argparse.Namespace) -> int:

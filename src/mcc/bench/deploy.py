@@ -101,8 +101,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     rows = run_deploy(
         workers=workers, backends=backends, failovers=failovers, anchor=not args.no_anchor
     )
-    command = "mcc bench deploy " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else ""
-    doc = report.document("deploy", rows, command=command.strip() or "mcc bench deploy")
+    command = ("mcc bench deploy " + " ".join(sys.argv[3:])).strip()
+    doc = report.document("deploy", rows, command=command)
     report.print_table("virtual cluster deploy / failover (s)", rows, COLUMNS)
     if args.json:
         print(f"wrote {report.write_json(doc, args.json)}")
@@ -158,10 +158,8 @@ class _StatusWatch:
             self.latest = status
 
     def running(self) -> dict[str, Any]:
-        status = self.latest
-        if status is None:
-            return {}
-        return {e.system_id: e for e in status.systems if e.state == SystemState.SYSTEM_RUNNING}
+        systems = self.latest.systems if self.latest is not None else ()
+        return {e.system_id: e for e in systems if e.state == SystemState.SYSTEM_RUNNING}
 
 
 def wait_until(
@@ -173,6 +171,36 @@ def wait_until(
         return wait_for(condition, timeout_s, what, period_s=0.01)
     except WaitTimeoutError as exc:
         raise MccError(f"bench {bench}: {exc}") from None
+
+
+def reap(proc: subprocess.Popen[Any], timeout_s: float) -> None:
+    """Wait ``timeout_s`` for ``proc`` to end (a signal was sent), then kill it."""
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _row(
+    impl: str, backend: str, n: int, deploy_s: float, scale_s: float | None, times: list[float]
+) -> dict[str, Any]:
+    """A table row: the deploy and scale times, the failovers' median, p99 (nearest rank: with
+    20 kills, the worst but none) and max."""
+    ranked = sorted(times)
+    return {
+        "impl": impl,
+        "backend": backend,
+        "workers": n,
+        "deploy_s": round(deploy_s, 3),
+        "scale_s": None if scale_s is None else round(scale_s, 3),
+        "failover_p50_s": round(statistics.median(times), 3) if times else None,
+        "failover_p99_s": round(ranked[min(len(ranked) - 1, int(0.99 * len(ranked)))], 3)
+        if times
+        else None,
+        "failover_max_s": round(max(times), 3) if times else None,
+        "failovers": len(times),
+    }
 
 
 def _mcc_row(
@@ -188,9 +216,7 @@ def _mcc_row(
     manifest.write_text(MANIFEST.format(workers=n, domain=domain, probe=PROBE, max=max(n, 1)))
     mission = f"deploy{n}"
     run_env = child_env(env, home=tmp / f"home-{backend}-{n}")
-    with Bus(
-        domain, transport=transport, discovery_tag=transport.discovery_tag, name="mcc bench deploy"
-    ) as bus:
+    with Bus(domain, transport=transport, name="mcc bench deploy") as bus:  # tagged transport
         watch = _StatusWatch(bus)
         client = ControlClient(bus, mission, timeout_s=10.0)
         start_ns = time.time_ns()
@@ -201,54 +227,34 @@ def _mcc_row(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        try:
-            timeout_s = 60.0 + 2.0 * n + (60.0 if backend == "ray" else 0.0)
-            running = wait_until(
-                lambda: (r := watch.running()) and len(r) == n and r, timeout_s, f"{n} workers"
+        timeout_s = 60.0 + 2.0 * n + (60.0 if backend == "ray" else 0.0)
+
+        def all_running(what: str) -> int:
+            """Every worker running: when the last one sent its first heartbeat (ns)."""
+            found = wait_until(
+                lambda: (r := watch.running()) and len(r) == n and r, timeout_s, what
             )
-            deploy_s = (max(e.since_ns for e in running.values()) - start_ns) / 1e9
+            return max(e.since_ns for e in found.values())
+
+        try:
+            deploy_s = (all_running(f"{n} workers") - start_ns) / 1e9
             client.scale("w", 0)
             wait_until(
                 lambda: watch.latest is not None and not watch.latest.systems, 60, "scale to 0"
             )
             scale_ns = time.time_ns()
             client.scale("w", n)
-            running = wait_until(
-                lambda: (r := watch.running()) and len(r) == n and r, timeout_s, "scale up"
-            )
-            scale_s = (max(e.since_ns for e in running.values()) - scale_ns) / 1e9
+            scale_s = (all_running("scale up") - scale_ns) / 1e9
             times = [_failover(watch, f"{mission}/w/{k % n}") for k in range(failovers)]
             client.down(wait_s=30.0)
             up.wait(30)
         finally:
             if up.poll() is None:
                 up.send_signal(signal.SIGINT)
-                try:
-                    up.wait(20)
-                except subprocess.TimeoutExpired:
-                    up.kill()
-                    up.wait()
+                reap(up, 20)
             log.close()
             client.close()
-    return {
-        "impl": "mcc",
-        "backend": backend,
-        "workers": n,
-        "deploy_s": round(deploy_s, 3),
-        "scale_s": round(scale_s, 3),
-        "failover_p50_s": round(statistics.median(times), 3) if times else None,
-        "failover_p99_s": _p99(times),
-        "failover_max_s": round(max(times), 3) if times else None,
-        "failovers": len(times),
-    }
-
-
-def _p99(times: list[float]) -> float | None:
-    """The 99th percentile (nearest rank: with 20 kills, the worst but none)."""
-    if not times:
-        return None
-    ranked = sorted(times)
-    return round(ranked[min(len(ranked) - 1, int(0.99 * len(ranked)))], 3)
+    return _row("mcc", backend, n, deploy_s, scale_s, times)
 
 
 def _failover(watch: _StatusWatch, instance_id: str) -> float:
@@ -287,12 +293,7 @@ def _exec_row(
         )
 
     procs: list[subprocess.Popen[bytes]] = []
-    with Bus(
-        domain,
-        transport=transport,
-        discovery_tag=transport.discovery_tag,
-        name="mcc bench deploy exec",
-    ) as bus:
+    with Bus(domain, transport=transport, name="mcc bench deploy exec") as bus:
         reader = bus.reader("Heartbeat", type=Heartbeat, on_data=on_data)
         try:
             start_ns = time.time_ns()
@@ -313,20 +314,6 @@ def _exec_row(
             for proc in procs:
                 proc.terminate()
             for proc in procs:
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                reap(proc, 10)
             del reader
-    return {
-        "impl": "exec",
-        "backend": "-",
-        "workers": n,
-        "deploy_s": round(deploy_s, 3),
-        "scale_s": None,
-        "failover_p50_s": round(statistics.median(times), 3) if times else None,
-        "failover_p99_s": _p99(times),
-        "failover_max_s": round(max(times), 3) if times else None,
-        "failovers": len(times),
-    }
+    return _row("exec", "-", n, deploy_s, None, times)

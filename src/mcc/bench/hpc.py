@@ -38,12 +38,11 @@ with no lost or duplicate items.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,18 +83,24 @@ _GIB = 1 << 30
 DDSPERF_SECONDS = 5.0
 #: The ddsperf anchors of a stream: Debian's, MCC's own Cyclone build, and that build secured.
 DDSPERF_IMPLS = ("ddsperf", "ddsperf-11", "ddsperf-secure")
+_DDS_STREAMS = ("dds", "dds-plain", "dds-shm")
 _MPI = (("ratio_vs_mpi", "mpi"), ("ratio_vs_mpi_tcp", "mpi-tcp"))
-#: Each DDS stream's ratios (column, anchor): the secured one against ddsperf secured alike,
-#: the plain one against ddsperf, shared memory against ddsperf and against the secured UDP.
+#: Each stream's ratios (column, anchor): the secured DDS one against ddsperf secured alike,
+#: the plain one against ddsperf, shared memory against ddsperf and against the secured UDP;
+#: ``secured_vs_plain``: the cost of DDS Security, each side (MCC, ddsperf) on its own.
 _STREAM_ANCHORS = {
-    "dds": (*_MPI, ("ratio_vs_ddsperf_secure", "ddsperf-secure")),
+    "dds": (
+        *_MPI,
+        ("ratio_vs_ddsperf_secure", "ddsperf-secure"),
+        ("secured_vs_plain", "dds-plain"),
+    ),
     "dds-plain": (*_MPI, ("ratio_vs_ddsperf", "ddsperf"), ("ratio_vs_ddsperf_11", "ddsperf-11")),
     "dds-shm": (*_MPI, ("ratio_vs_ddsperf", "ddsperf"), ("ratio_vs_udp", "dds")),
+    "ddsperf-secure": (("secured_vs_plain", "ddsperf-11"),),
 }
-_PLAIN_OF = {"dds": "dds-plain", "ddsperf-secure": "ddsperf-11"}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """What one invocation measures; the defaults are the full run (`FULL`)."""
 
@@ -104,9 +109,7 @@ class Plan:
     ns: tuple[int, ...] = (10_000_000, 100_000_000, 1_000_000_000)  # the N sweep (2 workers)
     stream_bytes: int = _GIB
     chunks_kib: tuple[int, ...] = (64, 256, 1024, 4096)
-    stream_impls: tuple[str, ...] = (
-        "dds", "dds-plain", "dds-shm", "mpi", "mpi-tcp", "ddsperf", "ddsperf-11", "ddsperf-secure",
-    )  # fmt: skip
+    stream_impls: tuple[str, ...] = (*_DDS_STREAMS, "mpi", "mpi-tcp", *DDSPERF_IMPLS)
     recovery_n: int = 500_000_000
     recovery_workers: int = 2
     recovery_items: int = 8  # few, long items: a kill lands inside one
@@ -153,18 +156,12 @@ def cmd_hpc(args: argparse.Namespace) -> int:
     if args.repeats is not None:
         if args.repeats < 1:
             raise MccError(f"--repeats {args.repeats}: give at least 1")
-        plan = Plan(
-            **{
-                **plan.__dict__,
-                "repeats": args.repeats,
-                "kill_repeats": args.repeats,
-                "stream_repeats": args.repeats,
-            }
+        plan = dataclasses.replace(
+            plan, repeats=args.repeats, kill_repeats=args.repeats, stream_repeats=args.repeats
         )
     with runner.beside_load(args) as loaded:  # --load: beside mcc bench load's CPU load
         rows = loaded(run_hpc(plan, progress=lambda text: print(text, flush=True)))
-    command = "mcc bench hpc " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else ""
-    doc = report.document("hpc", rows, command=command.strip() or "mcc bench hpc")
+    doc = report.document("hpc", rows, command=runner.command_line("hpc"))
     report.print_table("DDS task farm vs MPI", rows, COLUMNS)
     notes = summary(rows)
     print(notes)
@@ -226,38 +223,44 @@ def _reference(n: int) -> PrimeCount:
     return count_primes(1, n + 1, base_primes(isqrt(n)))
 
 
+def _job_row(
+    impl: str,
+    app: str,
+    workers: int,
+    n: int,
+    runs: Sequence[JobResult],
+    counted: Sequence[JobResult],
+    expected: PrimeCount,
+) -> dict[str, Any]:
+    """The fields of a primes row: medians over the ``counted`` runs, totals and checks over
+    all ``runs``."""
+    return {
+        "impl": impl,
+        "app": app,
+        "workers": workers,
+        "n": n,
+        "launch_s": _median([r.launch_s for r in counted]),
+        "runtime_s": _median([r.runtime_s for r in counted]),
+        "lost_items": sum(r.lost_items for r in runs),
+        # Items counted twice: the master drops repeated results (``duplicate_results`` counts
+        # those); a count above the true one would be a duplicate that got through.
+        "duplicate_items": sum(1 for r in runs if (r.count or 0) > expected.count),
+        "correct": all((r.count, r.largest) == (expected.count, expected.largest) for r in runs),
+        "repeats": len(counted),
+    }
+
+
 def _primes_rows(
     results: dict[str, list[JobResult]], workers: int, n: int, expected: PrimeCount
 ) -> list[dict[str, Any]]:
-    rows = []
-    medians = {impl: _median([r.runtime_s for r in runs]) for impl, runs in results.items()}
-    for impl, runs in results.items():
-        row = {
-            "impl": impl,
-            "app": "primes",
-            "workers": workers,
-            "n": n,
-            "launch_s": _median([r.launch_s for r in runs]),
-            "runtime_s": medians[impl],
-            "lost_items": sum(r.lost_items for r in runs),
-            "duplicate_items": _duplicates(runs, expected),
-            "correct": all(
-                (r.count, r.largest) == (expected.count, expected.largest) for r in runs
-            ),
-            "repeats": len(runs),
-        }
-        pairs = zip(results["dds"], results["mpi"], strict=True)
-        ratios = [d.runtime_s / m.runtime_s for d, m in pairs if d.runtime_s and m.runtime_s]
-        if impl == "dds" and ratios:
-            row["ratio_vs_mpi"] = round(statistics.median(ratios), 3)
-        rows.append(row)
+    rows = [
+        _job_row(impl, "primes", workers, n, runs, runs, expected) for impl, runs in results.items()
+    ]
+    pairs = zip(results["dds"], results["mpi"], strict=True)
+    ratios = [d.runtime_s / m.runtime_s for d, m in pairs if d.runtime_s and m.runtime_s]
+    if ratios:
+        rows[0]["ratio_vs_mpi"] = round(statistics.median(ratios), 3)
     return rows
-
-
-def _duplicates(runs: Sequence[JobResult], expected: PrimeCount) -> int:
-    """Items counted twice: the master drops repeated results (``duplicate_results`` counts
-    those); a count above the true one would be a duplicate that got through."""
-    return sum(1 for r in runs if (r.count or 0) > expected.count)
 
 
 def _recovery_rows(
@@ -273,13 +276,11 @@ def _recovery_rows(
     n, workers, items = plan.recovery_n, plan.recovery_workers, plan.recovery_items
     expected = references.setdefault(n, _reference(n))
     kill = KillPlan(worker=workers - 1, at_fraction=0.4, mid_item=True)
-    common: dict[str, Any] = {"n": n, "workers": workers, "items": items}
     rows = []
     for impl in ("dds", "mpi"):
+        common: dict[str, Any] = {"n": n, "workers": workers, "items": items}
         if impl == "dds":
             common["checkpoint_interval_s"] = CHECKPOINT_INTERVAL_S
-        else:
-            common.pop("checkpoint_interval_s", None)
         base: list[float] = []
         killed: list[JobResult] = []
         for _ in range(plan.kill_repeats):  # undisturbed and killed runs interleaved
@@ -288,39 +289,23 @@ def _recovery_rows(
             base.append(run.runtime_s or 0.0)
             progress(f"primes {impl} with worker {kill.worker} killed at 40 %: {common}")
             killed.append(run_primes(impl, kill=kill, domain=next(domains), home=home, **common))
-        # counted: the runs whose victim was caught inside an item and that ran to the end
-        done = [r for r in killed if r.extra.get("kill") and r.runtime_s is not None]
-        runtime = _median([r.runtime_s for r in done])
-        base_s = _median(base)
-        # Each killed run against the undisturbed run just before it: drift in the host's
-        # load cancels out of the pairs.
-        added = _median(
-            [
-                k.runtime_s - b
-                for k, b in zip(killed, base, strict=True)
-                if k.extra.get("kill") and k.runtime_s is not None
-            ]
-        )
-        row: dict[str, Any] = {
-            "impl": impl,
-            "app": "primes-kill",
-            "workers": workers,
-            "n": n,
+        # counted: the runs whose victim was caught inside an item and that ran to the end,
+        # each against the undisturbed run just before it (drift in the host's load cancels out)
+        pairs = [
+            (k, k.runtime_s - b)
+            for k, b in zip(killed, base, strict=True)
+            if k.extra.get("kill") and k.runtime_s is not None
+        ]
+        done = [k for k, _ in pairs]
+        row = _job_row(impl, "primes-kill", workers, n, killed, done, expected)
+        row |= {
             "items": items,
-            "launch_s": _median([r.launch_s for r in done]),
-            "runtime_s": runtime,
-            "recovery_s": added,
+            "recovery_s": _median([added for _, added in pairs]),
             "replacement_s": _median([r.extra["kill"].get("replacement_s") for r in done]),
-            "lost_items": sum(r.lost_items for r in killed),
-            "duplicate_items": _duplicates(killed, expected),
             "duplicate_results_dropped": sum(r.duplicate_results for r in killed),
             "reissued_items": _median([r.reissued_items for r in done]),
             "results_thrown_away": sum(r.extra["kill"].get("results_thrown_away", 0) for r in done),
-            "correct": all(
-                (r.count, r.largest) == (expected.count, expected.largest) for r in killed
-            ),
-            "undisturbed_runtime_s": base_s,
-            "repeats": len(done),
+            "undisturbed_runtime_s": _median(base),
         }
         if len(done) < len(killed):
             row["error"] = (
@@ -343,59 +328,47 @@ def _stream_rows(
 
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         roudi = RouDi.ensure(log_path=home / "iox-roudi.log")
+    rows = []
     try:
-        return _stream_figures(plan, domains, progress, home=home)
+        for chunk_kib in plan.chunks_kib:
+            runs: dict[str, list[JobResult]] = {impl: [] for impl in plan.stream_impls}
+            for _ in range(plan.stream_repeats):
+                for impl in plan.stream_impls:
+                    progress(f"stream {impl}: {plan.stream_bytes} B in {chunk_kib} KiB chunks")
+                    runs[impl].append(_stream_run(impl, plan, chunk_kib * _KIB, domains, home=home))
+            mb = {impl: _median([r.mb_per_s for r in rs]) for impl, rs in runs.items()}
+            for impl, rs in runs.items():
+                row: dict[str, Any] = {
+                    "impl": impl,
+                    "app": "stream",
+                    "workers": 1,
+                    "chunk_kib": chunk_kib,
+                    "size_bytes": plan.stream_bytes,
+                    "launch_s": _median([r.launch_s for r in rs]),
+                    "runtime_s": _median([r.runtime_s for r in rs]),
+                    "mb_per_s": mb[impl],
+                    "correct": all(r.verified for r in rs),
+                    "repeats": len(rs),
+                }
+                for column, anchor in _STREAM_ANCHORS.get(impl, ()):
+                    ours, theirs = mb[impl], mb.get(anchor)
+                    if ours and theirs:
+                        row[column] = round(ours / theirs, 3)
+                rows.append(row)
     finally:
         if roudi is not None:
             roudi.stop()
-
-
-def _stream_figures(
-    plan: Plan, domains: ScratchDomains, progress: Callable[[str], None], *, home: Path
-) -> list[dict[str, Any]]:
-    rows = []
-    for chunk_kib in plan.chunks_kib:
-        runs: dict[str, list[JobResult]] = {impl: [] for impl in plan.stream_impls}
-        for _ in range(plan.stream_repeats):
-            for impl in plan.stream_impls:
-                progress(f"stream {impl}: {plan.stream_bytes} B in {chunk_kib} KiB chunks")
-                runs[impl].append(_stream_run(impl, plan, chunk_kib * _KIB, domains, home=home))
-        mb = {impl: _median([r.mb_per_s for r in rs]) for impl, rs in runs.items()}
-        for impl, rs in runs.items():
-            row: dict[str, Any] = {
-                "impl": impl,
-                "app": "stream",
-                "workers": 1,
-                "chunk_kib": chunk_kib,
-                "size_bytes": plan.stream_bytes,
-                "launch_s": _median([r.launch_s for r in rs]),
-                "runtime_s": _median([r.runtime_s for r in rs]),
-                "mb_per_s": mb[impl],
-                "correct": all(r.verified for r in rs),
-                "repeats": len(rs),
-            }
-            ours = mb.get(impl)
-            pairs = list(_STREAM_ANCHORS.get(impl, ()))
-            if impl in _PLAIN_OF:  # the cost of DDS Security, each side on its own
-                pairs.append(("secured_vs_plain", _PLAIN_OF[impl]))
-            for column, anchor in pairs:
-                theirs = mb.get(anchor)
-                if ours and theirs:
-                    row[column] = round(ours / theirs, 3)
-            rows.append(row)
     return rows
 
 
 def _stream_run(
     impl: str, plan: Plan, chunk_bytes: int, domains: ScratchDomains, *, home: Path
 ) -> JobResult:
-    """One stream of ``impl``: ``dds`` (UDP, a secured mission, as missions run), ``dds-plain``
-    (UDP, ``security: none``), ``dds-shm``, ``mpi``, ``mpi-tcp``, or a ``ddsperf`` anchor (one
-    way, flat out, samples of ``chunk_bytes``: its MB/s only); ``home``: the MCC home of a DDS
-    stream's supervisor."""
+    """One stream of ``impl`` (the module doc says which is which); ``home``: the MCC home of a
+    DDS stream's supervisor."""
     from mcc.hpc.jobs import run_stream
 
-    if impl in ("dds", "dds-plain", "dds-shm"):
+    if impl in _DDS_STREAMS:
         return run_stream(
             "dds",
             size_bytes=plan.stream_bytes,
@@ -411,9 +384,8 @@ def _stream_run(
 
 
 def _ddsperf_stream(impl: str, chunk_bytes: int, domain: int) -> JobResult:
-    """``ddsperf pub`` → ``ddsperf sub`` with the stream's UDP settings: Debian's (``ddsperf``)
-    or MCC's own Cyclone build, plain (``ddsperf-11``) or signed and encrypted with the bench's
-    identities (``ddsperf-secure``, the anchor of the secured ``dds`` row)."""
+    """``ddsperf pub`` → ``ddsperf sub`` (one of `DDSPERF_IMPLS`) with the stream's UDP
+    settings, samples of ``chunk_bytes``: its MB/s only."""
     from mcc import cyclone_tool
     from mcc.bench.anchors import run_ddsperf_throughput
     from mcc.bench.perftest_net import secured

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcc.bench import perftest, runner
-from mcc.bench.latency_pingpong import PingPong, main, mcc_pingpong, run_mcc_pingpong, run_pong
+from mcc.bench.latency_pingpong import main, mcc_pingpong, run_mcc_pingpong
 from mcc.bench.latency_rows import (
     PEERS,
     RowSpec,
@@ -43,13 +43,11 @@ __all__ = [
     "DEFAULT_INTERVALS_MS",
     "DEFAULT_SIZES",
     "IMPLS",
-    "PingPong",
     "add_parser",
     "main",
     "mcc_pingpong",
     "run_latency",
     "run_mcc_pingpong",
-    "run_pong",
 ]
 
 DEFAULT_SIZES = (1, 64, 256, 1024, 4096, 10240, 65536)
@@ -134,15 +132,13 @@ class LatencyPlan:
         if not self.max_duration_s > 0:
             raise MccError(f"--duration {self.max_duration_s}: use seconds > 0")
 
+    def impls_at(self, interval_ms: float) -> list[str]:
+        """The implementations that run at this interval (MPI only where it means something)."""
+        return [i for i in self.impls if i != "mpi" or mpi_meaningful(self.options, interval_ms)]
+
     @property
     def rows(self) -> int:
-        per_size = sum(
-            1
-            for interval in self.intervals_ms
-            for impl in self.impls
-            if impl != "mpi" or mpi_meaningful(self.options, interval)
-        )
-        return len(self.sizes) * per_size
+        return len(self.sizes) * sum(len(self.impls_at(i)) for i in self.intervals_ms)
 
 
 def run_latency(
@@ -160,20 +156,14 @@ def run_latency(
     for size in plan.sizes:
         for interval in plan.intervals_ms:
             group = []
-            for impl in plan.impls:
-                if impl == "mpi" and not mpi_meaningful(plan.options, interval):
-                    continue
+            for impl in plan.impls_at(interval):
                 if progress is not None:
-                    progress(f"latency {impl} {size} B every {_interval_text(interval)}")
-                row = _latency_row(plan, impl, size, interval, nodes)
-                group.append(row)
-                rows.append(row)
+                    every = "ASAP" if interval == 0 else f"{interval:g} ms"
+                    progress(f"latency {impl} {size} B every {every}")
+                group.append(_latency_row(plan, impl, size, interval, nodes))
             _add_ratios(group)
+            rows += group
     return rows
-
-
-def _interval_text(interval_ms: float) -> str:
-    return "ASAP" if interval_ms == 0 else f"{interval_ms:g} ms"
 
 
 def _latency_row(
@@ -193,19 +183,23 @@ def _latency_row(
         return RowSpec(options, nodes, size, interval_ms, duration_s, domain)
 
     try:
-        if impl in MCC_MODES:
+        if impl in MCC_MODES or impl in PEERS:
             if impl == "mcc-secure":
                 options = dataclasses.replace(options, security=True)
-            result = mcc_pingpong(
-                options,
-                nodes,
-                size_bytes=size,
-                duration_s=duration_s,
-                domain_id=domain,
-                max_samples=plan.count,
-                mode=MCC_MODES[impl],
-                interval_ms=interval_ms,
-            )
+            if impl in PEERS:
+                result = peer_pingpong(at(options), impl, plan.count)
+                row["multicast"] = False
+            else:
+                result = mcc_pingpong(
+                    options,
+                    nodes,
+                    size_bytes=size,
+                    duration_s=duration_s,
+                    domain_id=domain,
+                    max_samples=plan.count,
+                    mode=MCC_MODES[impl],
+                    interval_ms=interval_ms,
+                )
             row.update(result.stats().as_row())
             row["cdf_us"] = result.recorder.cdf()
             if result.crashes:  # attempts lost to a crash of Cyclone's TCP receive thread
@@ -216,16 +210,10 @@ def _latency_row(
                 options = dataclasses.replace(options, security=impl == "ddsperf-secure")
             own = impl != "ddsperf"  # MCC's Cyclone build: the same library as mcc's rows
             row.update(ddsperf_row(at(options), own))
-        elif impl in PEERS:
-            result = peer_pingpong(at(options), impl, plan.count)
-            row.update({"multicast": False, **result.stats().as_row()})
-            row["cdf_us"] = result.recorder.cdf()
-        elif impl == "sockperf":
+        else:  # sockperf and MPI: no DDS QoS
             row.update({"reliable": None, "keyed": None, "multicast": None, "send_queue": None})
-            row.update(sockperf_row(at(options)))
-        else:
-            row.update({"reliable": None, "keyed": None, "multicast": None, "send_queue": None})
-            row.update(mpi_row(at(options), plan.count))
+            r = at(options)
+            row.update(sockperf_row(r) if impl == "sockperf" else mpi_row(r, plan.count))
     except MccError as exc:
         row["error"] = str(exc).splitlines()[0][:300]
     return row
@@ -235,19 +223,19 @@ def _add_ratios(group: list[dict[str, Any]]) -> None:
     def measured(impl: str) -> dict[str, Any] | None:
         return next((r for r in group if r["impl"] == impl and r.get("p50_us")), None)
 
+    def ratio(row: dict[str, Any], base: dict[str, Any], vs: str) -> None:
+        for pct in ("p50", "p99"):
+            row[f"ratio_{pct}_vs_{vs}"] = round(row[f"{pct}_us"] / base[f"{pct}_us"], 2)
+
     # The secured rows against their unsecured selves: the cost of security.
     for secure, plain in (("mcc-secure", "mcc"), ("ddsperf-secure", "ddsperf-11")):
         a, b = measured(secure), measured(plain)
         if a is not None and b is not None:
-            a["ratio_p50_vs_unsecured"] = round(a["p50_us"] / b["p50_us"], 2)
-            a["ratio_p99_vs_unsecured"] = round(a["p99_us"] / b["p99_us"], 2)
-    anchor = measured("ddsperf")
-    if anchor is None:
-        return
-    for row in group:
-        if row.get("p50_us"):
-            row["ratio_p50_vs_ddsperf"] = round(row["p50_us"] / anchor["p50_us"], 2)
-            row["ratio_p99_vs_ddsperf"] = round(row["p99_us"] / anchor["p99_us"], 2)
+            ratio(a, b, "unsecured")
+    if (anchor := measured("ddsperf")) is not None:
+        for row in group:
+            if row.get("p50_us"):
+                ratio(row, anchor, "ddsperf")
 
 
 # -- targets and the command --------------------------------------------------------------------
@@ -274,7 +262,10 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     if loaded:
         checks.append((loaded, 0.0, ", under CPU load", LOADED_P50_TARGET, LOADED_P99_TARGET))
     for group, interval, under, p50, p99 in checks:
-        mcc = _find(group, "mcc", TARGET_SIZE_BYTES, interval)
+        key = ("mcc", TARGET_SIZE_BYTES, interval)
+        mcc = next(
+            (r for r in group if (r["impl"], r["size_bytes"], r["interval_ms"]) == key), None
+        )
         when = ("flat out" if not interval else f"every {interval:g} ms") + under
         for pct, target in (("p50", p50), ("p99", p99)):
             out.append(
@@ -294,17 +285,6 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             )
         )
     return out
-
-
-def _find(rows: Sequence[dict[str, Any]], impl: str, size: int, interval: float) -> Any:
-    return next(
-        (
-            r
-            for r in rows
-            if r["impl"] == impl and r["size_bytes"] == size and r["interval_ms"] == interval
-        ),
-        None,
-    )
 
 
 def notes(rows: Sequence[dict[str, Any]], options: PerfOptions) -> str:
@@ -359,9 +339,8 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--impl",
         default=",".join(DEFAULT_IMPLS),
-        help=f"implementations (default %(default)s; also mcc-dispatcher, mcc-waitset); "
-        "choose from "
-        f"{','.join(IMPLS)}",
+        help="implementations (default %(default)s; also mcc-dispatcher, mcc-waitset); choose "
+        f"from {','.join(IMPLS)}",
     )
     p.add_argument(
         "--security",

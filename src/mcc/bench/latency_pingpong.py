@@ -23,6 +23,7 @@ from cyclonedds.util import duration
 
 from mcc.bench import perftest
 from mcc.bench.perftest import Node, PerfOptions
+from mcc.bench.perftest_net import Worker, WorkerSet
 from mcc.bench.stats import LatencyRecorder, LatencyStats
 from mcc.bus import Bus, Reader, Transport, Writer
 from mcc.errors import MccError
@@ -67,9 +68,9 @@ def run_pong(
     done = threading.Event()
     kind = perftest.sample_type(keyed)
     transport = Transport.loopback(tag) if tag else None
+    profile = perf_profile(reliable)
     with Bus(domain_id, transport=transport, name="mcc-bench-pong", monitor_qos=False) as bus:
-        writer = bus.writer(PONG, type=kind, profile=perf_profile(reliable), validate=False)
-        write = writer.write
+        write = bus.writer(PONG, type=kind, profile=profile, validate=False).write
 
         def echo(reader: Reader[Any]) -> None:
             for sample in reader.take(64):
@@ -78,24 +79,18 @@ def run_pong(
                 else:
                     write(sample)
 
-        if mode in ("listener", "inline"):
-            reader = bus.reader(
-                PING,
-                type=kind,
-                profile=perf_profile(reliable),
-                on_data=echo,
-                inline=mode == "inline",
-            )
-            done.wait()
-            del reader
-        else:
-            reader = bus.reader(PING, type=kind, profile=perf_profile(reliable))
+        on_data = echo if mode != "waitset" else None
+        reader = bus.reader(
+            PING, type=kind, profile=profile, on_data=on_data, inline=mode == "inline"
+        )
+        if mode == "waitset":
             waitset = WaitSet(bus.participant)
             waitset.attach(reader.condition)
             forever = duration(seconds=5)
             while not done.is_set():
                 waitset.wait(forever)
                 echo(reader)
+        done.wait()
     return 0
 
 
@@ -109,6 +104,11 @@ class PingPong:
 
     def stats(self) -> LatencyStats:
         return self.recorder.stats(lost=self.lost)
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> PingPong:
+        """The run a ping child reported (`main`'s RESULT object)."""
+        return cls(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
 
 
 def run_mcc_pingpong(
@@ -184,18 +184,10 @@ def mcc_pingpong(
     ping_node, pong_node = nodes[0], nodes[-1]
     ping_transport, pong_transport = perftest.pair_transports(options, nodes, tag=tag)
     pong_env = perftest.child_env(pong_transport, options)
-    pong_argv = [
-        sys.executable,
-        "-m",
-        "mcc.bench.latency_pingpong",
-        "pong",
-        "--domain",
-        str(domain_id),
-        "--mode",
-        mode,
-        *([] if options.reliable else ["--best-effort"]),
-        *(["--keyed"] if options.keyed else []),
-    ]
+    pong_argv = [sys.executable, "-m", "mcc.bench.latency_pingpong", "pong"]
+    pong_argv += ["--domain", str(domain_id), "--mode", mode]
+    pong_argv += [] if options.reliable else ["--best-effort"]
+    pong_argv += ["--keyed"] if options.keyed else []
     spec = PingSpec(
         domain_id=domain_id,
         size_bytes=size_bytes,
@@ -207,20 +199,50 @@ def mcc_pingpong(
         mode=mode,
         interval_ms=interval_ms,
     )
+    in_process = ping_node.netns is None and options.transport != "tcp"
+
+    def once() -> PingPong:
+        with perftest.workers() as ws:
+            pong = ws.start("pong", pong_node, pong_argv, env=pong_env)
+            if in_process:
+                perftest.claim_in_process(domain_id)
+                try:
+                    qos_file = perftest.perf_qos_file(options.send_queue)
+                    result = ping_here(spec, ping_transport, qos_file)
+                except MccError as exc:
+                    _raise_if_crashed(pong)
+                    said = pong.bg.output()[-2000:]
+                    raise MccError(f"{exc}\n--- the pong process said:\n{said}") from None
+            else:
+                env = perftest.child_env(ping_transport, options)
+                ping = spec.start_ping(ws, ping_node, env)
+                try:
+                    result = PingPong.of(ping.result(duration_s + 120))
+                except MccError:
+                    _raise_if_crashed(ping, pong)
+                    raise
+                if (rc := ping.bg.proc.returncode) is not None and rc < 0:
+                    log.warning(  # its result came first: the measurement stands
+                        "latency %s: the ping died of signal %d after reporting its result "
+                        "(Cyclone's TCP teardown, eclipse-cyclonedds#2010)",
+                        options.transport,
+                        -rc,
+                    )
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                pong.bg.proc.wait(timeout=10)  # it ends on the seq-0 sample; else stopped below
+        return result
+
     crashes = 0
     while True:
         try:
-            result = _pingpong_once(
-                spec, options, ping_node, pong_node, pong_argv, pong_env, ping_transport
-            )
+            result = once()
+            result.crashes = crashes
+            return result
         except _Crashed as crash:
             crashes += 1
             log.warning("latency %s: %s; running it again", options.transport, crash)
             if crashes >= MAX_ATTEMPTS:
                 raise MccError(f"{crash} ({crashes} attempts, each crashed)") from None
-            continue
-        result.crashes = crashes
-        return result
 
 
 #: Attempts of a ping-pong whose processes die of a signal (measured here: about one TCP
@@ -233,7 +255,7 @@ class _Crashed(MccError):
     """A ping or pong process died of a signal (a crash of the DDS library, not of MCC)."""
 
 
-def _raise_if_crashed(*procs: perftest.Worker) -> None:
+def _raise_if_crashed(*procs: Worker) -> None:
     """`_Crashed` naming the processes of ``procs`` that died of a signal, if any did (a
     dead process is a zombie until reaped, so `poll` sees it: nothing to wait for)."""
     died = [
@@ -243,56 +265,6 @@ def _raise_if_crashed(*procs: perftest.Worker) -> None:
     ]
     if died:
         raise _Crashed("; ".join(died))
-
-
-def _pingpong_once(
-    spec: PingSpec,
-    options: PerfOptions,
-    ping_node: Node,
-    pong_node: Node,
-    pong_argv: list[str],
-    pong_env: dict[str, str],
-    ping_transport: Transport,
-) -> PingPong:
-    duration_s = spec.duration_s
-    in_process = ping_node.netns is None and options.transport != "tcp"
-    with perftest.workers() as ws:
-        pong = ws.start("pong", pong_node, pong_argv, env=pong_env)
-        if in_process:
-            perftest.claim_in_process(spec.domain_id)
-            try:
-                result = ping_here(spec, ping_transport, perftest.perf_qos_file(options.send_queue))
-            except MccError as exc:
-                _raise_if_crashed(pong)
-                said = pong.bg.output()[-2000:]
-                raise MccError(f"{exc}\n--- the pong process said:\n{said}") from None
-        else:
-            ping_env = perftest.child_env(ping_transport, options)
-            ping_argv = [
-                sys.executable,
-                "-m",
-                "mcc.bench.latency_pingpong",
-                "ping",
-                "--spec",
-                json.dumps(dataclasses.asdict(spec)),
-            ]
-            ping = ws.start("ping", ping_node, ping_argv, env=ping_env)
-            try:
-                raw = ping.result(duration_s + 120)
-            except MccError:
-                _raise_if_crashed(ping, pong)
-                raise
-            result = PingPong(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
-            if (rc := ping.bg.proc.returncode) is not None and rc < 0:
-                log.warning(  # its result came first: the measurement stands
-                    "latency %s: the ping died of signal %d after reporting its result "
-                    "(Cyclone's TCP teardown, eclipse-cyclonedds#2010)",
-                    options.transport,
-                    -rc,
-                )
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            pong.bg.proc.wait(timeout=10)  # it ends on the seq-0 sample; else stopped below
-    return result
 
 
 @dataclass
@@ -306,6 +278,13 @@ class PingSpec:
     max_samples: int
     mode: str
     interval_ms: float
+
+    def start_ping(self, ws: WorkerSet, node: Node, env: dict[str, str]) -> Worker:
+        """``python -m mcc.bench.latency_pingpong ping`` of this spec on ``node``: it prints
+        its histogram and losses as one RESULT line (`PingPong.of` reads it)."""
+        spec = json.dumps(dataclasses.asdict(self))
+        argv = [sys.executable, "-m", "mcc.bench.latency_pingpong", "ping", "--spec", spec]
+        return ws.start("ping", node, argv, env=env)
 
 
 def ping_here(
@@ -433,17 +412,21 @@ class _Pinger:
                 if self.done.is_set():
                     return
                 raise
+            hit = any(s.seq == self.sample.seq for s in echoes)
             if self._priming:
-                if any(s.seq == self.sample.seq for s in echoes):
+                if hit:
                     self.echoed.set()
-                return
-            if any(s.seq == self.sample.seq for s in echoes) and not self.done.is_set():
-                if self.sample.seq > self.warmup or now > self.warmup_end_ns:
-                    self.rtts_ns.append(now - self._start_ns)
+            elif hit and not self.done.is_set():
+                self._record(now)
                 if self.interval_ns:
                     self.echoed.set()
                 else:
                     self.send_next()
+
+    def _record(self, now: int) -> None:
+        """The round trip of the ping just echoed at ``now``, unless it is a warm-up one."""
+        if self.sample.seq > self.warmup or now > self.warmup_end_ns:
+            self.rtts_ns.append(now - self._start_ns)
 
     def run_listener(self) -> None:
         """Echoes drive the next ping from the dispatcher thread (flat out), or this thread sends
@@ -463,7 +446,7 @@ class _Pinger:
                     self.lost += 1  # no echo within the loss timeout
                     self.send_next()
 
-    def _run_paced(self, wait_echo: Any) -> None:
+    def _run_paced(self, wait_echo: Callable[[int], bool]) -> None:
         next_ns = time.monotonic_ns()
         while not self.done.is_set():
             perftest.sleep_until(next_ns, spin_ns=200_000 if self.interval_ns < 500_000 else 0)
@@ -494,8 +477,7 @@ class _Pinger:
                     return False
                 now = time.perf_counter_ns()
                 if any(s.seq == self.sample.seq for s in reader.take(8)):
-                    if self.sample.seq > self.warmup or now > self.warmup_end_ns:
-                        self.rtts_ns.append(now - self._start_ns)
+                    self._record(now)
                     return True
 
         if self.interval_ns:
@@ -509,8 +491,7 @@ class _Pinger:
                 continue
             now = time.perf_counter_ns()
             if any(s.seq == self.sample.seq for s in reader.take(8)):
-                if self.sample.seq > self.warmup or now > self.warmup_end_ns:
-                    self.rtts_ns.append(now - self._start_ns)
+                self._record(now)
                 self.send_next()
 
 
@@ -539,13 +520,8 @@ def main() -> int:
         return 0
     if args.domain is None:
         parser.error("pong needs --domain")
-    return run_pong(
-        args.domain,
-        reliable=not args.best_effort,
-        tag=args.tag,
-        mode=args.mode,
-        keyed=args.keyed,
-    )
+    reliable = not args.best_effort
+    return run_pong(args.domain, reliable=reliable, tag=args.tag, mode=args.mode, keyed=args.keyed)
 
 
 if __name__ == "__main__":

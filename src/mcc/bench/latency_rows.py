@@ -4,12 +4,9 @@ Cyclone's ``ddsperf``, ``sockperf``, MPI, and mcc pinging a foreign peer's echo.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import socket
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +15,6 @@ from typing import Any
 from mcc.bench import perftest
 from mcc.bench.latency_pingpong import PingPong, PingSpec, perf_profile
 from mcc.bench.perftest import Node, PerfOptions
-from mcc.bench.stats import LatencyRecorder
 from mcc.bus import Transport
 from mcc.errors import MccError
 from mcc.settings import child_env, current
@@ -86,14 +82,12 @@ def peer_pingpong(r: RowSpec, peer: str, count: int) -> PingPong:
             interval_ms=r.interval_ms,
         )
         # The ping runs in a child whose environment has no discovery tag (a bus in this
-        # process would take this process's); it prints its histogram as one RESULT line.
+        # process would take this process's).
         ping_env = child_env(env, qos_file=perftest.perf_qos_file(r.options.send_queue))
-        argv = [sys.executable, "-m", "mcc.bench.latency_pingpong", "ping"]
-        argv += ["--spec", json.dumps(dataclasses.asdict(spec))]
         try:
             with perftest.workers() as ws:
-                raw = ws.start("ping", r.nodes[0], argv, env=ping_env).result(r.duration_s + 120)
-            return PingPong(LatencyRecorder.decode(raw["hist"]), int(raw["lost"]))
+                raw = spec.start_ping(ws, r.nodes[0], ping_env).result(r.duration_s + 120)
+            return PingPong.of(raw)
         except MccError as exc:
             echo.kill()
             said = echo.communicate(timeout=10)[0][-2000:]

@@ -13,11 +13,8 @@ For each load condition the load starts first, then the latency rows of the
 implementation and size under ``none`` in the same run. ``bus_load_mb_s`` is what the load's
 subscriber took meanwhile.
 
-``--load`` of ``mcc bench latency|throughput|compute|hpc``
-(`mcc.bench.runner.add_load_option`, `mcc.bench.runner.beside_load`) runs this bench's
-``cpu`` load beside them: latency and throughput run their rows quiet, then again under the
-load, each pass beside its anchor measured under the same load; compute and hpc run under
-the load. Rows carry ``load`` = ``none`` or ``cpu``.
+``--load`` of ``mcc bench latency|throughput|compute|hpc`` (`mcc.bench.runner.beside_load`)
+runs this bench's ``cpu`` load beside them.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from typing import Any
 from mcc.bench import latency, perftest, runner
 from mcc.bench.loadgen import BUS_LOAD_SIZE_BYTES, LOADS, applied_load
 from mcc.bench.perftest import Node, PerfOptions
-from mcc.errors import MccError
 
 __all__ = ["COLUMNS", "LoadPlan", "add_parser", "run_load"]
 
@@ -56,9 +52,7 @@ COLUMNS = (
     "ratio_p99_vs_unloaded",
     "ratio_p50_vs_ddsperf",
     "bus_load_mb_s",
-    "net",
-    "efficiency_vs_host",
-    "error",
+    *runner.NET_COLUMNS,
 )
 
 
@@ -75,14 +69,11 @@ class LoadPlan:
     options: PerfOptions = PerfOptions()
 
     def __post_init__(self) -> None:
-        bad = sorted(set(self.loads) - set(LOADS))
-        if bad or not self.loads:
-            raise MccError(f"--loads {bad}: choose from {', '.join(LOADS)}")
-        bad = sorted(set(self.impls) - set(latency.IMPLS))
-        if bad or not self.impls:
-            raise MccError(f"--impl {bad}: choose from {', '.join(latency.IMPLS)}")
-        if not self.interval_ms >= 0:
-            raise MccError(f"--interval {self.interval_ms}: use ms >= 0 (0 = flat out)")
+        runner.require_choices("--loads", self.loads, LOADS)
+        runner.require_choices("--impl", self.impls, latency.IMPLS)
+        runner.require(
+            self.interval_ms >= 0, f"--interval {self.interval_ms}: use ms >= 0 (0 = flat out)"
+        )
 
     def latency_plan(self) -> latency.LatencyPlan:
         return latency.LatencyPlan(
@@ -139,7 +130,7 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return []
 
 
-def notes(plan: LoadPlan) -> str:
+def notes(plan: LoadPlan, _rows: object = None) -> str:
     every = "flat out" if not plan.interval_ms else f"one ping every {plan.interval_ms:g} ms"
     return (
         f"Ping-pong one-way latency (µs), {every}, {plan.duration_s:g} s per row, under each "
@@ -173,12 +164,11 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
 def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> LoadPlan:
     from mcc.bench.runner import parse_ints
 
-    loads = tuple(x.strip() for x in (args.loads or "").split(",") if x.strip())
     return LoadPlan(
-        loads=loads or (QUICK_LOADS if args.quick else LOADS),
+        loads=runner.parse_names(args.loads) or (QUICK_LOADS if args.quick else LOADS),
         sizes=parse_ints("--sizes", args.sizes) or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
         interval_ms=args.interval,
-        impls=tuple(i.strip() for i in args.impl.split(",") if i.strip()),
+        impls=runner.parse_names(args.impl),
         duration_s=args.duration or (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S),
         count=latency.QUICK_COUNT if args.quick else latency.DEFAULT_COUNT,
         options=options,
@@ -189,13 +179,11 @@ MODE = runner.PerfMode(
     "load",
     plan_from_args=plan_from_args,
     run=run_load,
-    rows=lambda plan: plan.rows,
     key=("impl", "load", "size_bytes"),
     metric="p50_us",
     higher_is_better=False,
     columns=COLUMNS,
     title=lambda plan, nets: f"latency unloaded vs loaded, {nets} network, µs",
-    notes=lambda plan, _rows: notes(plan),
+    notes=notes,
     targets=targets,
 )
-run_mode = MODE.run_mode

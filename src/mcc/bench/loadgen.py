@@ -62,29 +62,12 @@ def applied_load(
             pub_t, sub_t = perftest.pair_transports(bus_options, nodes, tag=tag, extra_xml=queue)
             sub_env = perftest.child_env(sub_t, bus_options)
             pub_env = perftest.child_env(pub_t, bus_options)
-            sub = ws.start_role(
-                "bus-load-sub",
-                nodes[-1],
-                "sub",
-                dataclasses.asdict(
-                    SubSpec(domain=domain, max_s=max_s, latency=False, idle_s=max_s)
-                ),
-                env=sub_env,
+            sub_spec = SubSpec(domain=domain, max_s=max_s, latency=False, idle_s=max_s)
+            sub = ws.start_role("bus-load-sub", nodes[-1], "sub", sub_spec, env=sub_env)
+            pub_spec = PubSpec(
+                domain=domain, writer_id="load", size_bytes=BUS_LOAD_SIZE_BYTES, duration_s=max_s
             )
-            pub = ws.start_role(
-                "bus-load-pub",
-                nodes[0],
-                "pub",
-                dataclasses.asdict(
-                    PubSpec(
-                        domain=domain,
-                        writer_id="load",
-                        size_bytes=BUS_LOAD_SIZE_BYTES,
-                        duration_s=max_s,
-                    )
-                ),
-                env=pub_env,
-            )
+            pub = ws.start_role("bus-load-pub", nodes[0], "pub", pub_spec, env=pub_env)
             _wait_flowing(sub)
         yield info
         if pub is not None and sub is not None:

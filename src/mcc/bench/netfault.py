@@ -12,15 +12,16 @@ counted lost. The 0 % row of the same run is the anchor of the ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from mcc.bench import report
-from mcc.bench.report import document, print_table, record, write_json
+from mcc.bench.report import add_bench_parser, document, print_table, record, write_json
 from mcc.bench.stats import LatencyRecorder
 from mcc.bus import Bus, Transport
 from mcc.errors import MccError
@@ -45,21 +46,22 @@ COLUMNS = (
 )
 
 
-def _profile(reliable: bool) -> str:
-    return "perf_reliable" if reliable else "perf_best_effort"
-
-
-def _transport(tag: str) -> Transport:
+@contextlib.contextmanager
+def _endpoints(domain_id: int, tag: str, reliable: bool, role: str) -> Iterator[tuple[Any, Any]]:
+    """The ``role`` process's writer and reader (ping: on ``PerfPing``, from ``PerfPong``)."""
     # a lost participant announcement is repeated after 1 s, not Cyclone's default 30 s
     spdp = "<Discovery><SPDPInterval>1s</SPDPInterval></Discovery>"
-    return Transport(multicast=True, interface=LAB_IFACE, discovery_tag=tag, extra_xml=spdp)
+    transport = Transport(multicast=True, interface=LAB_IFACE, discovery_tag=tag, extra_xml=spdp)
+    profile = "perf_reliable" if reliable else "perf_best_effort"
+    out, back = (PING, PONG) if role == "ping" else (PONG, PING)
+    with Bus(domain_id, transport=transport, name=f"netfault {role}", monitor_qos=False) as bus:
+        writer = bus.writer(out, type=PerfSample, profile=profile, validate=False)
+        yield writer, bus.reader(back, type=PerfSample, profile=profile)
 
 
 def run_pong(domain_id: int, *, tag: str, reliable: bool, duration_s: float) -> int:
     """Echo ``PerfPing`` on ``PerfPong`` until a sample with seq 0 or ``duration_s``."""
-    with Bus(domain_id, transport=_transport(tag), name="netfault pong", monitor_qos=False) as bus:
-        writer = bus.writer(PONG, type=PerfSample, profile=_profile(reliable), validate=False)
-        reader = bus.reader(PING, type=PerfSample, profile=_profile(reliable))
+    with _endpoints(domain_id, tag, reliable, "pong") as (writer, reader):
         print("ready", flush=True)
         deadline = time.monotonic() + duration_s
         while time.monotonic() < deadline:
@@ -84,9 +86,7 @@ def run_ping(
     recorder = LatencyRecorder()
     lost = 0
     payload = b"\x5a" * size_bytes
-    with Bus(domain_id, transport=_transport(tag), name="netfault ping", monitor_qos=False) as bus:
-        writer = bus.writer(PING, type=PerfSample, profile=_profile(reliable), validate=False)
-        reader = bus.reader(PONG, type=PerfSample, profile=_profile(reliable))
+    with _endpoints(domain_id, tag, reliable, "ping") as (writer, reader):
         if not (
             writer.wait_for_readers(1, timeout_s=30) and reader.wait_for_writers(1, timeout_s=30)
         ):
@@ -139,14 +139,10 @@ def run_netfault(
         for name in ("a", "b"):
             lab.heal(name)
     for row in rows:
-        anchor = (
-            next(r for r in rows if r["reliability"] == row["reliability"] and r["loss_pct"] == 0)
-            if 0 in losses_pct
-            else None
-        )
+        same = (r for r in rows if r["reliability"] == row["reliability"] and r["loss_pct"] == 0)
+        anchor = next(same, {})
         for key in ("p50", "p99"):
-            base = anchor[f"{key}_us"] if anchor else None
-            value = row[f"{key}_us"]
+            base, value = anchor.get(f"{key}_us"), row[f"{key}_us"]
             row[f"{key}_ratio"] = round(value / base, 2) if base and value is not None else None
     return rows
 
@@ -174,19 +170,9 @@ def _row(
         assert pong.stdout is not None and pong.stderr is not None
         if pong.stdout.readline().strip() != "ready":
             raise MccError(f"netfault: the pong process did not start: {pong.stderr.read()}")
-        ping_argv = [
-            *base,
-            "ping",
-            *common,
-            "--duration",
-            str(duration_s),
-            "--size",
-            str(size_bytes),
-            "--timeout-ms",
-            str(timeout_ms),
-        ]
+        options = {"--duration": duration_s, "--size": size_bytes, "--timeout-ms": timeout_ms}
         ping = subprocess.run(
-            lab.exec_argv("a", ping_argv),
+            lab.exec_argv("a", [*base, "ping", *common, *(f"{k}={v}" for k, v in options.items())]),
             capture_output=True,
             text=True,
             timeout=duration_s + 120,
@@ -221,7 +207,7 @@ def _row(
 
 def add_parser(bsub: Any) -> None:
     """Register ``mcc bench netfault`` on the bench sub-parser set."""
-    parser = report.add_bench_parser(
+    parser = add_bench_parser(
         bsub,
         "netfault",
         help="latency between two netns hosts at 0, 1 and 10 %% packet loss",

@@ -6,11 +6,8 @@ way RTI Perftest and Cyclone's ``ddsperf`` measure theirs, with the anchors in t
 - :class:`PerfOptions` holds the knobs every mode takes: transport (udp | tcp), reliability,
   keyed or not, multicast, send-queue depth and network (``host`` loopback or ``netns``, two
   network namespaces on a bridge, from :mod:`mcc.netlab`).
-- :func:`perf_qos_file` derives the profile library the processes use from ``qos/mcc.xml``:
-  the perf profiles sized to ``send_queue`` plus ``perf_reliable_stream``, RTI Perftest's
-  *send queue* for the publisher/subscriber modes (a reliable writer keeps all samples, at
-  most ``send_queue`` of them unacknowledged: a write beyond that blocks until
-  acknowledgements come, up to the profile's ``max_blocking_time``; the reader keeps all).
+- :func:`perf_qos_file` derives the processes' profile library from ``qos/mcc.xml``, with
+  ``perf_reliable_stream``: RTI Perftest's *send queue* for the publisher/subscriber modes.
 - :func:`open_network` places the processes: on loopback, or on the hosts of a
   :class:`mcc.netlab.NetLab` created for the run and removed after it.
 - ``python -m mcc.bench.perftest pub|sub --spec JSON`` are the measuring processes of the
@@ -83,6 +80,7 @@ __all__ = [
     "add_common_options",
     "anchor_configs",
     "child_env",
+    "error_line",
     "claim_in_process",
     "free_port",
     "main",
@@ -92,6 +90,7 @@ __all__ = [
     "options_from_args",
     "pair_transports",
     "perf_qos_file",
+    "pubsub_or_error",
     "queue_xml",
     "require_mcc_transport",
     "run_pubsub",
@@ -160,51 +159,59 @@ def run_pubsub(
     pub_t, sub_t = pair_transports(options, nodes, tag=tag, extra_xml=extra)
     pub_env, sub_env = child_env(pub_t, options), child_env(sub_t, options)
     max_s = max(p.duration_s for p in pubs) + MATCH_TIMEOUT_S + 30
+    sub = SubSpec(
+        domain=domain,
+        keyed=options.keyed,
+        reliable=options.reliable,
+        writers=len(pubs),
+        batch=batch,
+        max_s=max_s,
+        latency=latency,
+    )
+    pubs = [
+        dataclasses.replace(
+            p,
+            domain=domain,
+            keyed=options.keyed,
+            reliable=options.reliable,
+            readers=subscribers,
+            batch=batch,
+            flush=write_batching,
+        )
+        for p in pubs
+    ]
     with workers() as ws:
         subs = [
-            ws.start_role(
-                f"sub{i + 1}",
-                nodes[-1],
-                "sub",
-                dataclasses.asdict(
-                    SubSpec(
-                        domain=domain,
-                        keyed=options.keyed,
-                        reliable=options.reliable,
-                        writers=len(pubs),
-                        batch=batch,
-                        max_s=max_s,
-                        latency=latency,
-                    )
-                ),
-                env=sub_env,
-            )
+            ws.start_role(f"sub{i + 1}", nodes[-1], "sub", sub, env=sub_env)
             for i in range(subscribers)
         ]
         # publishers start at once: each waits until every subscriber has matched
         pub_workers = [
-            ws.start_role(
-                f"pub-{spec.writer_id}",
-                nodes[0],
-                "pub",
-                dataclasses.asdict(
-                    dataclasses.replace(
-                        spec,
-                        domain=domain,
-                        keyed=options.keyed,
-                        reliable=options.reliable,
-                        readers=subscribers,
-                        batch=batch,
-                        flush=write_batching,
-                    )
-                ),
-                env=pub_env,
-            )
-            for spec in pubs
+            ws.start_role(f"pub-{p.writer_id}", nodes[0], "pub", p, env=pub_env) for p in pubs
         ]
         pub_results = [w.result(timeout_s) for w in pub_workers]
         sub_results = [w.result(timeout_s) for w in subs]
     return PubSubRun(pub_results, sub_results)
+
+
+def error_line(exc: Exception) -> str:
+    """Why a row failed, for its ``error``: the first line of ``exc``, at most 300 characters."""
+    return str(exc).splitlines()[0][:300]
+
+
+def pubsub_or_error(
+    row: dict[str, Any],
+    options: PerfOptions,
+    nodes: Sequence[Node],
+    pubs: Sequence[PubSpec],
+    **kw: Any,
+) -> PubSubRun | None:
+    """`run_pubsub` (``kw`` its keywords), or None with ``row["error"]`` saying why it failed."""
+    try:
+        return run_pubsub(options, nodes, pubs, **kw)
+    except MccError as exc:
+        row["error"] = error_line(exc)
+        return None
 
 
 def _spec_from(cls: type, text: str) -> Any:

@@ -17,14 +17,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcc import settings
 from mcc.bench.anchor_tools import Background, background
 from mcc.bench.perftest_options import (
-    MATCH_TIMEOUT_S,
     NETS,
-    READY_LINE,
     RESULT_PREFIX,
     PerfOptions,
     perf_qos_file,
@@ -90,33 +88,17 @@ def node_transport(
     and connects to ``tcp_peers`` (``address:port``). SHM: as UDP, plus iceoryx shared memory
     between the processes of the host.
     """
-    if options.transport == "tcp":
-        return Transport(
-            kind="tcp",
-            multicast=False,
-            peers=tuple(tcp_peers),
-            interface=node.interface,
-            discovery_tag=tag,
-            tcp_port=tcp_port if tcp_port is not None else 0,
-            extra_xml=extra_xml,
-        )
-    kind: TransportKind = "shm" if options.transport == "shm" else "udp"
-    if options.multicast:
-        return Transport(
-            kind=kind,
-            multicast=True,
-            interface=node.interface,
-            discovery_tag=tag,
-            extra_xml=extra_xml,
-        )
-    peers = tuple(sorted({n.address for n in nodes}))
+    tcp = options.transport == "tcp"
+    unicast = not tcp and not options.multicast
+    peers = tcp_peers if tcp else sorted({n.address for n in nodes}) if unicast else ()
     return Transport(
-        kind=kind,
-        multicast=False,
-        peers=peers,
+        kind=cast(TransportKind, options.transport),
+        multicast=not tcp and options.multicast,
+        peers=tuple(peers),
         interface=node.interface,
         discovery_tag=tag,
-        max_participant_index=99,
+        max_participant_index=99 if unicast else None,
+        tcp_port=(tcp_port or 0) if tcp else None,
         extra_xml=extra_xml,
     )
 
@@ -235,9 +217,6 @@ class Worker:
         self.name = name
         self.bg = bg
 
-    def ready(self) -> bool:
-        return READY_LINE in self.bg.output()
-
     def result(self, timeout_s: float) -> dict[str, Any]:
         """Wait for the process to exit (at most ``timeout_s``); its ``RESULT`` object."""
         try:
@@ -254,44 +233,22 @@ class Worker:
         raise MccError(f"{self.name} exited {rc} without a result:\n{_tail(out)}")
 
 
-@contextlib.contextmanager
-def workers() -> Iterator[WorkerSet]:
-    """Start workers inside the block; all are stopped (and reaped) when it ends."""
-    with contextlib.ExitStack() as stack:
-        yield WorkerSet(stack)
-
-
-class WorkerSet:
-    def __init__(self, stack: contextlib.ExitStack) -> None:
-        self._stack = stack
-        self.all: list[Worker] = []
+class WorkerSet(contextlib.ExitStack):
+    """Workers started inside its ``with`` block; all are stopped (and reaped) when it ends."""
 
     def start(self, name: str, node: Node, argv: Sequence[str], *, env: dict[str, str]) -> Worker:
-        bg = self._stack.enter_context(background(node.argv(argv), env=env))
-        worker = Worker(name, bg)
-        self.all.append(worker)
-        return worker
+        return Worker(name, self.enter_context(background(node.argv(argv), env=env)))
 
     def start_role(
-        self, name: str, node: Node, role: str, spec: dict[str, Any], *, env: dict[str, str]
+        self, name: str, node: Node, role: str, spec: Any, *, env: dict[str, str]
     ) -> Worker:
-        argv = [sys.executable, "-m", "mcc.bench.perftest", role, "--spec", json.dumps(spec)]
+        """``python -m mcc.bench.perftest ROLE`` with ``spec`` (a `PubSpec` or `SubSpec`)."""
+        spec_json = json.dumps(dataclasses.asdict(spec))
+        argv = [sys.executable, "-m", "mcc.bench.perftest", role, "--spec", spec_json]
         return self.start(name, node, argv, env=env)
 
-    def wait_ready(self, group: Sequence[Worker], *, timeout_s: float = MATCH_TIMEOUT_S) -> None:
-        """Wait until every worker in ``group`` printed READY; MccError if one dies first."""
-        deadline = time.monotonic() + timeout_s
-        while not all(w.ready() for w in group):
-            for w in group:
-                rc = w.bg.proc.poll()
-                if rc is not None and not w.ready():
-                    raise MccError(
-                        f"{w.name} exited {rc} before it was ready:\n{_tail(w.bg.output())}"
-                    )
-            if time.monotonic() > deadline:
-                late = [w.name for w in group if not w.ready()]
-                raise MccError(f"{', '.join(late)} not ready within {timeout_s:.0f} s")
-            time.sleep(0.02)
+
+workers = WorkerSet  # ``with workers() as ws``
 
 
 def _tail(text: str, lines: int = 25) -> str:

@@ -6,7 +6,10 @@ profile library the processes use, derived from ``qos/mcc.xml``.
 # No `from __future__ import annotations` here: cyclonedds resolves PerfKeyedSample's field
 # types from real annotations, not strings.
 import argparse
+import atexit
+import dataclasses
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -30,9 +33,9 @@ RESULT_PREFIX = "RESULT "
 READY_LINE = "READY"
 FLOWING_LINE = "FLOWING"
 WRITE_BATCH_XML = "<Internal><WriteBatch>true</WriteBatch></Internal>"
+"""Cyclone's write batching: samples queue in the writer until a packet fills or a flush."""
 QUEUE_SAMPLE_OVERHEAD_BYTES = 512
 """Per queued sample on top of its payload (header, key, RTPS submessage) in `queue_xml`."""
-"""Cyclone's write batching: samples queue in the writer until a packet fills or a flush."""
 
 _QOS_SOURCE = qos_file()
 MATCH_TIMEOUT_S = 30.0
@@ -107,15 +110,8 @@ class PerfOptions:
         return stream_profile(self.reliable)
 
     def row(self) -> dict[str, Any]:
-        """These options as benchmark-row fields."""
-        return {
-            "transport": self.transport,
-            "reliable": self.reliable,
-            "keyed": self.keyed,
-            "multicast": self.multicast,
-            "send_queue": self.send_queue,
-            "net": self.net,
-        }
+        """These options as benchmark-row fields (all but ``security``)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "security"}
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -174,21 +170,13 @@ def nets_from_args(args: argparse.Namespace) -> tuple[str, ...]:
 
 def options_from_args(args: argparse.Namespace) -> PerfOptions:
     """The options of the first network ``--net`` names (see `nets_from_args`)."""
-    return PerfOptions(
-        transport=args.transport,
-        reliable=args.reliable,
-        keyed=args.keyed,
-        multicast=args.multicast,
-        send_queue=args.send_queue,
-        net=nets_from_args(args)[0],
-    )
+    given = {k: getattr(args, k) for k in ("transport", "reliable", "keyed", "multicast")}
+    return PerfOptions(**given, send_queue=args.send_queue, net=nets_from_args(args)[0])
 
 
 @cache
 def _host_roudi() -> Any:
     """The RouDi this process started for ``--transport shm`` rows (None: one ran already)."""
-    import atexit
-
     from mcc.bus.shm import RouDi
 
     roudi = RouDi.ensure()
@@ -272,7 +260,7 @@ def perf_qos_file(send_queue: int = DEFAULT_SEND_QUEUE) -> Path:
     end = text.rindex("</qos_library>")
     text = text[:end] + stream + "\n  " + text[end:]
     folder = Path(tempfile.mkdtemp(prefix="mcc-perf-qos-"))
-    _remove_at_exit(folder)
+    atexit.register(shutil.rmtree, folder, True)
     path = folder / f"perf-queue{send_queue}.xml"
     path.write_text(text)
     return path
@@ -295,10 +283,3 @@ def queue_xml(send_queue: int, size_bytes: int) -> str:
         f"<Internal><Watermarks><WhcHigh>{high}B</WhcHigh><WhcHighInit>{high}B</WhcHighInit>"
         "<WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>"
     )
-
-
-def _remove_at_exit(folder: Path) -> None:
-    import atexit
-    import shutil
-
-    atexit.register(shutil.rmtree, folder, True)

@@ -10,7 +10,7 @@ import dataclasses
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -81,6 +81,7 @@ def run_pub(spec: PubSpec) -> dict[str, Any]:
     after the profile's max_blocking_time (DDS timeout) counts in ``timeouts``.
     """
     from cyclonedds.core import DDSException
+    from cyclonedds.util import duration
 
     from mcc.bus import Bus
 
@@ -149,13 +150,7 @@ def run_pub(spec: PubSpec) -> dict[str, Any]:
             flush()
         _send_end(writer, sample, spec, flush)
         with contextlib.suppress(DDSException):
-            writer.dds.wait_for_acks(_duration_s(10.0))
-        steady = LatencyRecorder()
-        steady.record_many_ns(steady_ns)
-        blocked = LatencyRecorder()
-        blocked.record_many_ns(blocked_ns)
-        stalled = LatencyRecorder()
-        stalled.record_many_ns(stall_ns)
+            writer.dds.wait_for_acks(duration(seconds=10.0))
     return {
         "writer_id": spec.writer_id,
         "sent": sent,
@@ -164,12 +159,19 @@ def run_pub(spec: PubSpec) -> dict[str, Any]:
         "timeouts": timeouts,
         "blocked": len(blocked_ns),
         "stalls": len(stall_ns),
-        "throttle_count": throttles.count() if throttles is not None else None,
-        "throttle_ms": throttles.time_ns() / 1e6 if throttles is not None else None,
-        "steady_hist": steady.encode() if steady.count else None,
-        "blocked_hist": blocked.encode() if blocked.count else None,
-        "stall_hist": stalled.encode() if stalled.count else None,
+        "throttle_count": throttles.read(throttles.count_kv) if throttles else None,
+        "throttle_ms": throttles.read(throttles.time_kv) / 1e6 if throttles else None,
+        "steady_hist": _hist(steady_ns),
+        "blocked_hist": _hist(blocked_ns),
+        "stall_hist": _hist(stall_ns),
     }
+
+
+def _hist(values_ns: list[int]) -> str | None:
+    """``values_ns`` as an encoded `LatencyRecorder` (None when empty)."""
+    recorder = LatencyRecorder()
+    recorder.record_many_ns(values_ns)
+    return recorder.encode() if recorder.count else None
 
 
 def _send_end(writer: Any, sample: Any, spec: PubSpec, flush: Any) -> None:
@@ -195,12 +197,6 @@ def sleep_until(deadline_ns: int, *, spin_ns: int = 200_000) -> None:
         time.sleep((left - spin_ns) / 1e9)
     while time.monotonic_ns() < deadline_ns:
         pass
-
-
-def _duration_s(seconds: float) -> Any:
-    from cyclonedds.util import duration
-
-    return duration(seconds=seconds)
 
 
 @cache
@@ -238,30 +234,23 @@ class _Throttles:
         if not self._stats:
             raise MccError("dds_create_statistics failed for the perf writer")
         self._refresh = lib.dds_refresh_statistics
-        self._count_kv = lib.dds_lookup_statistic(self._stats, b"throttle_count")
-        self._time_kv = lib.dds_lookup_statistic(self._stats, b"time_throttle")
-        if not self._count_kv or not self._time_kv:
+        self.count_kv = lib.dds_lookup_statistic(self._stats, b"throttle_count")
+        self.time_kv = lib.dds_lookup_statistic(self._stats, b"time_throttle")
+        if not self.count_kv or not self.time_kv:
             raise MccError("this libddsc has no throttle_count/time_throttle writer statistics")
         self._last = 0
 
-    def _value(self, kv: Any) -> int:
+    def read(self, kv: Any) -> int:
+        """The statistic ``kv`` (``self.count_kv``, ``self.time_kv``) now."""
+        self._refresh(self._stats)
         value = int(kv.contents.value)
         return value & 0xFFFFFFFF if kv.contents.kind == _STAT_UINT32 else value
 
     def rose(self) -> bool:
         """Whether the writer was throttled since the previous call."""
-        self._refresh(self._stats)
-        now = self._value(self._count_kv)
+        now = self.read(self.count_kv)
         rose, self._last = now > self._last, now
         return rose
-
-    def count(self) -> int:
-        self._refresh(self._stats)
-        return self._value(self._count_kv)
-
-    def time_ns(self) -> int:
-        self._refresh(self._stats)
-        return self._value(self._time_kv)
 
 
 def run_sub(spec: SubSpec) -> dict[str, Any]:
@@ -314,16 +303,13 @@ def run_sub(spec: SubSpec) -> dict[str, Any]:
             last_ns = now if received else last_ns
             if len(tallies) >= spec.writers and all(t.ended for t in tallies.values()):
                 break
-    recorder = LatencyRecorder()
-    if latencies:
-        recorder.record_many_ns([max(0, v) for v in latencies])
     return {
         "received": received,
         "received_samples": received * spec.batch,
         "bytes": size,
         "seconds": (last_ns - first_ns) / 1e9,
         "writers": {k: dataclasses.asdict(v) for k, v in tallies.items()},
-        "latency_hist": recorder.encode() if recorder.count else None,
+        "latency_hist": _hist([max(0, v) for v in latencies]),
     }
 
 
@@ -336,7 +322,6 @@ class ThroughputResult:
     received: int
     lost: int
     latency: LatencyRecorder | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def throughput_of(sub: dict[str, Any], sent_samples: int, batch: int = 1) -> ThroughputResult:

@@ -50,8 +50,6 @@ def add_parser(bench_subparsers: Any) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from mcc.bench.report import document, print_table, record, write_json
-
     rounds = args.rounds or (50 if args.quick else 500)
     burst = 1000 if args.quick else 4000
     joiners = 3 if args.quick else 10
@@ -59,12 +57,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rounds=rounds, burst=burst, joiners=joiners, size_bytes=args.size, domain=args.domain
     )
     command = "mcc bench persist" + (" --quick" if args.quick else "")
-    doc = document(BENCH, rows, command=command)
-    print_table("persistence service (one replica, loopback)", rows, COLUMNS)
+    doc = report.document(BENCH, rows, command=command)
+    report.print_table("persistence service (one replica, loopback)", rows, COLUMNS)
     if args.json:
-        write_json(doc, args.json)
+        report.write_json(doc, args.json)
     if args.record:
-        record(doc, COLUMNS, notes="p50/p99 of alternating rounds; ratio_p50 = mcc / dds-ack.")
+        notes = "p50/p99 of alternating rounds; ratio_p50 = mcc / dds-ack."
+        report.record(doc, COLUMNS, notes=notes)
     return 0
 
 
@@ -120,28 +119,13 @@ def run(
                 fetch_s.append(time.perf_counter() - start)
     stored, acked = _stats(stored_s), _stats(acked_s)
     return [
-        {
-            "impl": "mcc",
-            "what": "write_stored",
-            "size_bytes": size_bytes,
-            **stored,
-            "ratio_p50": stored["p50_us"] / acked["p50_us"],
-        },
-        {"impl": "dds-ack", "what": "write+wait_for_acks", "size_bytes": size_bytes, **acked},
-        {
-            "impl": "mcc",
-            "what": "store, back to back",
-            "size_bytes": size_bytes,
-            "count": burst + 1,
-            "msgs_per_s": rate,
-        },
-        {
-            "impl": "mcc",
-            "what": "late-joiner history",
-            "size_bytes": size_bytes,
-            **_stats(fetch_s),
-            "samples": retained,
-        },
+        {"impl": impl, "what": what, "size_bytes": size_bytes, **fields}
+        for impl, what, fields in (
+            ("mcc", "write_stored", {**stored, "ratio_p50": stored["p50_us"] / acked["p50_us"]}),
+            ("dds-ack", "write+wait_for_acks", acked),
+            ("mcc", "store, back to back", {"count": burst + 1, "msgs_per_s": rate}),
+            ("mcc", "late-joiner history", {**_stats(fetch_s), "samples": retained}),
+        )
     ]
 
 

@@ -53,49 +53,40 @@ def _interval_label(interval_ms: float) -> str:
     return "as fast as possible" if not interval_ms else f"every {interval_ms:g} ms"
 
 
+def _size_axes(ax: Any, ylabel: str, *, ylog: bool = True) -> None:
+    """Size (bytes, log2) across, ``ylabel`` up (log unless ``ylog`` is false), a grid."""
+    ax.set_xscale("log", base=2)
+    if ylog:
+        ax.set_yscale("log")
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot_latency(rows: Rows, out_dir: Path) -> list[Path]:
     """p50 (line) and p99 (dashed) one-way latency vs size, one panel per send interval;
     and the CDF of each MCC row, one panel per interval."""
     plt = pyplot()
     intervals = sorted({r["interval_ms"] for r in rows})
-    series = list(dict.fromkeys((r["impl"], r.get("net")) for r in rows))
     fig, axes = plt.subplots(1, len(intervals), figsize=(5 * len(intervals), 4), squeeze=False)
     for ax, interval in zip(axes[0], intervals, strict=True):
-        for impl, net in series:
-            pts = sorted(
-                (r["size_bytes"], r["p50_us"], r["p99_us"])
-                for r in rows
-                if (r["impl"], r.get("net")) == (impl, net)
-                and r["interval_ms"] == interval
-                and r.get("p50_us")
-            )
-            if not pts:
-                continue
+        measured = [r for r in rows if r["interval_ms"] == interval and r.get("p50_us")]
+        for (impl, net), xs, p50, p99 in _by_size(rows, measured, _impl_net, "p50_us", "p99_us"):
             name = _series_name(impl, net, rows)
-            xs = [p[0] for p in pts]
-            (line,) = ax.plot(xs, [p[1] for p in pts], marker="o", label=f"{name} p50")
-            ax.plot(xs, [p[2] for p in pts], ls="--", color=line.get_color(), label=f"{name} p99")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("size (bytes)")
-        ax.set_ylabel("one-way latency (µs)")
+            (line,) = ax.plot(xs, p50, marker="o", label=f"{name} p50")
+            ax.plot(xs, p99, ls="--", color=line.get_color(), label=f"{name} p99")
+        _size_axes(ax, "one-way latency (µs)")
         ax.set_title(_interval_label(interval))
-        ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=7)
     paths = [save_figure(fig, out_dir / "latency_vs_size.png")]
     cdf_rows = [r for r in rows if r.get("cdf_us")]
     if cdf_rows:
         fig, axes = plt.subplots(1, len(intervals), figsize=(5 * len(intervals), 4), squeeze=False)
         for ax, interval in zip(axes[0], intervals, strict=True):
-            for r in cdf_rows:
-                if r["interval_ms"] != interval:
-                    continue
-                pts = r["cdf_us"]
-                ax.plot(
-                    [p[1] for p in pts],
-                    [p[0] / 100 for p in pts],
-                    label=f"{_series_name(r['impl'], r.get('net'), rows)} {r['size_bytes']} B",
-                )
+            for r in (r for r in cdf_rows if r["interval_ms"] == interval):
+                pct, us = zip(*r["cdf_us"], strict=True)
+                name = _series_name(*_impl_net(r), rows)
+                ax.plot(us, [p / 100 for p in pct], label=f"{name} {r['size_bytes']} B")
             ax.set_xscale("log")
             ax.set_xlabel("one-way latency (µs)")
             ax.set_ylabel("fraction of samples")
@@ -106,6 +97,23 @@ def plot_latency(rows: Rows, out_dir: Path) -> list[Path]:
         paths.append(save_figure(fig, out_dir / "latency_cdf.png"))
     paths += _plot_efficiency(rows, out_dir, "latency", "p50 latency host / netns")
     return paths
+
+
+def _impl_net(row: dict[str, Any]) -> tuple[str, str | None]:
+    return row["impl"], row.get("net")
+
+
+def _by_size(
+    rows: Rows, chosen: Rows, key: Callable[[dict[str, Any]], Any], *fields: str
+) -> list[tuple[Any, ...]]:
+    """(key, sizes, one column per field) for each series of ``rows`` (by ``key``, in the
+    order they first appear there) that has ``chosen`` rows, which give the points by size."""
+    out = []
+    for k in dict.fromkeys(map(key, rows)):
+        pts = sorted((r["size_bytes"], *(r[f] for f in fields)) for r in chosen if key(r) == k)
+        if pts:
+            out.append((k, *map(list, zip(*pts, strict=True))))
+    return out
 
 
 def _series_name(impl: str, net: str | None, rows: Rows) -> str:
@@ -120,25 +128,20 @@ def _plot_efficiency(rows: Rows, out_dir: Path, bench: str, what: str) -> list[P
         return []
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    keys = list(dict.fromkeys((r["impl"], r.get("interval_ms"), r.get("batching")) for r in eff))
-    for impl, interval, batching in keys:
-        pts = sorted(
-            (r["size_bytes"], r["efficiency_vs_host"])
-            for r in eff
-            if (r["impl"], r.get("interval_ms"), r.get("batching")) == (impl, interval, batching)
-        )
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["impl"], r.get("interval_ms"), r.get("batching")
+
+    for (impl, interval, batching), xs, ys in _by_size(eff, eff, key, "efficiency_vs_host"):
         label = impl
         if interval is not None:
             label += f", {_interval_label(interval)}"
         if batching not in (None, "none"):
             label += f", {batching} batching"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.plot(xs, ys, marker="o", label=label)
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("size (bytes)")
-    ax.set_ylabel(f"efficiency ({what})")
+    _size_axes(ax, f"efficiency ({what})", ylog=False)
     ax.set_title("virtualisation efficiency: netns bridge vs loopback")
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6)
     return [save_figure(fig, out_dir / f"{bench}_efficiency.png")]
 
@@ -147,27 +150,20 @@ def plot_throughput(rows: Rows, out_dir: Path) -> list[Path]:
     """Samples/s and MB/s at the subscriber vs size, one line per implementation/batching."""
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    series = list(dict.fromkeys((r["impl"], r.get("batching", "none"), r.get("net")) for r in rows))
-    for impl, batching, net in series:
-        pts = sorted(
-            (r["size_bytes"], r["samples_per_s"], r["mb_per_s"])
-            for r in rows
-            if (r["impl"], r.get("batching", "none"), r.get("net")) == (impl, batching, net)
-            and r.get("samples_per_s")
-        )
-        if not pts:
-            continue
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["impl"], r.get("batching", "none"), r.get("net")
+
+    measured = [r for r in rows if r.get("samples_per_s")]
+    for (impl, batching, net), xs, per_s, mb in _by_size(
+        rows, measured, key, "samples_per_s", "mb_per_s"
+    ):
         name = _series_name(impl, net, rows)
         label = name if batching == "none" else f"{name}, {batching} batching"
-        xs = [p[0] for p in pts]
-        ax1.plot(xs, [p[1] for p in pts], marker="o", label=label)
-        ax2.plot(xs, [p[2] for p in pts], marker="o", label=label)
-    for ax, what in ((ax1, "samples/s"), (ax2, "MB/s")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("size (bytes)")
-        ax.set_ylabel(what)
-        ax.grid(True, which="both", alpha=0.3)
+        ax1.plot(xs, per_s, marker="o", label=label)
+        ax2.plot(xs, mb, marker="o", label=label)
+    _size_axes(ax1, "samples/s")
+    _size_axes(ax2, "MB/s")
     ax1.legend(fontsize=7)
     ax1.set_title("throughput at the subscriber")
     paths = [save_figure(fig, out_dir / "throughput_vs_size.png")]
@@ -219,13 +215,8 @@ def plot_blocked(rows: Rows, out_dir: Path) -> list[Path]:
         xs = [p[0] for p in pts]
         ax1.plot(xs, [p[1] for p in pts], marker="o", label=_interval_label(interval))
         ax2.plot(xs, [p[2] / 1000 for p in pts], marker="o", label=_interval_label(interval))
-    ax1.set_ylabel("blocked writes")
-    ax2.set_ylabel("longest write (ms)")
-    ax2.set_yscale("log")
-    for ax in (ax1, ax2):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("size (bytes)")
-        ax.grid(True, which="both", alpha=0.3)
+    _size_axes(ax1, "blocked writes", ylog=False)
+    _size_axes(ax2, "longest write (ms)")
     ax1.legend(fontsize=7)
     ax1.set_title("writes that blocked (full send queue)")
     return [save_figure(fig, out_dir / "blocked_writes.png")]
@@ -236,24 +227,15 @@ def plot_load(rows: Rows, out_dir: Path) -> list[Path]:
     plt = pyplot()
     loads = list(dict.fromkeys(r["load"] for r in rows))
     sizes = sorted({r["size_bytes"] for r in rows})
-    series = list(dict.fromkeys((r["impl"], r.get("net")) for r in rows))
+    series = list(dict.fromkeys(map(_impl_net, rows)))
     fig, axes = plt.subplots(1, len(sizes), figsize=(7 * len(sizes), 4), squeeze=False)
     width = 0.8 / max(1, 2 * len(series))
+    # the first row of each implementation, network, load and size
+    cell = {(r["impl"], r.get("net"), r["load"], r["size_bytes"]): r for r in reversed(rows)}
     for ax, size in zip(axes[0], sizes, strict=True):
         for i, (impl, net) in enumerate(series):
             for j, (field, hatch) in enumerate((("p50_us", ""), ("p99_us", "//"))):
-                values = [
-                    next(
-                        (
-                            r.get(field) or 0
-                            for r in rows
-                            if (r["impl"], r.get("net"), r["load"], r["size_bytes"])
-                            == (impl, net, load, size)
-                        ),
-                        0,
-                    )
-                    for load in loads
-                ]
+                values = [cell.get((impl, net, load, size), {}).get(field) or 0 for load in loads]
                 ax.bar(
                     [k + (2 * i + j) * width for k in range(len(loads))],
                     values,

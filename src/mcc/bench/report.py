@@ -62,8 +62,7 @@ def host_info() -> dict[str, Any]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[dist] = metadata.version(dist)
     for deb in ("cyclonedds-tools", "sockperf"):
-        version = _deb_version(deb)
-        if version:
+        if version := _deb_version(deb):
             versions[deb] = version
     load: list[float] | None = None
     with contextlib.suppress(OSError):
@@ -166,19 +165,15 @@ def record(
     host = doc["host"]
     versions = ", ".join(f"{k} {v}" for k, v in host["versions"].items())
     body = f"\n\n{markdown_table(doc['rows'], columns)}\n" if table else "\n"
+    load_text = ""
+    if load := host.get("load_avg"):
+        load_text = "; load average {:g} / {:g} / {:g} (1 / 5 / 15 min) at the end".format(*load)
     section = (
         f"## {doc['bench']} — {doc['created']}\n\n"
         f"`{doc['command']}` on {host['cpu']} ({host['cores']} cores), Python {host['python']}, "
-        f"{versions}{_load_text(host)}.{body}" + (f"\n{notes}\n" if notes else "")
+        f"{versions}{load_text}.{body}" + (f"\n{notes}\n" if notes else "")
     )
     readme.write_text(replace_section(text, doc["bench"], section))
-
-
-def _load_text(host: dict[str, Any]) -> str:
-    load = host.get("load_avg")
-    if not load:
-        return ""
-    return f"; load average {load[0]:g} / {load[1]:g} / {load[2]:g} (1 / 5 / 15 min) at the end"
 
 
 def replace_section(text: str, bench: str, section: str) -> str:

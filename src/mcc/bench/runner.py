@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import itertools
+import operator
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,64 +24,69 @@ from mcc.errors import MccError
 PLOTS_DIR = report.REPO_ROOT / "benchmarks" / "plots"
 RESULTS_DIR = report.REPO_ROOT / "benchmarks" / "results"
 TARGET_COLUMNS = ("target", "measured", "limit", "status")
+NET_COLUMNS = ("net", "efficiency_vs_host", "error")  # the last columns of every mode's table
 PERFTEST_MODES = ("latency", "throughput", "scale", "blocked", "load")
 
 
 # -- parsing ------------------------------------------------------------------------------------
 
 
-def parse_ints(option: str, text: str | None) -> tuple[int, ...]:
-    """``"64,1024"`` → (64, 1024); suffixes k/KiB multiply by 1024. Empty → ()."""
+def _parse_list(option: str, text: str | None, item: Callable[[str], Any], use: str) -> tuple:
+    """``text``'s comma-separated items through ``item`` (empty → ()); a ValueError names
+    ``option`` and ``use``."""
     if not text:
         return ()
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        scale = 1
-        for suffix in ("KiB", "k", "K"):
-            if item.endswith(suffix):
-                item, scale = item[: -len(suffix)], 1024
-                break
-        try:
-            out.append(int(item) * scale)
-        except ValueError:
-            raise MccError(
-                f"{option} {text!r}: use comma-separated whole numbers, e.g. 64,1024,10KiB"
-            ) from None
-    return tuple(out)
+    try:
+        return tuple(item(x.strip()) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise MccError(f"{option} {text!r}: use {use}") from None
+
+
+def _int(item: str) -> int:
+    for suffix in ("KiB", "k", "K"):
+        if item.endswith(suffix):
+            return int(item[: -len(suffix)]) * 1024
+    return int(item)
+
+
+def parse_ints(option: str, text: str | None) -> tuple[int, ...]:
+    """``"64,1024"`` → (64, 1024); suffixes k/KiB multiply by 1024. Empty → ()."""
+    return _parse_list(option, text, _int, "comma-separated whole numbers, e.g. 64,1024,10KiB")
 
 
 def parse_floats(option: str, text: str | None) -> tuple[float, ...]:
     """``"0,1,0.1"`` → (0.0, 1.0, 0.1). Empty → ()."""
-    if not text:
-        return ()
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise MccError(f"{option} {text!r}: use comma-separated numbers, e.g. 0,1,0.1") from None
+    return _parse_list(option, text, float, "comma-separated numbers, e.g. 0,1,0.1")
 
 
 def parse_pairs(option: str, text: str | None) -> tuple[tuple[int, int], ...]:
     """``"1x1,4x4"`` (or ``1-1``) → ((1, 1), (4, 4)). Empty → ()."""
-    if not text:
-        return ()
-    out = []
-    for item in text.split(","):
-        item = item.strip().lower().replace("-", "x")
-        if not item:
-            continue
-        try:
-            n, m = (int(x) for x in item.split("x"))
-        except ValueError:
-            raise MccError(
-                f"{option} {text!r}: use publishers x subscribers, e.g. 1x1,2x2,4x4"
-            ) from None
+
+    def pair(item: str) -> tuple[int, int]:
+        item = item.lower().replace("-", "x")
+        n, m = (int(x) for x in item.split("x"))
         if n < 1 or m < 1:
             raise MccError(f"{option} {item!r}: need at least one publisher and subscriber")
-        out.append((n, m))
-    return tuple(out)
+        return n, m
+
+    return _parse_list(option, text, pair, "publishers x subscribers, e.g. 1x1,2x2,4x4")
+
+
+def parse_names(text: str | None) -> tuple[str, ...]:
+    """``"mcc, ddsperf"`` → ("mcc", "ddsperf")."""
+    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+
+def require(ok: bool, message: str) -> None:
+    """MccError(``message``) unless ``ok``: a plan's check of its options."""
+    if not ok:
+        raise MccError(message)
+
+
+def require_choices(option: str, names: Sequence[str], allowed: Sequence[str]) -> None:
+    """``names`` non-empty and all in ``allowed``, else MccError naming ``option``."""
+    bad = sorted(set(names) - set(allowed))
+    require(not bad and bool(names), f"{option} {bad}: choose from {', '.join(allowed)}")
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -102,13 +110,10 @@ def progress(total: int, what: str) -> Iterator[Callable[[str], None]]:
     )
     with bar:
         task = bar.add_task("", total=total, what=what)
-        started = [False]
+        done = itertools.count()  # a step's row completes when the next one starts
 
         def step(text: str) -> None:
-            if started[0]:
-                bar.advance(task)
-            started[0] = True
-            bar.update(task, description=text)
+            bar.update(task, completed=next(done), description=text)
             if not console.is_terminal:
                 console.print(f"{what}: {text}")
 
@@ -124,43 +129,24 @@ def target_row(
 ) -> dict[str, Any]:
     """One line of a targets table: met when ``measured`` ≤ ``limit`` (≥ with ``at_least``)."""
     if measured is None:
-        status = "not measured"
-        shown = "-"
+        status, shown = "not measured", "-"
     else:
         met = measured >= limit if at_least else measured <= limit
         status = "met" if met else "missed"
         shown = f"{measured:g}{unit}" if isinstance(measured, int) else f"{measured:.2f}{unit}"
-    sign = "≥" if at_least else "≤"
-    return {
-        "target": target,
-        "measured": shown,
-        "limit": f"{sign} {limit:g}{unit}",
-        "status": status,
-    }
+    limit_text = f"{'≥' if at_least else '≤'} {limit:g}{unit}"
+    return {"target": target, "measured": shown, "limit": limit_text, "status": status}
 
 
 # -- networks -----------------------------------------------------------------------------------
 
 
-def over_nets(
-    args: argparse.Namespace,
-    options: Any,
-    run: Callable[[Any], list[dict[str, Any]]],
-    *,
-    key: Sequence[str],
-    metric: str,
-    higher_is_better: bool,
+def vs_host(
+    rows: list[dict[str, Any]], key: Sequence[str], metric: str, higher_is_better: bool
 ) -> list[dict[str, Any]]:
-    """``run(options)`` once per network of ``--net``; with ``host`` and ``netns`` both, each
-    netns row gets ``efficiency_vs_host``: its ``metric`` relative to the host row with the
-    same ``key`` (1.0 = no loss; the papers' "virtualisation efficiency")."""
-    import dataclasses
-
-    from mcc.bench.perftest import nets_from_args
-
-    rows: list[dict[str, Any]] = []
-    for net in nets_from_args(args):
-        rows += run(dataclasses.replace(options, net=net))
+    """With ``host`` and ``netns`` rows both, each netns row gets ``efficiency_vs_host``: its
+    ``metric`` relative to the host row with the same ``key`` (1.0 = no loss; the papers'
+    "virtualisation efficiency"). Returns ``rows``."""
     host = {tuple(r.get(k) for k in key): r for r in rows if r.get("net") == "host"}
     for row in rows:
         ref = host.get(tuple(row.get(k) for k in key))
@@ -173,14 +159,14 @@ def over_nets(
 @dataclass(frozen=True)
 class PerfMode:
     """One perftest mode, wired: its plan from the arguments (``plan_from_args(args,
-    options)``), how a plan runs (``run(plan, progress=step)``, ``rows(plan)`` progress steps),
-    how networks compare (``key``, ``metric``) and what its outputs say (``columns``,
-    ``title(plan, nets)``, ``notes(plan, rows)``, ``targets(rows)``)."""
+    options)``), how a plan runs (``run(plan, progress=step)``, ``rows(plan)`` progress steps,
+    by default ``plan.rows``), how networks compare (``key``, ``metric``) and what its outputs
+    say (``columns``, ``title(plan, nets)``, ``notes(plan, rows)``, ``targets(rows)``)."""
 
     name: str
+    _: KW_ONLY
     plan_from_args: Callable[[argparse.Namespace, Any], Any]
     run: Callable[..., list[dict[str, Any]]]
-    rows: Callable[[Any], int]
     key: Sequence[str]
     metric: str
     higher_is_better: bool
@@ -188,6 +174,7 @@ class PerfMode:
     title: Callable[[Any, str], str]
     notes: Callable[[Any, list[dict[str, Any]]], str]
     targets: Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]]
+    rows: Callable[[Any], int] = operator.attrgetter("rows")
 
     def add_options(
         self,
@@ -195,10 +182,11 @@ class PerfMode:
         *,
         impls: Sequence[str] = (),
         duration_s: tuple[float, float] | None = None,
+        per: str = "row",
     ) -> None:
         """The options every mode has (`mcc.bench.perftest.add_common_options`), ``--impl``
-        (default ``impls``) and ``--duration`` (``(default, quick)`` seconds per row) when
-        given; ``mcc bench NAME`` runs `command`."""
+        (default ``impls``) and ``--duration`` (``(default, quick)`` seconds ``per`` row)
+        when given; ``mcc bench NAME`` runs `command`."""
         from mcc.bench.perftest import add_common_options
 
         if impls:
@@ -209,7 +197,7 @@ class PerfMode:
             parser.add_argument(
                 "--duration",
                 type=float,
-                help=f"seconds per row (default {duration_s[0]:g}, quick {duration_s[1]:g})",
+                help=f"seconds per {per} (default {duration_s[0]:g}, quick {duration_s[1]:g})",
             )
         add_common_options(parser)
         parser.set_defaults(func=self.command)
@@ -222,29 +210,22 @@ class PerfMode:
         return 0
 
     def run_mode(self, args: argparse.Namespace, options: Any) -> dict[str, Any]:
-        """Run the mode as ``args`` ask over each network of ``--net``, then `finish`; the
-        JSON document."""
-        import dataclasses
-
+        """Run the mode as ``args`` ask over each network of ``--net`` (quiet, then beside
+        the CPU load with ``--load``), then `finish`; the JSON document."""
         from mcc.bench.perftest import nets_from_args
 
         plan = self.plan_from_args(args, options)
         nets = nets_from_args(args)
-        passes = load_passes(args)  # with --load: quiet, then beside the CPU load
+        passes = load_passes(args)
         out: list[dict[str, Any]] = []
         with progress(self.rows(plan) * len(nets) * len(passes), self.name) as step:
             for load in passes:
                 with beside_load(load) as label:
-                    out += label(
-                        over_nets(
-                            args,
-                            plan.options,
-                            lambda o: self.run(dataclasses.replace(plan, options=o), progress=step),
-                            key=self.key,
-                            metric=self.metric,
-                            higher_is_better=self.higher_is_better,
-                        )
-                    )
+                    rows = []
+                    for net in nets:
+                        on_net = dataclasses.replace(plan.options, net=net)
+                        rows += self.run(dataclasses.replace(plan, options=on_net), progress=step)
+                    out += label(vs_host(rows, self.key, self.metric, self.higher_is_better))
         return finish(
             self.name,
             out,
@@ -264,11 +245,11 @@ def per_net(
     nets = list(dict.fromkeys(r.get("net") for r in rows))
     if len(nets) <= 1:
         return targets(rows)
-    out = []
-    for net in nets:
-        for row in targets([r for r in rows if r.get("net") == net]):
-            out.append({**row, "target": f"{row['target']} [{net}]"})
-    return out
+    return [
+        {**row, "target": f"{row['target']} [{net}]"}
+        for net in nets
+        for row in targets([r for r in rows if r.get("net") == net])
+    ]
 
 
 # -- --load: the benches beside a CPU load ------------------------------------------------------
@@ -345,7 +326,6 @@ def finish(
     title: str,
     notes: str = "",
     targets: Sequence[dict[str, Any]] = (),
-    record: bool | None = None,
 ) -> dict[str, Any]:
     """Print the table and targets; write JSON, plots and the README section as asked."""
     from mcc.bench import plots
@@ -358,11 +338,11 @@ def finish(
     doc["targets"] = list(targets)
     if args.json:
         report.write_json(doc, args.json)
-    plot_dir = Path(args.plot) if args.plot else (PLOTS_DIR if _recording(args, record) else None)
+    plot_dir = Path(args.plot) if args.plot else (PLOTS_DIR if args.record else None)
     if plot_dir is not None:
         for path in plots.plot_bench(bench, rows, plot_dir):
             print(f"plot: {path}", file=sys.stderr)
-    if _recording(args, record):
+    if args.record:
         if not args.json:
             report.write_json(doc, RESULTS_DIR / f"{bench}.json")
         extra = ""
@@ -372,7 +352,3 @@ def finish(
             )
         report.record(doc, shown, notes="\n\n".join(x for x in (notes, extra) if x))
     return doc
-
-
-def _recording(args: argparse.Namespace, record: bool | None) -> bool:
-    return bool(args.record) if record is None else record

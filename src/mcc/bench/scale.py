@@ -21,7 +21,6 @@ from typing import Any
 
 from mcc.bench import perftest, runner
 from mcc.bench.perftest import Node, PerfOptions, PubSpec
-from mcc.errors import MccError
 
 __all__ = ["COLUMNS", "ScalePlan", "add_parser", "run_scale"]
 
@@ -46,9 +45,7 @@ COLUMNS = (
     "p99_us",
     "max_us",
     "ratio_p50_vs_1x1",
-    "net",
-    "efficiency_vs_host",
-    "error",
+    *runner.NET_COLUMNS,
 )
 TARGET_RATIO = 1.5
 
@@ -64,14 +61,15 @@ class ScalePlan:
     options: PerfOptions = PerfOptions()
 
     def __post_init__(self) -> None:
-        if not self.pairs or any(n > 16 or m > 16 for n, m in self.pairs):
-            raise MccError(f"--pairs {list(self.pairs)}: use 1 to 16 publishers and subscribers")
-        if not 1 <= self.size_bytes <= 1 << 24:
-            raise MccError(f"--size {self.size_bytes}: use 1 byte to 16 MiB")
-        if not self.rate_hz > 0:
-            raise MccError(f"--rate {self.rate_hz}: use samples/s > 0 per publisher")
-        if not self.duration_s > 0:
-            raise MccError(f"--duration {self.duration_s}: use seconds > 0")
+        runner.require(
+            bool(self.pairs) and all(n <= 16 and m <= 16 for n, m in self.pairs),
+            f"--pairs {list(self.pairs)}: use 1 to 16 publishers and subscribers",
+        )
+        runner.require(
+            1 <= self.size_bytes <= 1 << 24, f"--size {self.size_bytes}: use 1 byte to 16 MiB"
+        )
+        runner.require(self.rate_hz > 0, f"--rate {self.rate_hz}: use samples/s > 0 per publisher")
+        runner.require(self.duration_s > 0, f"--duration {self.duration_s}: use seconds > 0")
 
 
 def run_scale(
@@ -115,10 +113,10 @@ def _configuration(plan: ScalePlan, n: int, m: int, nodes: Sequence[Node]) -> li
         )
         for i in range(n)
     ]
-    try:
-        run = perftest.run_pubsub(plan.options, nodes, pubs, subscribers=m)
-    except MccError as exc:
-        return [{**common, "subscriber": None, "error": str(exc).splitlines()[0][:300]}]
+    failed = {**common, "subscriber": None}
+    run = perftest.pubsub_or_error(failed, plan.options, nodes, pubs, subscribers=m)
+    if run is None:
+        return [failed]
     rows = []
     for i, sub in enumerate(run.subs):
         result = perftest.throughput_of(sub, run.sent_samples)
@@ -131,30 +129,22 @@ def _configuration(plan: ScalePlan, n: int, m: int, nodes: Sequence[Node]) -> li
         }
         if result.latency is not None:
             stats = result.latency.stats()
-            row.update(
-                p50_us=stats.p50_us,
-                p90_us=stats.p90_us,
-                p99_us=stats.p99_us,
-                p999_us=stats.p999_us,
-                max_us=stats.max_us,
-                mean_us=stats.mean_us,
-                cdf_us=result.latency.cdf(),
-            )
+            for key in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us"):
+                row[key] = getattr(stats, key)
+            row["cdf_us"] = result.latency.cdf()
         rows.append(row)
     return rows
 
 
 def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """4-4: the worst subscriber's p50 against the 1-1 subscriber's."""
-    from mcc.bench.runner import target_row
-
     ratios = [
         r["ratio_p50_vs_1x1"]
         for r in rows
         if (r["publishers"], r["subscribers"]) == (4, 4) and r.get("ratio_p50_vs_1x1")
     ]
     return [
-        target_row(
+        runner.target_row(
             f"scale 4-4: per-subscriber p50 ≤ {TARGET_RATIO:g}× the 1-1 value (worst subscriber)",
             max(ratios) if ratios else None,
             TARGET_RATIO,
@@ -163,7 +153,7 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def notes(plan: ScalePlan) -> str:
+def notes(plan: ScalePlan, _rows: object = None) -> str:
     return (
         f"Each publisher writes {plan.size_bytes} B samples at {plan.rate_hz:g}/s for "
         f"{plan.duration_s:g} s; every subscriber takes from all publishers (profile "
@@ -192,14 +182,7 @@ def add_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_RATE_HZ,
         help="samples/s per publisher (default %(default)g)",
     )
-    p.add_argument(
-        "--duration",
-        type=float,
-        help=f"seconds per configuration (default {DEFAULT_DURATION_S:g}, quick "
-        f"{QUICK_DURATION_S:g})",
-    )
-    perftest.add_common_options(p)
-    p.set_defaults(func=MODE.command)
+    MODE.add_options(p, duration_s=(DEFAULT_DURATION_S, QUICK_DURATION_S), per="configuration")
     return p
 
 
@@ -225,7 +208,6 @@ MODE = runner.PerfMode(
     higher_is_better=False,
     columns=COLUMNS,
     title=lambda plan, nets: f"N publishers x M subscribers, per subscriber, {nets} network",
-    notes=lambda plan, _rows: notes(plan),
+    notes=notes,
     targets=targets,
 )
-run_mode = MODE.run_mode

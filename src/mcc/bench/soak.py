@@ -173,11 +173,10 @@ class SoakWatch:
                 with self.lock:
                     self.orders_ms.append((order.issue_ns - order.origin_ns) / 1e6)
 
-    def on_beat(self, reader: Any) -> None:
+    def on_beat(self, reader: Any) -> None:  # heard, not kept
         reader.take()
 
-    def on_outcome(self, reader: Any) -> None:
-        reader.take()
+    on_outcome = on_beat
 
     def running(self) -> dict[str, tuple[int, int, int]]:
         running = SystemState.SYSTEM_RUNNING.value
@@ -227,28 +226,18 @@ class ProcSampler:
         return {"rss_mb": rss / 1e6, "fds": fds, "threads": threads, "cpu_pct": cpu_pct}
 
     def forget(self, live: set[int]) -> None:
-        for pid in [p for p in self._cpu if p not in live]:
-            del self._cpu[pid]
+        self._cpu = {pid: v for pid, v in self._cpu.items() if pid in live}
 
 
-def store_bytes(run_dirs: Sequence[Path]) -> int:
+def store_bytes(run_dirs: Sequence[Path], *, logs: bool = False) -> int:
     """What a mission keeps on disk besides its logs: state records, summaries, SQLite stores
-    (with their -wal/-shm), anything under the run folder but ``logs/``."""
+    (with their -wal/-shm), anything under the run folder but ``logs/``; with ``logs``, what
+    is under ``logs/`` only."""
     total = 0
     for run_dir in run_dirs:
         for path in run_dir.rglob("*"):
-            if "logs" in path.relative_to(run_dir).parts[:1]:
+            if ("logs" in path.relative_to(run_dir).parts[:1]) != logs:
                 continue
-            with contextlib.suppress(OSError):
-                if path.is_file():
-                    total += path.stat().st_size
-    return total
-
-
-def logs_bytes(run_dirs: Sequence[Path]) -> int:
-    total = 0
-    for run_dir in run_dirs:
-        for path in (run_dir / "logs").rglob("*"):
             with contextlib.suppress(OSError):
                 if path.is_file():
                     total += path.stat().st_size
@@ -286,11 +275,8 @@ def analyse(
     ``pid``, ``rss_mb``, ``fds``, ``threads``, ``cpu_pct``). A process whose pid changed (a kill,
     a restart) is fitted on its last pid only, from ``warmup_s`` after that pid's first sample.
     """
-    by_process: dict[str, list[dict[str, Any]]] = {}
-    for s in samples:
-        by_process.setdefault(s["process"], []).append(s)
     rows = []
-    for name, series in sorted(by_process.items()):
+    for name, series in _by_process(samples):
         last_pid = series[-1]["pid"]
         own = [s for s in series if s["pid"] == last_pid]
         # a process replaced during the run (a kill) warms up again from its first sample
@@ -327,6 +313,14 @@ def analyse(
     return {"processes": rows, "targets": targets}
 
 
+def _by_process(samples: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The samples per process, by name."""
+    by_process: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        by_process.setdefault(s["process"], []).append(s)
+    return sorted(by_process.items())
+
+
 def _mean(values: Sequence[float]) -> float | None:
     finite = [v for v in values if math.isfinite(v)]
     return round(float(np.mean(finite)), 1) if finite else None
@@ -336,11 +330,12 @@ def _targets(
     rows: list[dict[str, Any]],
     windows: Sequence[dict[str, Any]],
     plan: SoakPlan,
-    restarts_unexplained: int,
+    restarts: int,
     stores: Sequence[tuple[float, int]],
 ) -> list[dict[str, Any]]:
     def target(name: str, measured: Any, limit: str, ok: bool) -> dict[str, Any]:
-        return {"target": name, "measured": measured, "limit": limit, "status": _status(ok)}
+        status = "met" if ok else "MISSED"
+        return {"target": name, "measured": measured, "limit": limit, "status": status}
 
     worst_rss = max(rows, key=lambda r: r["rss_mb_per_h"] or -math.inf, default=None)
     out = [
@@ -350,19 +345,12 @@ def _targets(
             f"≤ {plan.rss_mb_per_h:g} per process",
             bool(rows) and all(r["rss_ok"] for r in rows),
         ),
-        target(
-            "file descriptors flat after warm-up (processes that grew)",
-            ", ".join(r["process"] for r in rows if not r["fds_ok"]) or "none",
-            f"each within {plan.flat_count} of its first count",
-            bool(rows) and all(r["fds_ok"] for r in rows),
-        ),
-        target(
-            "threads flat after warm-up (processes that grew)",
-            ", ".join(r["process"] for r in rows if not r["threads_ok"]) or "none",
-            f"each within {plan.flat_count} of its first count",
-            bool(rows) and all(r["threads_ok"] for r in rows),
-        ),
     ]
+    flat = f"each within {plan.flat_count} of its first count"
+    for key, what in (("fds", "file descriptors"), ("threads", "threads")):
+        grew = [r["process"] for r in rows if not r[f"{key}_ok"]]
+        name = f"{what} flat after warm-up (processes that grew)"
+        out.append(target(name, ", ".join(grew) or "none", flat, bool(rows) and not grew))
     after = [(t, b) for t, b in stores if t >= plan.warmup_s]
     growth = slope_per_h([t for t, _ in after], [b / 1e6 for _, b in after])
     if after and growth is not None:
@@ -383,39 +371,17 @@ def _targets(
         and w["to_s"] - w["from_s"] >= 0.9 * plan.window_s  # a whole window, not the tail
         and w["s2s_p99_ms"] is not None
     ]
+    drift = "sensor-to-shooter p99, last window / first window after warm-up"
     if len(judged) >= 2:
         first, last = judged[0]["s2s_p99_ms"], judged[-1]["s2s_p99_ms"]
-        ratio = last / first if first else math.inf
-        out.append(
-            target(
-                "sensor-to-shooter p99, last window / first window after warm-up",
-                f"{ratio:.2f} ({last:g} / {first:g} ms)",
-                f"≤ {1 + plan.p99_drift:.2f}",
-                ratio <= 1 + plan.p99_drift,
-            )
-        )
+        ratio, limit = (last / first if first else math.inf), 1 + plan.p99_drift
+        measured = f"{ratio:.2f} ({last:g} / {first:g} ms)"
+        out.append(target(drift, measured, f"≤ {limit:.2f}", ratio <= limit))
     else:
-        out.append(
-            target(
-                "sensor-to-shooter p99, last window / first window after warm-up",
-                f"{len(judged)} window(s) with orders after warm-up",
-                "two windows needed",
-                False,
-            )
-        )
-    out.append(
-        target(
-            "restarts the bench did not cause",
-            restarts_unexplained,
-            "0",
-            restarts_unexplained == 0,
-        )
-    )
+        measured = f"{len(judged)} window(s) with orders after warm-up"
+        out.append(target(drift, measured, "two windows needed", False))
+    out.append(target("restarts the bench did not cause", restarts, "0", restarts == 0))
     return out
-
-
-def _status(ok: bool) -> str:
-    return "met" if ok else "MISSED"
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -468,7 +434,7 @@ def _run(
                     if row is not None:
                         samples.append({"t_s": t_s, "process": name, "pid": pid, **row})
                 sampler.forget(set(pids.values()))
-                stores.append((t_s, store_bytes(_run_dirs(m))))
+                stores.append((t_s, store_bytes(m.run_dirs())))
                 next_sample += plan.every_s
             if now >= next_window or now >= plan.duration_s:
                 windows.append(_window(len(windows), window_start, now, watch, stores))
@@ -484,15 +450,11 @@ def _run(
             if now >= plan.duration_s:
                 break
             time.sleep(max(0.05, min(next_sample, next_window, next_kill) - now))
-        stats = bus.stats
-        bus_stats = {
-            "samples_lost": stats.samples_lost,
-            "samples_rejected": stats.samples_rejected,
-            "samples_dropped": stats.samples_dropped,
-        }
+        lost = ("samples_lost", "samples_rejected", "samples_dropped")
+        bus_stats = {k: getattr(bus.stats, k) for k in lost}
         restarts_at_end = watch.restarts()
         if keep_logs is not None:
-            for run_dir in _run_dirs(m):
+            for run_dir in m.run_dirs():
                 shutil.copytree(run_dir / "logs", keep_logs / run_dir.name, dirs_exist_ok=True)
             for up_log in m.tmp.glob("up-*.log"):  # the supervisors': why an instance restarted
                 shutil.copy2(up_log, keep_logs / up_log.name)
@@ -503,26 +465,19 @@ def _run(
     }
     restarts = sum(restarted.values())
     unexplained = max(0, restarts - len(kills))  # an instance the bench killed restarts once
-    result = analyse(samples, windows, plan=plan, restarts_unexplained=unexplained, stores=stores)
-    result.update(
-        {
-            "mission": m.name,
-            "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(plan).items()},
-            "samples": samples,
-            "windows": windows,
-            "stores": [{"t_s": t, "bytes": b} for t, b in stores],
-            "logs_bytes": logs_bytes(_run_dirs(m)),
-            "kills": kills,
-            "restarts": restarts,
-            "restarted": restarted,
-            "bench_bus": bus_stats,
-        }
-    )
-    return result
-
-
-def _run_dirs(m: BenchMission) -> list[Path]:
-    return sorted((m.home / "runs").glob(f"{m.name}-*"))
+    return {
+        **analyse(samples, windows, plan=plan, restarts_unexplained=unexplained, stores=stores),
+        "mission": m.name,
+        "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(plan).items()},
+        "samples": samples,
+        "windows": windows,
+        "stores": [{"t_s": t, "bytes": b} for t, b in stores],
+        "logs_bytes": store_bytes(m.run_dirs(), logs=True),
+        "kills": kills,
+        "restarts": restarts,
+        "restarted": restarted,
+        "bench_bus": bus_stats,
+    }
 
 
 def _pids(m: BenchMission, watch: SoakWatch) -> dict[str, int]:
@@ -577,12 +532,9 @@ def plot_soak(result: dict[str, Any], out_dir: Path) -> list[Path]:
     plt = pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     warmup = result["plan"]["warmup_s"]
-    by_process: dict[str, list[dict[str, Any]]] = {}
-    for s in result["samples"]:
-        by_process.setdefault(s["process"], []).append(s)
     written = []
     fig, axes = plt.subplots(3, 1, figsize=(9, 10), sharex=True)
-    for name, series in sorted(by_process.items()):
+    for name, series in _by_process(result["samples"]):
         t = [s["t_s"] / 60 for s in series]
         for ax, key in zip(axes, ("rss_mb", "fds", "threads"), strict=True):
             ax.plot(t, [s[key] for s in series], label=name, linewidth=1)
@@ -598,13 +550,9 @@ def plot_soak(result: dict[str, Any], out_dir: Path) -> list[Path]:
     windows = result["windows"]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
     mid = [(w["from_s"] + w["to_s"]) / 120 for w in windows]
-    for key, label in (
-        ("s2s_p50_ms", "sensor-to-shooter p50"),
-        ("s2s_p99_ms", "sensor-to-shooter p99"),
-        ("picture_p50_ms", "air picture p50"),
-        ("picture_p99_ms", "air picture p99"),
-    ):
-        ax1.plot(mid, [w[key] for w in windows], marker="o", label=label)
+    for key, what in (("s2s", "sensor-to-shooter"), ("picture", "air picture")):
+        for q in ("p50", "p99"):
+            ax1.plot(mid, [w[f"{key}_{q}_ms"] for w in windows], marker="o", label=f"{what} {q}")
     ax1.set_ylabel("latency per window (ms)")
     ax1.legend(fontsize=8)
     ax1.grid(alpha=0.3)

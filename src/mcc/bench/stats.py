@@ -19,10 +19,9 @@ LOWEST_NS = 1
 HIGHEST_NS = 60 * 1_000_000_000
 SIGNIFICANT_DIGITS = 3
 
-# With 3 significant digits the histogram has 2048 sub-buckets: values below 2048 are exact and
-# each doubling above that halves the resolution (see `_quantize`).
-_SUB_BUCKET_COUNT = 2048
-_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+# With 3 significant digits the histogram has 2048 (2**11) sub-buckets: values below 2048 are
+# exact and each doubling above that halves the resolution (see `_quantize`).
+_SUB_BUCKET_BITS = 11
 
 CDF_PERCENTILES = (
     0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 97.5, 99.0,
@@ -96,13 +95,13 @@ class LatencyRecorder:
         h = self._hist
         if h.get_total_count() == 0:
             raise ValueError("no latency samples recorded; cannot compute a CDF")
-        points = []
-        for q in percentiles:
-            if not 0.0 <= q <= 100.0:
-                raise ValueError(f"percentile {q} is outside 0 .. 100")
-            ns = h.get_min_value() if q == 0.0 else h.get_value_at_percentile(q)
-            points.append((float(q), ns / 1e3))
-        return points
+        qs = list(percentiles)
+        if bad := [q for q in qs if not 0.0 <= q <= 100.0]:
+            raise ValueError(f"percentile {bad[0]} is outside 0 .. 100")
+        # One pass over the buckets for all of them (`get_value_at_percentile` walks them once
+        # per percentile), nearest rank as it.
+        ns = h.get_percentile_to_value_dict(qs)
+        return [(float(q), (h.get_min_value() if q == 0 else ns[q]) / 1e3) for q in qs]
 
     def record_ns(self, value: int) -> None:
         """Record one latency of `value` nanoseconds (0 .. 60 s)."""
@@ -133,11 +132,10 @@ class LatencyRecorder:
 
     def stats(self, lost: int = 0) -> LatencyStats:
         """Summarise what was recorded; `lost` is passed through. Raises if nothing was recorded."""
-        h = self._hist
-        count = int(h.get_total_count())
+        count = self.count
         if count == 0:
             raise ValueError("no latency samples recorded; cannot compute statistics")
-        pct = h.get_percentile_to_value_dict(list(_PERCENTILES))
+        (_, min_us), (_, p50), (_, p90), (_, p99), (_, p999) = self.cdf((0.0, 50, 90, 99, 99.9))
         mean_ns, stdev_ns = self._mean_stdev_ns()
         stdev_us = stdev_ns / 1e3
         return LatencyStats(
@@ -146,12 +144,12 @@ class LatencyRecorder:
             mean_us=mean_ns / 1e3,
             stdev_us=stdev_us,
             stderr_us=stdev_us / math.sqrt(count),
-            min_us=h.get_min_value() / 1e3,
-            p50_us=pct[50.0] / 1e3,
-            p90_us=pct[90.0] / 1e3,
-            p99_us=pct[99.0] / 1e3,
-            p999_us=pct[99.9] / 1e3,
-            max_us=h.get_max_value() / 1e3,
+            min_us=min_us,
+            p50_us=p50,
+            p90_us=p90,
+            p99_us=p99,
+            p999_us=p999,
+            max_us=self._hist.get_max_value() / 1e3,
         )
 
     def _mean_stdev_ns(self) -> tuple[float, float]:
@@ -163,16 +161,11 @@ class LatencyRecorder:
         h = self._hist
         counts = np.ctypeslib.as_array(h.counts)
         occupied = np.flatnonzero(counts)
-        mids = []
-        for index in occupied.tolist():
-            value = h.get_value_from_index(index)
-            low = h.get_lowest_equivalent_value(value)
-            high = h.get_highest_equivalent_value(value)
-            mids.append(low + ((high - low + 1) >> 1))
+        lows = np.array([h.get_value_from_index(i) for i in occupied.tolist()], dtype=np.int64)
+        mids = (lows + ((1 << _bucket_shift(lows)) >> 1)).astype(np.float64)
         weights = counts[occupied].astype(np.float64)
-        values = np.asarray(mids, dtype=np.float64)
-        mean = float(np.average(values, weights=weights))
-        var = float(np.average((values - mean) ** 2, weights=weights))
+        mean = float(np.average(mids, weights=weights))
+        var = float(np.average((mids - mean) ** 2, weights=weights))
         return mean, math.sqrt(var)
 
     def _record(self, value: int, count: int) -> None:
@@ -181,11 +174,13 @@ class LatencyRecorder:
             raise ValueError(f"latency sample {value} ns is outside 0 .. {HIGHEST_NS} ns")
 
 
+def _bucket_shift(values: np.ndarray) -> np.ndarray:
+    """log2 of the histogram bucket width at non-negative int64 `values`: a value of n > 11
+    bits shares its bucket with the others of its n - 11 high bits (frexp's exponent is n)."""
+    return np.maximum(np.frexp(values)[1] - _SUB_BUCKET_BITS, 0)
+
+
 def _quantize(values: np.ndarray) -> np.ndarray:
     """Round non-negative int64 nanoseconds down to the lowest value of their histogram bucket."""
-    shift = np.zeros_like(values)
-    k = 0
-    while (_SUB_BUCKET_COUNT << k) <= HIGHEST_NS:
-        shift += values >= (_SUB_BUCKET_COUNT << k)
-        k += 1
+    shift = _bucket_shift(values)
     return (values >> shift) << shift

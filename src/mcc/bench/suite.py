@@ -4,19 +4,26 @@
 from __future__ import annotations
 
 import argparse
+from types import ModuleType
 from typing import Any
 
-from mcc.bench import report
+from mcc.bench import report, runner
 from mcc.bench.runner import PERFTEST_MODES, TARGET_COLUMNS, command_line
 from mcc.errors import MccError
 
 
-def add_parsers(bench_subparsers: Any) -> None:
-    """Register the perftest modes and ``all`` on the ``mcc bench`` sub-command parsers."""
+def _module(mode: str) -> ModuleType:
+    """``mcc.bench.MODE``, the module of a perftest mode (imported here, where it is used)."""
     from mcc.bench import blocked, latency, load, scale, throughput
 
-    for module in (latency, throughput, scale, blocked, load):
-        module.add_parser(bench_subparsers)
+    modules = (latency, throughput, scale, blocked, load)
+    return {m.__name__.rsplit(".", 1)[1]: m for m in modules}[mode]
+
+
+def add_parsers(bench_subparsers: Any) -> None:
+    """Register the perftest modes and ``all`` on the ``mcc bench`` sub-command parsers."""
+    for mode in PERFTEST_MODES:
+        _module(mode).add_parser(bench_subparsers)
     add_all_parser(bench_subparsers)
 
 
@@ -41,9 +48,9 @@ def add_all_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_all(args: argparse.Namespace) -> int:
-    from mcc.bench import blocked, latency, load, perftest, scale, throughput
+    from mcc.bench import perftest
 
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = runner.parse_names(args.modes)
     unknown = sorted(set(modes) - set(PERFTEST_MODES))
     if unknown or not modes:
         raise MccError(f"--modes {args.modes!r}: choose from {', '.join(PERFTEST_MODES)}")
@@ -52,18 +59,12 @@ def cmd_all(args: argparse.Namespace) -> int:
     all_rows: list[dict[str, Any]] = []
     all_targets: list[dict[str, Any]] = []
     for mode in modes:
-        module = {
-            "latency": latency,
-            "throughput": throughput,
-            "scale": scale,
-            "blocked": blocked,
-            "load": load,
-        }[mode]
+        module = _module(mode)
         defaults = module.add_parser(argparse.ArgumentParser().add_subparsers()).parse_args(
             ["--quick"] if args.quick else []
         )
         mode_args = argparse.Namespace(**{**vars(defaults), **vars(per_mode)})
-        doc = module.run_mode(mode_args, options)
+        doc = module.MODE.run_mode(mode_args, options)
         all_rows += [{"mode": mode, **r} for r in doc["rows"]]
         all_targets += doc["targets"]
     report.print_table("perftest: targets (this run)", all_targets, TARGET_COLUMNS)

@@ -52,9 +52,7 @@ COLUMNS = (
     "p50_us",
     "p99_us",
     "ratio_vs_ddsperf",
-    "net",
-    "efficiency_vs_host",
-    "error",
+    *runner.NET_COLUMNS,
 )
 TARGET_SIZE_BYTES = 1024
 TARGET_LARGE_BYTES = 65536
@@ -75,20 +73,19 @@ class ThroughputPlan:
     options: PerfOptions = PerfOptions()
 
     def __post_init__(self) -> None:
-        bad = sorted(set(self.batchings) - set(BATCHINGS))
-        if bad or not self.batchings:
-            raise MccError(f"--batching {bad}: choose from {', '.join(BATCHINGS)}")
-        bad = sorted(set(self.impls) - set(IMPLS))
-        if bad or not self.impls:
-            raise MccError(f"--impl {bad}: choose from {', '.join(IMPLS)}")
-        if not self.sizes or any(s < 1 or s > 1 << 24 for s in self.sizes):
-            raise MccError(f"--sizes {list(self.sizes)}: use byte counts from 1 to 16 MiB")
-        if not self.rate_hz >= 0:
-            raise MccError(f"--rate {self.rate_hz}: use samples/s >= 0 (0 = flat out)")
-        if not self.duration_s > 0:
-            raise MccError(f"--duration {self.duration_s}: use seconds > 0")
-        if self.app_batch < 2:
-            raise MccError(f"--app-batch {self.app_batch}: use 2 or more samples per write")
+        runner.require_choices("--batching", self.batchings, BATCHINGS)
+        runner.require_choices("--impl", self.impls, IMPLS)
+        runner.require(
+            bool(self.sizes) and all(1 <= s <= 1 << 24 for s in self.sizes),
+            f"--sizes {list(self.sizes)}: use byte counts from 1 to 16 MiB",
+        )
+        runner.require(
+            self.rate_hz >= 0, f"--rate {self.rate_hz}: use samples/s >= 0 (0 = flat out)"
+        )
+        runner.require(self.duration_s > 0, f"--duration {self.duration_s}: use seconds > 0")
+        runner.require(
+            self.app_batch >= 2, f"--app-batch {self.app_batch}: use 2 or more samples per write"
+        )
 
     @property
     def rows(self) -> int:
@@ -140,24 +137,17 @@ def _mcc_row(
 ) -> dict[str, Any]:
     row = _base_row(plan, "mcc", size, batching)
     batch = plan.app_batch if batching == "app" else 1
-    try:
-        run = perftest.run_pubsub(
-            plan.options,
-            nodes,
-            [
-                PubSpec(
-                    domain=perftest.next_domain(),
-                    writer_id="p1",
-                    size_bytes=size,
-                    rate_hz=plan.rate_hz / batch,
-                    duration_s=plan.duration_s,
-                )
-            ],
-            batch=batch,
-            write_batching=batching == "cyclone",
-        )
-    except MccError as exc:
-        row["error"] = str(exc).splitlines()[0][:300]
+    spec = PubSpec(
+        domain=perftest.next_domain(),
+        writer_id="p1",
+        size_bytes=size,
+        rate_hz=plan.rate_hz / batch,
+        duration_s=plan.duration_s,
+    )
+    run = perftest.pubsub_or_error(
+        row, plan.options, nodes, [spec], batch=batch, write_batching=batching == "cyclone"
+    )
+    if run is None:
         return row
     result = perftest.throughput_of(run.subs[0], run.sent_samples, batch)
     row.update(
@@ -197,7 +187,7 @@ def _ddsperf_row(plan: ThroughputPlan, size: int, nodes: Sequence[Node]) -> dict
             sub_prefix=nodes[-1].argv([]),
         )
     except MccError as exc:
-        row["error"] = str(exc).splitlines()[0][:300]
+        row["error"] = perftest.error_line(exc)
         return row
     row.update(dataclasses.asdict(result))
     if nodes[0].netns is None:
@@ -211,48 +201,27 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Throughput against ddsperf's: samples/s at 1 KiB without application batching (plain
     writes, and Cyclone's write batching), bytes/s at 64 KiB; quiet rows (``--load``'s
     loaded rows are for reading beside them)."""
-    from mcc.bench.runner import target_row
-
-    rows = [r for r in rows if r.get("load") in (None, "none")]
-
-    def ratio(size: int, batching: str) -> float | None:
-        row = next(
-            (
-                r
-                for r in rows
-                if r["impl"] == "mcc" and r["size_bytes"] == size and r["batching"] == batching
-            ),
-            None,
-        )
-        return row.get("ratio_vs_ddsperf") if row else None
-
+    rows = [r for r in rows if r.get("load") in (None, "none") and r["impl"] == "mcc"]
+    ratios = {(r["size_bytes"], r["batching"]): r.get("ratio_vs_ddsperf") for r in reversed(rows)}
     small, large = f"{TARGET_SIZE_BYTES // 1024} KiB", f"{TARGET_LARGE_BYTES // 1024} KiB"
+    whats = (
+        f"at {small} ≥ {TARGET_PLAIN:.0%} of ddsperf's samples/s (plain writes)",
+        f"at {small} ≥ {TARGET_PLAIN:.0%} of ddsperf's, Cyclone write batching",
+        f"at {large} ≥ {TARGET_LARGE:.0%} of ddsperf's bytes/s (plain writes)",
+    )
+    keys = (
+        (TARGET_SIZE_BYTES, "none"),
+        (TARGET_SIZE_BYTES, "cyclone"),
+        (TARGET_LARGE_BYTES, "none"),
+    )
+    limits = (TARGET_PLAIN, TARGET_PLAIN, TARGET_LARGE)
     return [
-        target_row(
-            f"throughput at {small} ≥ {TARGET_PLAIN:.0%} of ddsperf's samples/s (plain writes)",
-            ratio(TARGET_SIZE_BYTES, "none"),
-            TARGET_PLAIN,
-            unit="×",
-            at_least=True,
-        ),
-        target_row(
-            f"throughput at {small} ≥ {TARGET_PLAIN:.0%} of ddsperf's, Cyclone write batching",
-            ratio(TARGET_SIZE_BYTES, "cyclone"),
-            TARGET_PLAIN,
-            unit="×",
-            at_least=True,
-        ),
-        target_row(
-            f"throughput at {large} ≥ {TARGET_LARGE:.0%} of ddsperf's bytes/s (plain writes)",
-            ratio(TARGET_LARGE_BYTES, "none"),
-            TARGET_LARGE,
-            unit="×",
-            at_least=True,
-        ),
+        runner.target_row(f"throughput {what}", ratios.get(key), limit, unit="×", at_least=True)
+        for what, key, limit in zip(whats, keys, limits, strict=True)
     ]
 
 
-def notes(plan: ThroughputPlan) -> str:
+def notes(plan: ThroughputPlan, _rows: object = None) -> str:
     rate = "flat out" if not plan.rate_hz else f"at {plan.rate_hz:g} samples/s"
     return (
         f"One publisher and one subscriber process, {rate}, {plan.duration_s:g} s per row, "
@@ -301,8 +270,8 @@ def plan_from_args(args: argparse.Namespace, options: PerfOptions) -> Throughput
 
     return ThroughputPlan(
         sizes=parse_ints("--sizes", args.sizes) or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
-        batchings=tuple(b.strip() for b in args.batching.split(",") if b.strip()),
-        impls=tuple(i.strip() for i in args.impl.split(",") if i.strip()),
+        batchings=runner.parse_names(args.batching),
+        impls=runner.parse_names(args.impl),
         rate_hz=args.rate,
         duration_s=args.duration or (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S),
         app_batch=args.app_batch,
@@ -314,7 +283,6 @@ MODE = runner.PerfMode(
     "throughput",
     plan_from_args=plan_from_args,
     run=run_throughput,
-    rows=lambda plan: plan.rows,
     key=("impl", "load", "size_bytes", "batching"),
     metric="samples_per_s",
     higher_is_better=True,
@@ -322,7 +290,6 @@ MODE = runner.PerfMode(
     title=lambda plan, nets: (
         f"throughput at the subscriber, {nets} network, {plan.options.transport}"
     ),
-    notes=lambda plan, _rows: notes(plan),
+    notes=notes,
     targets=targets,
 )
-run_mode = MODE.run_mode

@@ -63,6 +63,7 @@ search radar's cross-range and height errors reach 100 m at 25 km).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import math
@@ -80,18 +81,26 @@ import numpy.typing as npt
 
 from mcc.apps.metrics import gospa
 from mcc.apps.scenario import Classic2D, Scenario, classic_2d, load_scenario
+from mcc.bench import report, runner
+from mcc.compute import kalman
 from mcc.errors import MccError
 from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
 
 if TYPE_CHECKING:
-    from mcc.tracking.replay import PictureScore
+    from mcc.tracking.replay import PictureScore, SensorSpec
 
 __all__ = [
     "COLUMNS",
     "Feed",
+    "bearing_range",
     "classic_config",
     "discrete_cv_class",
+    "fly",
+    "picture_row",
+    "polar_detections",
     "polar_feed",
+    "polar_scan",
+    "publish",
     "run_mcc_classic",
     "run_mcc_scans",
     "run_scans",
@@ -99,6 +108,8 @@ __all__ = [
     "run_stonesoup_classic",
     "run_stonesoup_scans",
     "run_tracker_bench",
+    "stonesoup_predictor",
+    "stonesoup_tracker",
     "say",
     "versions",
 ]
@@ -199,19 +210,25 @@ def run_mcc_classic(
     data: Classic2D, config: TrackerConfig | None = None, *, scans: int | None = None
 ) -> dict[str, Any]:
     """MCC's row on ``data`` (its first ``scans`` scans, default all)."""
-    config = config or classic_config(data)
-    tracker = MultiTargetTracker(config)
     inputs = [
         Scan(float(t), z, data.R, sensor_id="classic")
         for t, z in zip(data.times_s, data.measurements, strict=True)
     ][: scans or data.scans]
-    scores = _Scores()
-    for k, scan in enumerate(inputs):
+    tracker = MultiTargetTracker(config or classic_config(data))
+    scores = _run_mcc(tracker, zip(inputs, data.truth_positions, strict=False), _Scores())
+    return scores.row("mcc", int(data.truth_ids[0].size))
+
+
+def _run_mcc(
+    tracker: MultiTargetTracker, scans: Iterable[tuple[Scan, F64]], scores: _Scores
+) -> _Scores:
+    """Each ``(scan, truth)``: ``tracker.step`` timed, its tracks scored against the truth."""
+    for scan, truth in scans:
         start = time.perf_counter()
         tracker.step(scan)
         elapsed = time.perf_counter() - start
-        scores.add(elapsed, data.truth_positions[k], tracker.tracks().positions_m)
-    return scores.row("mcc", int(data.truth_ids[0].size))
+        scores.add(elapsed, truth, tracker.tracks().positions_m)
+    return scores
 
 
 def run_stonesoup_classic(
@@ -222,76 +239,27 @@ def run_stonesoup_classic(
     assoc: str = "kdtree",
 ) -> dict[str, Any]:
     """Stone Soup's row on ``data`` with the components and settings of the module docstring."""
-    from stonesoup.dataassociator.neighbour import GNNWith2DAssignment
-    from stonesoup.dataassociator.tree import DetectionKDTreeGNN2D
-    from stonesoup.deleter.time import UpdateTimeStepsDeleter
-    from stonesoup.hypothesiser.distance import DistanceHypothesiser
-    from stonesoup.initiator.simple import MultiMeasurementInitiator
-    from stonesoup.measures import Mahalanobis
     from stonesoup.models.measurement.linear import LinearGaussian
-    from stonesoup.models.transition.linear import CombinedLinearGaussianTransitionModel
-    from stonesoup.predictor.kalman import KalmanPredictor
-    from stonesoup.tracker.simple import MultiTargetTracker as StoneSoupTracker
-    from stonesoup.types.array import CovarianceMatrix, StateVector
-    from stonesoup.types.detection import Detection
-    from stonesoup.types.state import GaussianState
-    from stonesoup.updater.kalman import KalmanUpdater
 
     if assoc not in ("kdtree", "plain"):
         raise MccError(f"--stonesoup-assoc {assoc!r}: choose kdtree or plain")
     config = config or classic_config(data)
-    q = config.sigma_a_mps2**2
-    transition = CombinedLinearGaussianTransitionModel(
-        [discrete_cv_class()(noise_diff_coeff=q), discrete_cv_class()(noise_diff_coeff=q)]
-    )
+    predictor = stonesoup_predictor(config.sigma_a_mps2**2)
     measurement = LinearGaussian(ndim_state=4, mapping=(0, 2), noise_covar=data.R)
-    predictor = KalmanPredictor(transition)
-    updater = KalmanUpdater(measurement)
-    from scipy.stats import chi2  # slow to import: only when Stone Soup runs
-
-    gate = float(np.sqrt(chi2.ppf(config.gate_probability, 2)))
-    hypothesiser = DistanceHypothesiser(predictor, updater, Mahalanobis(), missed_distance=gate)
-
-    def associator() -> Any:
-        if assoc == "plain":
-            return GNNWith2DAssignment(hypothesiser)
-        return DetectionKDTreeGNN2D(
-            hypothesiser, predictor, updater, max_distance_covariance_multiplier=1.0
-        )
-
-    v2 = config.init_velocity_std_mps**2
-    prior = GaussianState(
-        StateVector([0.0, 0.0, 0.0, 0.0]),
-        CovarianceMatrix(np.diag([data.R[0, 0], v2, data.R[1, 1], v2])),
-    )
-    initiator = MultiMeasurementInitiator(
-        prior_state=prior,
-        deleter=UpdateTimeStepsDeleter(config.confirm_n - config.confirm_m + 1),
-        data_associator=associator(),
-        updater=updater,
-        measurement_model=measurement,
-        min_points=config.confirm_m,
-    )
-    epoch = dt.datetime(2024, 1, 1)
     n_scans = scans or data.scans
-    feed = []
-    for t_s, zs in zip(data.times_s[:n_scans], data.measurements[:n_scans], strict=True):
-        stamp = epoch + dt.timedelta(seconds=float(t_s))
-        feed.append(
-            (
-                stamp,
-                {
-                    Detection(StateVector(z), timestamp=stamp, measurement_model=measurement)
-                    for z in zs
-                },
-            )
-        )
-    tracker = StoneSoupTracker(
-        initiator=initiator,
-        deleter=UpdateTimeStepsDeleter(config.max_misses + 1),
-        detector=Feed(feed),
-        data_associator=associator(),
-        updater=updater,
+    times, zs = data.times_s[:n_scans], data.measurements[:n_scans]
+    tracker = stonesoup_tracker(
+        predictor,
+        measurement,
+        Feed((t_s, z, measurement) for t_s, z in zip(times, zs, strict=True)),
+        updater="kf",
+        gate=config.gate_probability,
+        init_points=config.confirm_m,
+        init_hold=config.confirm_n - config.confirm_m + 1,
+        deleter=f"steps{config.max_misses + 1}",
+        association="kdtree" if assoc == "kdtree" else "gnn",
+        init_velocity_std_mps=config.init_velocity_std_mps,
+        position_var=(data.R[0, 0], data.R[1, 1]),
     )
     scores = _Scores()
     steps = iter(tracker)
@@ -306,11 +274,140 @@ def run_stonesoup_classic(
     return row
 
 
-class Feed:
-    """A Stone Soup detector over prepared ``(time, detections)`` pairs."""
+def stonesoup_predictor(q: float, ct: bool = False) -> Any:
+    """Stone Soup's predictor: ``KalmanPredictor`` of constant velocity per axis with the
+    discrete white-noise covariance (`discrete_cv_class`) of ``q`` = σ_a², or with ``ct``
+    ``ConstantTurn`` (the same ``q``, turn-rate σ 3°/s; state [x vx y vy ω]) with the
+    ``ExtendedKalmanPredictor``."""
+    from stonesoup.models.transition.linear import CombinedLinearGaussianTransitionModel
+    from stonesoup.models.transition.nonlinear import ConstantTurn
+    from stonesoup.predictor.kalman import ExtendedKalmanPredictor, KalmanPredictor
 
-    def __init__(self, scans: list[tuple[dt.datetime, set[Any]]]) -> None:
-        self.scans = scans
+    if ct:
+        return ExtendedKalmanPredictor(
+            ConstantTurn(
+                linear_noise_coeffs=np.array([q, q]), turn_noise_coeff=math.radians(3.0) ** 2
+            )
+        )
+    cv = discrete_cv_class()
+    return KalmanPredictor(
+        CombinedLinearGaussianTransitionModel([cv(noise_diff_coeff=q), cv(noise_diff_coeff=q)])
+    )
+
+
+def bearing_range(
+    predictor: Any,
+    sigma_range_m: float,
+    sigma_azimuth_rad: float,
+    position_m: tuple[float, float] = (0.0, 0.0),
+) -> Any:
+    """Stone Soup's ``CartesianToBearingRange`` of a radar at ``position_m`` over
+    ``predictor``'s state."""
+    from stonesoup.models.measurement.nonlinear import CartesianToBearingRange
+    from stonesoup.types.array import StateVector
+
+    return CartesianToBearingRange(
+        ndim_state=predictor.transition_model.ndim_state,
+        mapping=(0, 2),
+        noise_covar=np.diag([sigma_azimuth_rad**2, sigma_range_m**2]),
+        translation_offset=StateVector([position_m[0], position_m[1]]),
+    )
+
+
+def stonesoup_tracker(
+    predictor: Any,
+    measurement: Any,
+    feed: Feed,
+    *,
+    updater: str,
+    gate: float,
+    init_points: int,
+    init_hold: int,
+    deleter: str,
+    association: str = "gnn",
+    init_velocity_std_mps: float = 300.0,
+    position_var: tuple[float, float] = (0.0, 0.0),
+    pd: float = 1.0,
+    clutter_density: float = 0.0,
+) -> Any:
+    """Stone Soup's tracker over ``feed`` (module docstrings): ``updater`` kf, ekf or ukf;
+    ``association`` gnn, kdtree (GNN through ``DetectionKDTreeGNN2D``) or jpda (the
+    initiator's association stays GNN); an initiator of ``init_points`` points whose holding
+    tracks go after ``init_hold`` steps without update; ``deleter`` ``stepsN`` or
+    ``covariance``."""
+    from scipy.stats import chi2  # slow to import: only when Stone Soup runs
+    from stonesoup.dataassociator.neighbour import GNNWith2DAssignment
+    from stonesoup.dataassociator.probability import JPDA
+    from stonesoup.dataassociator.tree import DetectionKDTreeGNN2D
+    from stonesoup.deleter.error import CovarianceBasedDeleter
+    from stonesoup.deleter.time import UpdateTimeStepsDeleter
+    from stonesoup.hypothesiser.distance import DistanceHypothesiser
+    from stonesoup.hypothesiser.probability import PDAHypothesiser
+    from stonesoup.initiator.simple import MultiMeasurementInitiator
+    from stonesoup.measures import Mahalanobis
+    from stonesoup.tracker.simple import MultiTargetMixtureTracker
+    from stonesoup.tracker.simple import MultiTargetTracker as StoneSoupTracker
+    from stonesoup.types.array import CovarianceMatrix, StateVector
+    from stonesoup.types.state import GaussianState
+    from stonesoup.updater.kalman import (
+        ExtendedKalmanUpdater,
+        KalmanUpdater,
+        UnscentedKalmanUpdater,
+    )
+
+    kinds = {"kf": KalmanUpdater, "ekf": ExtendedKalmanUpdater, "ukf": UnscentedKalmanUpdater}
+    update = kinds[updater](measurement)
+    missed = float(np.sqrt(chi2.ppf(gate, 2)))
+    hypothesiser = DistanceHypothesiser(predictor, update, Mahalanobis(), missed_distance=missed)
+
+    def gnn() -> Any:
+        if association != "kdtree":
+            return GNNWith2DAssignment(hypothesiser)
+        return DetectionKDTreeGNN2D(
+            hypothesiser, predictor, update, max_distance_covariance_multiplier=1.0
+        )
+
+    ndim = predictor.transition_model.ndim_state
+    v2 = init_velocity_std_mps**2
+    prior_diag = [position_var[0], v2, position_var[1], v2] + [math.radians(10.0) ** 2] * (ndim - 4)
+    initiator = MultiMeasurementInitiator(
+        prior_state=GaussianState(StateVector([0.0] * ndim), CovarianceMatrix(np.diag(prior_diag))),
+        deleter=UpdateTimeStepsDeleter(init_hold),
+        data_associator=gnn(),
+        updater=update,
+        measurement_model=measurement,
+        min_points=init_points,
+    )
+    parts = {
+        "initiator": initiator,
+        "deleter": CovarianceBasedDeleter(covar_trace_thresh=4 * 2000.0**2, mapping=[0, 2])
+        if deleter == "covariance"
+        else UpdateTimeStepsDeleter(int(deleter.removeprefix("steps"))),
+        "detector": feed,
+        "updater": update,
+    }
+    if association != "jpda":
+        return StoneSoupTracker(data_associator=gnn(), **parts)
+    pda = PDAHypothesiser(
+        predictor, update, clutter_spatial_density=clutter_density, prob_detect=pd, prob_gate=gate
+    )
+    return MultiTargetMixtureTracker(data_associator=JPDA(pda), **parts)
+
+
+class Feed:
+    """A Stone Soup detector over scans ``(time_s, measurement vectors, model)``, its
+    detections built beforehand."""
+
+    def __init__(self, scans: Iterable[tuple[float, Iterable[Any], Any]]) -> None:
+        from stonesoup.types.array import StateVector
+        from stonesoup.types.detection import Detection
+
+        epoch = dt.datetime(2024, 1, 1)
+        self.scans = []
+        for t_s, zs, model in scans:
+            stamp = epoch + dt.timedelta(seconds=float(t_s))
+            dets = {Detection(StateVector(z), timestamp=stamp, measurement_model=model) for z in zs}
+            self.scans.append((stamp, dets))
 
     def __iter__(self) -> Any:
         return iter(self.scans)
@@ -341,27 +438,18 @@ def discrete_cv_class() -> Any:
 
 
 def polar_feed(scans: Iterable[tuple[float, F64, F64, Any]]) -> Feed:
-    """Stone Soup's detector over radar scans ``(time_s, range_m, azimuth_rad, model)``: each
-    detection a (bearing, range) pair of the scan's ``CartesianToBearingRange`` ``model``, the
-    azimuth (from north, clockwise) turned into Stone Soup's bearing (from x, anticlockwise)."""
+    """`Feed` of radar scans ``(time_s, range_m, azimuth_rad, model)``: each detection a
+    (bearing, range) pair of the scan's ``CartesianToBearingRange`` ``model``, the azimuth
+    (from north, clockwise) turned into Stone Soup's bearing (from x, anticlockwise)."""
     from stonesoup.types.angle import Bearing
-    from stonesoup.types.array import StateVector
-    from stonesoup.types.detection import Detection
 
-    epoch = dt.datetime(2024, 1, 1)
-    feed = []
-    for t_s, r, az, model in scans:
-        stamp = epoch + dt.timedelta(seconds=float(t_s))
-        dets = {
-            Detection(
-                StateVector([[Bearing(math.pi / 2 - a)], [ri]]),
-                timestamp=stamp,
-                measurement_model=model,
-            )
+    def pairs(r: F64, az: F64) -> Iterable[Any]:
+        return (
+            [[Bearing(math.pi / 2 - a)], [ri]]
             for ri, a in zip(r.tolist(), az.tolist(), strict=True)
-        }
-        feed.append((stamp, dets))
-    return Feed(feed)
+        )
+
+    return Feed((t_s, pairs(r, az), model) for t_s, r, az, model in scans)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +516,79 @@ def run_stonesoup_scans(
         return tid, pos.reshape(-1, 2)
 
     return run_scans(((float(t_s), None) for t_s in times_s), step, picture, score, also)
+
+
+def picture_row(score: PictureScore) -> dict[str, Any]:
+    """A row's figures of `run_scans`' ``score``: medians of the wall and CPU time per scan,
+    means over scans of GOSPA and its parts, track ids and id switches."""
+    s = score.summary()
+    return {
+        "scans": s["scans"],
+        "ms_per_scan": s["ms_per_scan_median"],
+        # CPU time of the process (all its threads) per scan, median: what the scan cost
+        # on a shared machine, beside the wall time that includes waiting for a core.
+        "cpu_ms_per_scan": round(statistics.median(r["cpu_ms"] for r in score.rows), 4),
+        "gospa_m": s["gospa_mean_m"],
+        "gospa_loc_m": s["localisation_m"],
+        "gospa_missed": s["missed"],
+        "gospa_false": s["false"],
+        "track_ids": s["track_ids"],
+        "id_switches": s["id_switches"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulated radar data (``--families`` and ``--scenarios``)
+
+
+def fly(x: F64, omega: F64, dt_s: float) -> F64:
+    """Positions ``(steps, N, 2)`` of targets starting from states ``x`` ``(N, 4)`` [x y vx vy],
+    turning at ``omega`` ``(steps, N)`` rad/s (left = positive) per step of ``dt_s``, with the
+    exact coordinated-turn transition."""
+    track = np.empty((omega.shape[0], x.shape[0], 2))
+    for k in range(omega.shape[0]):
+        track[k] = x[:, :2]
+        F = kalman.ct_transition(dt_s, -omega[k], ndim=2, xp=np)
+        x = (F @ x[:, :, None])[:, :, 0]
+    return track
+
+
+def polar_detections(
+    rng: np.random.Generator,
+    positions: F64,
+    radar: SensorSpec,
+    clutter_range_m: tuple[float, float],
+) -> tuple[Any, F64, F64]:
+    """One scan of ``radar`` over targets at ``positions`` ``(N, 2)``: which were detected
+    (each with probability p_d), and the range and azimuth (from north, clockwise) of the
+    detections with Gaussian noise and Poisson false alarms uniform in ``clutter_range_m`` and
+    azimuth, in random order."""
+    assert radar.pd is not None and radar.clutter_per_scan is not None
+    seen = rng.random(positions.shape[0]) < radar.pd
+    rel = positions[seen] - np.asarray(radar.position_m[:2])
+    r = np.hypot(rel[:, 0], rel[:, 1]) + rng.normal(0, radar.sigma_range_m, len(rel))
+    az = np.arctan2(rel[:, 0], rel[:, 1]) + rng.normal(0, radar.sigma_azimuth_rad, len(rel))
+    m = rng.poisson(radar.clutter_per_scan)
+    r = np.concatenate([r, rng.uniform(*clutter_range_m, m)])
+    az = np.concatenate([az, rng.uniform(0.0, 2 * math.pi, m)])
+    order = rng.permutation(r.size)
+    return seen, np.abs(r[order]), np.mod(az[order], 2 * math.pi)
+
+
+def polar_scan(t_s: float, r: F64, az: F64, radar: SensorSpec, sensor_id: str) -> Scan:
+    """MCC's scan of ``radar``'s detections as ``mcc track replay`` builds it from the files
+    (p_d and false alarms per scan from SENSORS.yaml)."""
+    return Scan.from_polar(
+        t_s,
+        r,
+        az,
+        sigma_range_m=radar.sigma_range_m,
+        sigma_azimuth_rad=radar.sigma_azimuth_rad,
+        sensor_position_m=radar.position_m,
+        sensor_id=sensor_id,
+        pd=radar.pd,
+        clutter_per_scan=radar.clutter_per_scan,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,13 +669,7 @@ def run_scenario_bench(
     for model in models:
         say(progress, f"mcc {model}, scenario {scenario.id}, {len(scans)} scans")
         tracker = MultiTargetTracker(scenario_config(model))
-        scores = _Scores(SCENARIO_GOSPA_C_M)
-        for scan, truth in scans:
-            start = time.perf_counter()
-            tracker.step(scan)
-            elapsed = time.perf_counter() - start
-            scores.add(elapsed, truth, tracker.tracks().positions_m)
-        row = scores.row("mcc", scenario.n_targets)
+        row = _run_mcc(tracker, scans, _Scores(SCENARIO_GOSPA_C_M)).row("mcc", scenario.n_targets)
         rows.append({"impl": "mcc", "scenario": scenario.id, "model": model, **row})
     for row in rows:
         del row["speedup_vs_stonesoup"]
@@ -561,3 +716,37 @@ def versions() -> dict[str, str]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[dist] = metadata.version(dist)
     return out
+
+
+def publish(
+    args: argparse.Namespace,
+    bench: str,
+    rows: list[dict[str, Any]],
+    columns: Sequence[str],
+    title: str,
+    notes: str,
+    *,
+    where: Callable[[dict[str, Any]], str] | None = lambda r: (
+        f"{r['impl']}, {r['targets']} targets"
+    ),
+    command: str | None = None,
+    after: Sequence[str] = (),
+    **fields: Any,
+) -> int:
+    """The results of one bench: the document ``bench`` of ``rows`` (and ``fields``) with the
+    Stone Soup and SciPy versions, the table, each row's note (``where`` names the row), the
+    lines ``after``; written to ``--json``, recorded with ``notes`` by ``--record``."""
+    doc = report.document(bench, rows, command=command or runner.command_line(bench))
+    doc["host"]["versions"].update(versions())
+    doc.update(fields)
+    report.print_table(title, rows, columns)
+    for row in rows:
+        if where is not None and row.get("note"):
+            print(f"note ({where(row)}): {row['note']}")
+    for line in after:
+        print(line)
+    if args.json:
+        print(f"wrote {report.write_json(doc, args.json)}")
+    if args.record:
+        report.record(doc, columns, notes=notes)
+    return 0

@@ -5,11 +5,9 @@ classic 2-D data, a mission scenario), `mcc.bench.tracker_families` or
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from mcc.bench import report
+from mcc.bench import runner
 from mcc.bench.tracker import (
     COLUMNS,
     DEFAULT_SCANS,
@@ -19,10 +17,10 @@ from mcc.bench.tracker import (
     SCENARIO_COLUMNS,
     STONESOUP_LARGE_SCANS,
     STONESOUP_MAX_TARGETS,
+    publish,
     run_scenario_bench,
     run_tracker_bench,
     say,
-    versions,
 )
 from mcc.errors import MccError
 
@@ -103,53 +101,51 @@ def add_parser(bench_subparsers: Any) -> None:
 
 
 def cmd_tracker(args: argparse.Namespace) -> int:
-    scans = args.scans or (QUICK_SCANS if args.quick else DEFAULT_SCANS)
     if args.scenarios:
         from mcc.bench.tracker_scenarios import cmd_scenarios
 
-        command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
-        return cmd_scenarios(args, command or "mcc bench tracker")
+        return cmd_scenarios(args, runner.command_line("tracker"))
     if args.families:
         return _cmd_families(args)
     if args.scenario:
         rows = run_scenario_bench(args.scenario, progress=True)
-        columns: Sequence[str] = SCENARIO_COLUMNS
-        title = f"tracker on scenario {rows[0]['scenario']} (3-D, MCC)"
-        notes = "GOSPA c=500 m, p=2, alpha=2 (3-D) against the targets in radar coverage."
-    else:
-        try:
-            targets = (
-                [int(t) for t in args.targets.split(",") if t]
-                if args.targets
-                else list(QUICK_TARGETS if args.quick else DEFAULT_TARGETS)
-            )
-        except ValueError:
-            raise MccError(f"--targets {args.targets!r}: use counts like 10,100,1000") from None
-        rows = run_tracker_bench(
-            targets=targets,
-            scans=scans,
-            impls=[i.strip() for i in args.impl.split(",") if i.strip()],
-            seed=args.seed,
-            stonesoup_max_targets=args.stonesoup_max_targets,
-            stonesoup_large_scans=args.stonesoup_large_scans,
-            stonesoup_assoc=args.stonesoup_assoc,
-            progress=True,
+        return publish(
+            args,
+            "tracker",
+            rows,
+            SCENARIO_COLUMNS,
+            f"tracker on scenario {rows[0]['scenario']} (3-D, MCC)",
+            "GOSPA c=500 m, p=2, alpha=2 (3-D) against the targets in radar coverage.",
         )
-        columns = COLUMNS
-        title = "multi-target tracker, classic 2-D benchmark (ms per scan, GOSPA m)"
-        notes = _notes(rows)
-    command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
-    doc = report.document("tracker", rows, command=command or "mcc bench tracker")
-    doc["host"]["versions"].update(versions())
-    report.print_table(title, rows, columns)
-    for row in rows:
-        if row.get("note"):
-            print(f"note ({row['impl']}, {row['targets']} targets): {row['note']}")
-    if args.json:
-        print(f"wrote {report.write_json(doc, args.json)}")
-    if args.record:
-        report.record(doc, columns, notes=notes)
-    return 0
+    try:
+        targets = (
+            [int(t) for t in args.targets.split(",") if t]
+            if args.targets
+            else list(QUICK_TARGETS if args.quick else DEFAULT_TARGETS)
+        )
+    except ValueError:
+        raise MccError(f"--targets {args.targets!r}: use counts like 10,100,1000") from None
+    rows = run_tracker_bench(
+        targets=targets,
+        scans=args.scans or (QUICK_SCANS if args.quick else DEFAULT_SCANS),
+        impls=[i.strip() for i in args.impl.split(",") if i.strip()],
+        seed=args.seed,
+        stonesoup_max_targets=args.stonesoup_max_targets,
+        stonesoup_large_scans=args.stonesoup_large_scans,
+        stonesoup_assoc=args.stonesoup_assoc,
+        progress=True,
+    )
+    notes = [f"{r['impl']} at {r['targets']} targets: {r['note']}." for r in rows if r.get("note")]
+    return publish(
+        args,
+        "tracker",
+        rows,
+        COLUMNS,
+        "multi-target tracker, classic 2-D benchmark (ms per scan, GOSPA m)",
+        "Same classic_2d data for both; GOSPA c=100 m, p=2, alpha=2, mean over scans; "
+        "ms_per_scan median. Method: mcc.bench.tracker docstring."
+        + "".join(f"\n{line}" for line in notes),
+    )
 
 
 FAMILY_COLUMNS = (
@@ -177,48 +173,29 @@ def _cmd_families(args: argparse.Namespace) -> int:
 
     names = [*FAMILIES, *SCALE_RUNS] if args.families == "all" else args.families.split(",")
     variants = [v.strip() for v in args.stonesoup_variants.split(",") if v.strip()]
-    if "stonesoup" not in args.impl:
-        variants = []
     rows = run_families(
         [n.strip() for n in names if n.strip()],
-        variants=variants,
+        variants=variants if "stonesoup" in args.impl else [],
         seed=args.seed,
         quick=args.quick,
         progress=lambda text: say(True, text),
     )
-    command = "mcc bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
-    doc = report.document("tracker-families", rows, command=command or "mcc bench tracker")
-    doc["host"]["versions"].update(versions())
-    report.print_table("tracker on hard families, defaults vs Stone Soup", rows, FAMILY_COLUMNS)
-    notes = [r for r in rows if r.get("note")]
-    for row in notes:
-        where = f"{row['impl']} {row['variant']}, {row['family']}@{row['targets']}"
-        print(f"note ({where}): {row['note']}")
-    if args.json:
-        print(f"wrote {report.write_json(doc, args.json)}")
-    if args.record:
-        report.record(
-            doc,
-            FAMILY_COLUMNS,
-            notes="MCC with its defaults (variant jpda: association jpda), Stone Soup variants on "
-            "the same detections; GOSPA c=500 m, p=2, alpha=2, mean over scans; gospa_ratio = "
-            "MCC / best Stone Soup row of the family, speedup = median Stone Soup ms/scan / "
-            "MCC's. Stone Soup's own JPDA is not in this run: 5 scans of the crossing family "
-            "took more than 300 s, 3 scans more than 400 s. Method: "
-            "mcc.bench.tracker_families docstring."
-            + "".join(
-                f"\n{r['impl']} {r['variant']}, {r['family']} at {r['targets']} targets: "
-                f"{r['note']}."
-                for r in notes
-            ),
-        )
-    return 0
-
-
-def _notes(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "Same classic_2d data for both; GOSPA c=100 m, p=2, alpha=2, mean over scans; "
-        "ms_per_scan median. Method: mcc.bench.tracker docstring."
-    ]
-    lines += [f"{r['impl']} at {r['targets']} targets: {r['note']}." for r in rows if r.get("note")]
-    return "\n".join(lines)
+    return publish(
+        args,
+        "tracker-families",
+        rows,
+        FAMILY_COLUMNS,
+        "tracker on hard families, defaults vs Stone Soup",
+        "MCC with its defaults (variant jpda: association jpda), Stone Soup variants on "
+        "the same detections; GOSPA c=500 m, p=2, alpha=2, mean over scans; gospa_ratio = "
+        "MCC / best Stone Soup row of the family, speedup = median Stone Soup ms/scan / "
+        "MCC's. Stone Soup's own JPDA is not in this run: 5 scans of the crossing family "
+        "took more than 300 s, 3 scans more than 400 s. Method: "
+        "mcc.bench.tracker_families docstring."
+        + "".join(
+            f"\n{r['impl']} {r['variant']}, {r['family']} at {r['targets']} targets: {r['note']}."
+            for r in rows
+            if r.get("note")
+        ),
+        where=lambda r: f"{r['impl']} {r['variant']}, {r['family']}@{r['targets']}",
+    )

@@ -62,8 +62,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mcc.bench.tracker import discrete_cv_class, polar_feed, run_mcc_scans, run_stonesoup_scans
-from mcc.compute import kalman
+from mcc.bench.tracker import (
+    bearing_range,
+    fly,
+    picture_row,
+    polar_detections,
+    polar_feed,
+    polar_scan,
+    run_mcc_scans,
+    run_stonesoup_scans,
+    stonesoup_predictor,
+    stonesoup_tracker,
+)
 from mcc.errors import MccError
 from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
 from mcc.tracking.replay import PictureScore, SensorSpec, Truth
@@ -106,6 +116,17 @@ class Family:
     sigma_azimuth_rad: float
     pd: float
     clutter_per_scan: float
+
+    @property
+    def sensor(self) -> SensorSpec:
+        """The family's radar, at the origin."""
+        return SensorSpec(
+            (0.0, 0.0, 0.0),
+            self.sigma_range_m,
+            self.sigma_azimuth_rad,
+            pd=self.pd,
+            clutter_per_scan=self.clutter_per_scan,
+        )
 
 
 _1DEG, _01DEG, _025DEG = math.radians(1.0), math.radians(0.1), math.radians(0.25)
@@ -157,30 +178,10 @@ class FamilyData:
     azimuth_rad: list[F64]
     truth: Truth
 
-    @property
-    def sensor(self) -> SensorSpec:
-        f = self.family
-        return SensorSpec(
-            (0.0, 0.0, 0.0),
-            f.sigma_range_m,
-            f.sigma_azimuth_rad,
-            pd=f.pd,
-            clutter_per_scan=f.clutter_per_scan,
-        )
-
     def scans(self) -> list[Scan]:
-        f = self.family
+        """MCC's scans, with what SENSORS.yaml says (`write_files`) as the replay passes it."""
         return [
-            Scan.from_polar(
-                float(t),
-                r,
-                az,
-                sigma_range_m=f.sigma_range_m,
-                sigma_azimuth_rad=f.sigma_azimuth_rad,
-                sensor_id="radar",
-                pd=f.pd,  # what SENSORS.yaml says (`write_files`), as the replay passes it
-                clutter_per_scan=f.clutter_per_scan,
-            )
+            polar_scan(float(t), r, az, self.family.sensor, "radar")
             for t, r, az in zip(self.times_s, self.range_m, self.azimuth_rad, strict=True)
         ]
 
@@ -240,32 +241,18 @@ def generate(family: Family, *, seed: int = 0) -> FamilyData:
         rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
     x = _initial_states(rng, family)
     steps = int(round(family.duration_s / _SIM_DT_S)) + 1
-    omega = _turn_schedule(rng, family, np.hypot(x[:, 2], x[:, 3]), steps)
-    track = np.empty((steps, x.shape[0], 2))
-    for k in range(steps):
-        track[k] = x[:, :2]
-        # Turning per step with the exact coordinated-turn transition (left = positive).
-        F = kalman.ct_transition(_SIM_DT_S, -omega[k], ndim=2, xp=np)
-        x = (F @ x[:, :, None])[:, :, 0]
+    track = fly(x, _turn_schedule(rng, family, np.hypot(x[:, 2], x[:, 3]), steps), _SIM_DT_S)
     sim_t: F64 = np.arange(steps, dtype=np.float64) * _SIM_DT_S
-    truth = Truth({str(i): (sim_t, np.asarray(track[:, i, :])) for i in range(x.shape[0])})
+    truth = Truth({str(i): (sim_t, np.asarray(track[:, i, :])) for i in range(track.shape[1])})
     times = np.arange(0.0, family.duration_s + 1e-9, family.period_s)
     det_rng = np.random.default_rng(np.random.SeedSequence([seed, 99, int(family.period_s)]))
     ranges, azimuths = [], []
     lo, hi = family.range_m
     for t in times:
         k = int(round(t / _SIM_DT_S))
-        pos = track[k][det_rng.random(x.shape[0]) < family.pd]
-        r = np.hypot(pos[:, 0], pos[:, 1]) + det_rng.normal(0, family.sigma_range_m, len(pos))
-        az = np.arctan2(pos[:, 0], pos[:, 1]) + det_rng.normal(
-            0, family.sigma_azimuth_rad, len(pos)
-        )
-        n_false = det_rng.poisson(family.clutter_per_scan)
-        r = np.concatenate([r, det_rng.uniform(0.5 * lo, 1.5 * hi, n_false)])
-        az = np.concatenate([az, det_rng.uniform(0, 2 * math.pi, n_false)])
-        order = det_rng.permutation(r.size)
-        ranges.append(np.abs(r[order]))
-        azimuths.append(np.mod(az[order], 2 * math.pi))
+        _, r, az = polar_detections(det_rng, track[k], family.sensor, (0.5 * lo, 1.5 * hi))
+        ranges.append(r)
+        azimuths.append(az)
     return FamilyData(family, times, ranges, azimuths, truth)
 
 
@@ -283,7 +270,7 @@ def write_files(data: FamilyData, folder: str | Path) -> tuple[Path, Path, Path]
                 f.write(f"{t:g},radar,,\n")
             for ri, ai in zip(r.tolist(), az.tolist(), strict=True):
                 f.write(f"{t:g},radar,{ri:.3f},{ai:.7f}\n")
-    s = data.sensor
+    s = data.family.sensor
     sensors = out / "sensors.yaml"
     sensors.write_text(
         yaml.safe_dump(
@@ -313,7 +300,6 @@ def write_files(data: FamilyData, folder: str | Path) -> tuple[Path, Path, Path]
 
 
 def _row(impl: str, variant: str, data: FamilyData, score: PictureScore) -> dict[str, Any]:
-    s = score.summary()
     f = data.family
     return {
         "impl": impl,
@@ -321,17 +307,7 @@ def _row(impl: str, variant: str, data: FamilyData, score: PictureScore) -> dict
         "variant": variant,
         "targets": f.targets,
         "period_s": f.period_s,
-        "scans": s["scans"],
-        "ms_per_scan": s["ms_per_scan_median"],
-        # CPU time of the process (all its threads) per scan, median: what the scan cost
-        # on a shared machine, beside the wall time that includes waiting for a core.
-        "cpu_ms_per_scan": round(statistics.median(r["cpu_ms"] for r in score.rows), 4),
-        "gospa_m": s["gospa_mean_m"],
-        "gospa_loc_m": s["localisation_m"],
-        "gospa_missed": s["missed"],
-        "gospa_false": s["false"],
-        "track_ids": s["track_ids"],
-        "id_switches": s["id_switches"],
+        **picture_row(score),
     }
 
 
@@ -351,105 +327,34 @@ def run_mcc(
 
 def run_stonesoup(data: FamilyData, variant: str, *, scans: int | None = None) -> dict[str, Any]:
     """Stone Soup's row for ``variant`` (one of `STONESOUP_VARIANTS`; module docstring)."""
-    from scipy.stats import chi2
-    from stonesoup.dataassociator.neighbour import GNNWith2DAssignment
-    from stonesoup.dataassociator.probability import JPDA
-    from stonesoup.deleter.error import CovarianceBasedDeleter
-    from stonesoup.deleter.time import UpdateTimeStepsDeleter
-    from stonesoup.hypothesiser.distance import DistanceHypothesiser
-    from stonesoup.hypothesiser.probability import PDAHypothesiser
-    from stonesoup.initiator.simple import MultiMeasurementInitiator
-    from stonesoup.measures import Mahalanobis
-    from stonesoup.models.measurement.nonlinear import CartesianToBearingRange
-    from stonesoup.models.transition.linear import CombinedLinearGaussianTransitionModel
-    from stonesoup.models.transition.nonlinear import ConstantTurn
-    from stonesoup.predictor.kalman import ExtendedKalmanPredictor, KalmanPredictor
-    from stonesoup.tracker.simple import MultiTargetMixtureTracker
-    from stonesoup.tracker.simple import MultiTargetTracker as SST
-    from stonesoup.types.array import CovarianceMatrix, StateVector
-    from stonesoup.types.state import GaussianState
-    from stonesoup.updater.kalman import ExtendedKalmanUpdater, UnscentedKalmanUpdater
-
     if variant not in STONESOUP_VARIANTS:
         raise MccError(
             f"stonesoup variant {variant!r}: choose from {', '.join(STONESOUP_VARIANTS)}"
         )
     f = data.family
-    q = SIGMA_A_MPS2**2
-    ct = variant.endswith("-ct")
-    if ct:
-        transition = ConstantTurn(
-            linear_noise_coeffs=np.array([q, q]), turn_noise_coeff=math.radians(3.0) ** 2
-        )
-        predictor: Any = ExtendedKalmanPredictor(transition)
-        ndim_state = 5
-    else:
-        cv = discrete_cv_class()
-        transition = CombinedLinearGaussianTransitionModel(
-            [cv(noise_diff_coeff=q), cv(noise_diff_coeff=q)]
-        )
-        predictor = KalmanPredictor(transition)
-        ndim_state = 4
-    measurement = CartesianToBearingRange(
-        ndim_state=ndim_state,
-        mapping=(0, 2),
-        noise_covar=np.diag([f.sigma_azimuth_rad**2, f.sigma_range_m**2]),
-    )
-    updater: Any = (
-        UnscentedKalmanUpdater(measurement)
-        if variant.startswith("ukf")
-        else ExtendedKalmanUpdater(measurement)
-    )
-    gate = float(np.sqrt(chi2.ppf(GATE_PROBABILITY, 2)))
-    gnn = GNNWith2DAssignment(
-        DistanceHypothesiser(predictor, updater, Mahalanobis(), missed_distance=gate)
-    )
-    v2 = INIT_VELOCITY_STD_MPS**2
-    prior_diag = [0.0, v2, 0.0, v2] + ([math.radians(10.0) ** 2] if ct else [])
-    prior = GaussianState(StateVector([0.0] * ndim_state), CovarianceMatrix(np.diag(prior_diag)))
-    initiator = MultiMeasurementInitiator(
-        prior_state=prior,
-        deleter=UpdateTimeStepsDeleter(2),
-        data_associator=gnn,
-        updater=updater,
-        measurement_model=measurement,
-        min_points=2,
-    )
+    jpda = variant.startswith("jpda")
+    predictor = stonesoup_predictor(SIGMA_A_MPS2**2, ct=variant.endswith("-ct"))
+    measurement = bearing_range(predictor, f.sigma_range_m, f.sigma_azimuth_rad)
     times = data.times_s[:scans]
-    feed = polar_feed(
-        (t_s, r, az, measurement)
-        for t_s, r, az in zip(times, data.range_m, data.azimuth_rad, strict=False)
-    )
-    tracker: Any
-    if variant.startswith("jpda"):
-        area = math.pi * ((1.5 * f.range_m[1]) ** 2 - (0.5 * f.range_m[0]) ** 2)
+    tracker = stonesoup_tracker(
+        predictor,
+        measurement,
+        polar_feed(
+            (t_s, r, az, measurement)
+            for t_s, r, az in zip(times, data.range_m, data.azimuth_rad, strict=False)
+        ),
+        updater=variant.split("-")[-2],  # ekf or ukf
+        gate=GATE_PROBABILITY,
+        init_points=2,
+        init_hold=2,
+        deleter="covariance" if jpda else "steps4",
+        association="jpda" if jpda else "gnn",
+        init_velocity_std_mps=INIT_VELOCITY_STD_MPS,
+        pd=f.pd,
         # Clutter density in the measurement space (bearing, range): uniform as generated.
-        density = f.clutter_per_scan / (2 * math.pi * (1.5 * f.range_m[1] - 0.5 * f.range_m[0]))
-        del area
-        jpda = JPDA(
-            PDAHypothesiser(
-                predictor,
-                updater,
-                clutter_spatial_density=density,
-                prob_detect=f.pd,
-                prob_gate=GATE_PROBABILITY,
-            )
-        )
-        tracker = MultiTargetMixtureTracker(
-            initiator=initiator,
-            deleter=CovarianceBasedDeleter(covar_trace_thresh=4 * 2000.0**2, mapping=(0, 2)),
-            detector=feed,
-            data_associator=jpda,
-            updater=updater,
-        )
-    else:
-        tracker = SST(
-            initiator=initiator,
-            deleter=UpdateTimeStepsDeleter(4),
-            detector=feed,
-            data_associator=gnn,
-            updater=updater,
-        )
+        clutter_density=f.clutter_per_scan
+        / (2 * math.pi * (1.5 * f.range_m[1] - 0.5 * f.range_m[0])),
+    )
     score = run_stonesoup_scans(tracker, times, PictureScore(data.truth, GOSPA_C_M))
     return _row("stonesoup", variant, data, score)
 

@@ -69,15 +69,25 @@ import signal
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from mcc.bench.tracker import discrete_cv_class, polar_feed, run_mcc_scans, run_stonesoup_scans
-from mcc.compute import kalman
+from mcc.bench.tracker import (
+    bearing_range,
+    fly,
+    picture_row,
+    polar_detections,
+    polar_feed,
+    polar_scan,
+    run_mcc_scans,
+    run_stonesoup_scans,
+    stonesoup_predictor,
+    stonesoup_tracker,
+)
 from mcc.errors import MccError
 from mcc.tracking import MultiTargetTracker, Scan, TrackerConfig
 from mcc.tracking.replay import PictureScore, SensorSpec, Truth
@@ -186,29 +196,8 @@ class Draw:
         return int(self.detections_per_target.size)
 
     def mcc_scans(self) -> list[Scan]:
-        """The scans as ``mcc track replay`` builds them from the files (p_d and false alarms
-        per scan from the sensors)."""
-        out = []
-        for t, sid, r, az in self.scans:
-            radar = self.radars[sid]
-            out.append(
-                Scan.from_polar(
-                    t,
-                    r,
-                    az,
-                    sigma_range_m=radar.sigma_range_m,
-                    sigma_azimuth_rad=radar.sigma_azimuth_rad,
-                    sensor_position_m=(*radar.position_m, 0.0),
-                    sensor_id=sid,
-                    pd=radar.pd,
-                    clutter_per_scan=radar.clutter_per_scan,
-                )
-            )
-        return out
-
-
-def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
-    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+        """The scans as ``mcc track replay`` builds them from the files."""
+        return [polar_scan(t, r, az, self.radars[sid].spec, sid) for t, sid, r, az in self.scans]
 
 
 def draw(name: str, seed: int, *, targets: int | None = None) -> Draw:
@@ -226,12 +215,7 @@ def draw(name: str, seed: int, *, targets: int | None = None) -> Draw:
     params["duration_s"] = round(duration, 2)
     x, groups = _initial_states(rng, f, n, duration, params)
     steps = int(round(duration / SIM_DT_S)) + 1
-    omega = _turns(rng, f, np.hypot(x[:, 2], x[:, 3]), steps, groups)
-    track = np.empty((steps, x.shape[0], 2))
-    for k in range(steps):
-        track[k] = x[:, :2]
-        F = kalman.ct_transition(SIM_DT_S, -omega[k], ndim=2, xp=np)
-        x = (F @ x[:, :, None])[:, :, 0]
+    track = fly(x, _turns(rng, f, np.hypot(x[:, 2], x[:, 3]), steps, groups), SIM_DT_S)
     # One more point, a second on, so that the last scan (at ``duration`` up to rounding) is
     # inside every target's time span.
     sim_t: F64 = np.r_[np.arange(steps, dtype=np.float64) * SIM_DT_S, (steps - 1) * SIM_DT_S + 1]
@@ -250,23 +234,18 @@ def draw(name: str, seed: int, *, targets: int | None = None) -> Draw:
     )
     counts = np.zeros(track.shape[1], np.int64)
     scans = []
+    specs = {sid: r.spec for sid, r in radars.items()}
     for t, sid in events:
-        radar = radars[sid]
         k = min(int(round(t / SIM_DT_S)), steps - 1)
-        seen = rng.random(track.shape[1]) < radar.pd
+        seen, r, az = polar_detections(rng, track[k], specs[sid], (0.0, far))
         counts += seen
-        rel = track[k][seen] - np.asarray(radar.position_m)
-        r = np.hypot(rel[:, 0], rel[:, 1]) + rng.normal(0, radar.sigma_range_m, len(rel))
-        az = np.arctan2(rel[:, 0], rel[:, 1]) + rng.normal(0, radar.sigma_azimuth_rad, len(rel))
-        m = int(rng.poisson(radar.clutter_per_scan))
-        r = np.concatenate([r, rng.uniform(0.0, far, m)])
-        az = np.concatenate([az, rng.uniform(0.0, 2 * math.pi, m)])
-        order = rng.permutation(r.size)
-        scans.append((t, sid, np.abs(r[order]), np.mod(az[order], 2 * math.pi)))
+        scans.append((t, sid, r, az))
     return Draw(name, seed, params, radars, truth, scans, counts)
 
 
 def _radars(rng: np.random.Generator, f: FamilySpec, params: dict[str, Any]) -> dict[str, Radar]:
+    az_lo, az_hi = (math.log(a) for a in f.sigma_azimuth_deg)  # σ_azimuth log-uniform
+
     def one(sid: str, pos: tuple[float, float], period: float) -> Radar:
         return Radar(
             sid,
@@ -274,7 +253,7 @@ def _radars(rng: np.random.Generator, f: FamilySpec, params: dict[str, Any]) -> 
             round(period, 3),
             0.0,
             round(float(rng.uniform(*f.sigma_range_m)), 2),
-            math.radians(_log_uniform(rng, *f.sigma_azimuth_deg)),
+            math.radians(math.exp(rng.uniform(az_lo, az_hi))),
             round(float(rng.uniform(*f.pd)), 3),
             round(float(rng.uniform(*f.clutter)), 1),
         )
@@ -423,15 +402,8 @@ class Confirmed:
 
 
 def _score_row(
-    impl: str,
-    variant: str,
-    data: Draw,
-    score: PictureScore,
-    confirmed: Confirmed,
-    **extra: Any,
+    impl: str, variant: str, data: Draw, score: PictureScore, confirmed: Confirmed
 ) -> dict[str, Any]:
-    s = score.summary()
-    followed = confirmed.held
     seen = [str(i) for i in np.flatnonzero(data.detections_per_target >= MIN_DETECTIONS)]
     return {
         "impl": impl,
@@ -441,18 +413,9 @@ def _score_row(
         "targets": data.targets,
         "radars": len(data.radars),
         "period_s": min(r.period_s for r in data.radars.values()),
-        "scans": s["scans"],
-        "ms_per_scan": s["ms_per_scan_median"],
-        "cpu_ms_per_scan": round(statistics.median(r["cpu_ms"] for r in score.rows), 4),
-        "gospa_m": s["gospa_mean_m"],
-        "gospa_loc_m": s["localisation_m"],
-        "gospa_missed": s["missed"],
-        "gospa_false": s["false"],
-        "track_ids": s["track_ids"],
-        "id_switches": s["id_switches"],
-        "unconfirmed": sum(1 for k in seen if k not in followed),
+        **picture_row(score),
+        "unconfirmed": sum(1 for k in seen if k not in confirmed.held),
         "seen_targets": len(seen),
-        **extra,
     }
 
 
@@ -512,104 +475,30 @@ def run_stonesoup(
 ) -> dict[str, Any]:
     """Stone Soup 1.9 built from ``cfg``'s components on one draw (module docstring). Raises
     `_Budget` past ``budget_s`` seconds."""
-    from scipy.stats import chi2
-    from stonesoup.dataassociator.neighbour import GNNWith2DAssignment
-    from stonesoup.dataassociator.probability import JPDA
-    from stonesoup.deleter.error import CovarianceBasedDeleter
-    from stonesoup.deleter.time import UpdateTimeStepsDeleter
-    from stonesoup.hypothesiser.distance import DistanceHypothesiser
-    from stonesoup.hypothesiser.probability import PDAHypothesiser
-    from stonesoup.initiator.simple import MultiMeasurementInitiator
-    from stonesoup.measures import Mahalanobis
-    from stonesoup.models.measurement.nonlinear import CartesianToBearingRange
-    from stonesoup.models.transition.linear import CombinedLinearGaussianTransitionModel
-    from stonesoup.models.transition.nonlinear import ConstantTurn
-    from stonesoup.predictor.kalman import ExtendedKalmanPredictor, KalmanPredictor
-    from stonesoup.tracker.simple import MultiTargetMixtureTracker
-    from stonesoup.tracker.simple import MultiTargetTracker as SST
-    from stonesoup.types.array import CovarianceMatrix, StateVector
-    from stonesoup.types.state import GaussianState
-    from stonesoup.updater.kalman import ExtendedKalmanUpdater, UnscentedKalmanUpdater
-
     ct = cfg.motion == "ct"
-    if ct:
-        q = 5.0**2
-        transition: Any = ConstantTurn(
-            linear_noise_coeffs=np.array([q, q]), turn_noise_coeff=math.radians(3.0) ** 2
-        )
-        predictor: Any = ExtendedKalmanPredictor(transition)
-        ndim_state = 5
-    else:
-        q = float(cfg.motion[2:]) ** 2
-        cv = discrete_cv_class()
-        transition = CombinedLinearGaussianTransitionModel(
-            [cv(noise_diff_coeff=q), cv(noise_diff_coeff=q)]
-        )
-        predictor = KalmanPredictor(transition)
-        ndim_state = 4
+    predictor = stonesoup_predictor(5.0**2 if ct else float(cfg.motion[2:]) ** 2, ct)
     models = {
-        sid: CartesianToBearingRange(
-            ndim_state=ndim_state,
-            mapping=(0, 2),
-            noise_covar=np.diag([r.sigma_azimuth_rad**2, r.sigma_range_m**2]),
-            translation_offset=StateVector([r.position_m[0], r.position_m[1]]),
-        )
+        sid: bearing_range(predictor, r.sigma_range_m, r.sigma_azimuth_rad, r.position_m)
         for sid, r in data.radars.items()
     }
-    first = next(iter(models.values()))
-    updater: Any = (
-        UnscentedKalmanUpdater(first) if cfg.updater == "ukf" else ExtendedKalmanUpdater(first)
-    )
-    gate = float(np.sqrt(chi2.ppf(cfg.gate, 2)))
-    gnn = GNNWith2DAssignment(
-        DistanceHypothesiser(predictor, updater, Mahalanobis(), missed_distance=gate)
-    )
-    v2 = 300.0**2
-    prior_diag = [0.0, v2, 0.0, v2] + ([math.radians(10.0) ** 2] if ct else [])
-    prior = GaussianState(StateVector([0.0] * ndim_state), CovarianceMatrix(np.diag(prior_diag)))
-    initiator = MultiMeasurementInitiator(
-        prior_state=prior,
-        deleter=UpdateTimeStepsDeleter(cfg.init_points),
-        data_associator=gnn,
-        updater=updater,
-        measurement_model=first,
-        min_points=cfg.init_points,
-    )
-    deleter: Any = (
-        CovarianceBasedDeleter(covar_trace_thresh=4 * 2000.0**2, mapping=[0, 2])
-        if cfg.deleter == "covariance"
-        else UpdateTimeStepsDeleter(int(cfg.deleter[5:]))
-    )
-    feed = polar_feed((t_s, r, az, models[sid]) for t_s, sid, r, az in data.scans)
-    tracker: Any
+    radar = next(iter(data.radars.values()))
+    density = 0.0
     if cfg.association == "jpda":
-        radar = next(iter(data.radars.values()))
         far = max(float(np.max(r)) if r.size else 0.0 for _, _, r, _ in data.scans)
         density = max(radar.clutter_per_scan, 0.5) / (2 * math.pi * far)
-        jpda = JPDA(
-            PDAHypothesiser(
-                predictor,
-                updater,
-                clutter_spatial_density=density,
-                prob_detect=radar.pd,
-                prob_gate=cfg.gate,
-            )
-        )
-        tracker = MultiTargetMixtureTracker(
-            initiator=initiator,
-            deleter=deleter,
-            detector=feed,
-            data_associator=jpda,
-            updater=updater,
-        )
-    else:
-        tracker = SST(
-            initiator=initiator,
-            deleter=deleter,
-            detector=feed,
-            data_associator=gnn,
-            updater=updater,
-        )
+    tracker = stonesoup_tracker(
+        predictor,
+        models[radar.sensor_id],
+        polar_feed((t_s, r, az, models[sid]) for t_s, sid, r, az in data.scans),
+        updater=cfg.updater,
+        gate=cfg.gate,
+        init_points=cfg.init_points,
+        init_hold=cfg.init_points,
+        deleter=cfg.deleter,
+        association=cfg.association,
+        pd=radar.pd,
+        clutter_density=density,
+    )
     held = Confirmed(data)
 
     def over(signum: int, frame: Any) -> None:
@@ -675,12 +564,17 @@ def search_stonesoup(
 
     best = SSConfig()
     best_cost = cost(best)
-    for key, options in space.items():
-        for option in options:
-            cand = replace(best, **{key: option})
-            c = cost(cand)
-            if c < best_cost:
-                best, best_cost = cand, c
+
+    def sweep(keys: Sequence[str]) -> None:
+        nonlocal best, best_cost
+        for key in keys:
+            for option in space[key]:
+                cand = replace(best, **{key: option})
+                c = cost(cand)
+                if c < best_cost:
+                    best, best_cost = cand, c
+
+    sweep(list(space))
     # A second chance for a component whose candidate failed (Stone Soup's UKF raised "SVD did
     # not converge" on some draws with the first configurations): tried again with the
     # configuration chosen since.
@@ -691,12 +585,7 @@ def search_stonesoup(
         for key, value in SSConfig.parse(entry["config"]).__dict__.items()
         if value != SSConfig().__dict__[key]
     }
-    for key in [k for k in space if k in failed]:
-        for option in space[key]:
-            cand = replace(best, **{key: option})
-            c = cost(cand)
-            if c < best_cost:
-                best, best_cost = cand, c
+    sweep([k for k in space if k in failed])
     return {
         "family": family,
         "seeds": list(seeds),
@@ -767,15 +656,6 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@dataclass
-class Plan:
-    """What `run_report` runs."""
-
-    families: list[str] = field(default_factory=lambda: list(FAMILIES))
-    seeds: tuple[int, ...] = REPORT_SEEDS
-    stonesoup: dict[str, list[SSConfig]] = field(default_factory=dict)
-
-
 def load_search(path: str | Path) -> dict[str, list[SSConfig]]:
     """Per family from a search JSON (``--search-json``): the chosen configuration, then the
     same with the other update (EKF for a UKF: Stone Soup's UKF is what fails, "SVD did not
@@ -799,12 +679,17 @@ def load_search(path: str | Path) -> dict[str, list[SSConfig]]:
 
 
 def run_report(
-    plan: Plan, *, progress: Callable[[str], None] | None = None
+    families: Sequence[str],
+    seeds: Sequence[int] = REPORT_SEEDS,
+    stonesoup: dict[str, list[SSConfig]] | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every row of every family on the report seeds (per draw)."""
+    """Every row of every family on the report ``seeds`` (per draw), Stone Soup with each
+    family's configurations of ``stonesoup`` (`load_search`), the first that runs."""
     rows: list[dict[str, Any]] = []
-    for fam in plan.families:
-        for seed in plan.seeds:
+    for fam in families:
+        for seed in seeds:
             d = draw(fam, seed)
             if progress:
                 progress(f"{fam} seed {seed}: {d.targets} targets, {len(d.scans)} scans")
@@ -813,7 +698,7 @@ def run_report(
             # Stone Soup's searched configuration; where it fails on a draw (its UKF raised
             # "SVD did not converge" on report draws too), the search's next best that runs.
             failures: list[str] = []
-            for cfg in plan.stonesoup.get(fam, [])[: STONESOUP_FALLBACKS + 1]:
+            for cfg in (stonesoup or {}).get(fam, [])[: STONESOUP_FALLBACKS + 1]:
                 try:
                     row = run_stonesoup(d, cfg, budget_s=10 * STONESOUP_RUN_BUDGET_S)
                 except Exception as exc:
@@ -828,14 +713,6 @@ def run_report(
                     rows.append({"impl": "stonesoup", "family": fam, "seed": seed,
                                  "failed": failures})  # fmt: skip
     return rows
-
-
-def scale_run(targets: int = 1000, seed: int = REPORT_SEEDS[0]) -> dict[str, Any]:
-    """MCC's defaults on a ``straight`` draw scaled to ``targets`` (the 10 ms/scan target)."""
-    d = draw("straight", seed, targets=targets)
-    row = run_mcc(d)
-    row["family"] = f"straight@{targets}"
-    return row
 
 
 # ---------------------------------------------------------------------------------------------
@@ -887,11 +764,13 @@ def check_targets(
 
 
 def scale_runs(targets: int, seeds: Sequence[int]) -> list[dict[str, Any]]:
-    """`scale_run` of each seed, with the radar's bearing noise (what the time depends on)."""
+    """MCC's defaults on a ``straight`` draw of each seed scaled to ``targets`` (the 10 ms/scan
+    target), with the radar's bearing noise (what the time depends on)."""
     rows = []
     for seed in seeds:
-        row = scale_run(targets, seed)
         d = draw("straight", seed, targets=targets)
+        row = run_mcc(d)
+        row["family"] = f"straight@{targets}"
         row["sigma_azimuth_deg"] = round(math.degrees(d.radars["radar"].sigma_azimuth_rad), 3)
         rows.append(row)
     return rows
@@ -907,16 +786,12 @@ SEARCH_JSON = Path("benchmarks/results/tracker-stonesoup-search.json")
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``report``, ``train`` or comma-separated integers."""
-    if text == "report":
-        return REPORT_SEEDS
-    if text == "train":
-        return TRAIN_SEEDS
+    if text in ("report", "train"):
+        return REPORT_SEEDS if text == "report" else TRAIN_SEEDS
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
-        raise MccError(
-            f"--seeds: report, train or integers like 1001,1002 (got {text!r})"
-        ) from None
+        seeds = ()
     if not seeds:
         raise MccError(f"--seeds: report, train or integers like 1001,1002 (got {text!r})")
     return seeds
@@ -944,18 +819,16 @@ def cmd_scenarios(args: Any, command: str) -> int:
         tracker.say(True, text)
 
     if args.search:
-        # A recorded search is continued: its candidates are not run again.
+        # A recorded search is continued (its candidates are not run again); searching some
+        # families keeps the others' recorded searches.
         recorded = json.loads(search_path.read_text()) if search_path.exists() else {}
         resume = {e["family"]: e for e in recorded.get("searches", [])}
         doc = run_search(families, progress=say, resume=resume)
         doc["command"] = command
         doc["host"]["versions"].update(tracker.versions())
         if search_path.exists() and set(families) != set(FAMILIES):
-            # Searching some families keeps the others' recorded searches.
-            old = json.loads(search_path.read_text())
-            doc["searches"] = [
-                s for s in old.get("searches", []) if s["family"] not in families
-            ] + doc["searches"]
+            kept = [s for s in recorded.get("searches", []) if s["family"] not in families]
+            doc["searches"] = kept + doc["searches"]
         print(f"wrote {report.write_json(doc, search_path)}")
         for s in doc["searches"]:
             print(f"{s['family']}: {s['chosen']} (median GOSPA {s['median_gospa_m']:.0f} m)")
@@ -972,13 +845,36 @@ def cmd_scenarios(args: Any, command: str) -> int:
         missing = [f for f in families if f not in stonesoup]
         if missing:
             raise MccError(f"{search_path}: no search for {', '.join(missing)}; run --search")
-    rows = run_report(Plan(families, seeds, stonesoup), progress=say)
+    rows = run_report(families, seeds, stonesoup, progress=say)
     summary = summarise(rows)
     scale = scale_runs(args.scale_targets, seeds[:3]) if args.scale_targets else []
     verdicts = check_targets(summary, scale)
-    doc = report.document("tracker-scenarios", summary, command=command)
-    doc["host"]["versions"].update(tracker.versions())
-    doc.update(
+    notes = [f"{r['impl']} {r['variant']}, {r['family']}: {r['note']}" for r in summary
+             if r.get("note")]  # fmt: skip
+    return tracker.publish(
+        args,
+        "tracker-scenarios",
+        summary,
+        SUMMARY_COLUMNS,
+        "tracker on seeded random scenarios (medians over seeds)",
+        f"Report seeds {list(seeds)}; MCC's defaults chosen on training seeds "
+        f"{list(TRAIN_SEEDS)}, Stone Soup's configuration per family searched on "
+        f"{list(SEARCH_SEEDS)} (column config; search log in {search_path}). Medians over "
+        "the seeds; GOSPA c=500 m, p=2, alpha=2, mean over scans. Method: "
+        "mcc.bench.tracker_scenarios docstring."
+        + "".join(f"\n{line}." for line in notes)
+        + "\n\nTargets:\n\n"
+        + "\n".join(
+            f"- {'met' if v['met'] else '**missed**'}: {v['target']} [{v['family']}]: {v['figure']}"
+            for v in verdicts
+        ),
+        where=None,
+        command=command,
+        after=[f"note ({line})" for line in notes]
+        + [
+            f"{'met   ' if v['met'] else 'MISSED'} {v['target']} [{v['family']}]: {v['figure']}"
+            for v in verdicts
+        ],
         report_seeds=list(seeds),
         train_seeds=list(TRAIN_SEEDS),
         search_seeds=list(SEARCH_SEEDS),
@@ -987,30 +883,3 @@ def cmd_scenarios(args: Any, command: str) -> int:
         scale=scale,
         targets=verdicts,
     )
-    report.print_table("tracker on seeded random scenarios (medians over seeds)", summary,
-                       SUMMARY_COLUMNS)  # fmt: skip
-    notes = [f"{r['impl']} {r['variant']}, {r['family']}: {r['note']}" for r in summary
-             if r.get("note")]  # fmt: skip
-    for line in notes:
-        print(f"note ({line})")
-    for v in verdicts:
-        print(f"{'met   ' if v['met'] else 'MISSED'} {v['target']} [{v['family']}]: {v['figure']}")
-    if args.json:
-        print(f"wrote {report.write_json(doc, args.json)}")
-    if args.record:
-        text = (
-            f"Report seeds {list(seeds)}; MCC's defaults chosen on training seeds "
-            f"{list(TRAIN_SEEDS)}, Stone Soup's configuration per family searched on "
-            f"{list(SEARCH_SEEDS)} (column config; search log in {search_path}). Medians over "
-            "the seeds; GOSPA c=500 m, p=2, alpha=2, mean over scans. Method: "
-            "mcc.bench.tracker_scenarios docstring."
-            + "".join(f"\n{line}." for line in notes)
-            + "\n\nTargets:\n\n"
-            + "\n".join(
-                f"- {'met' if v['met'] else '**missed**'}: {v['target']} [{v['family']}]: "
-                f"{v['figure']}"
-                for v in verdicts
-            )
-        )
-        report.record(doc, SUMMARY_COLUMNS, notes=text)
-    return 0
