@@ -1,6 +1,7 @@
-"""The anchors' processes (``mcc.bench.anchors``, ``mcc.bench.perftest``): where a tool is
-(`tool_path`), a child in the background for the length of a block (`background`), one run
-to completion with a time limit (`run_tool`), and the messages that name them.
+"""The bench's child processes (``mcc.bench.anchors``, ``mcc.bench.perftest`` and the other
+benches): where a tool is (`tool_path`), a child in the background for the length of a block
+(`background`), one run to completion with a time limit (`run_tool`), the end of a child that
+was told to stop (`reap`), and the messages that name them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 from mcc.errors import MccError
 
@@ -22,6 +23,7 @@ __all__ = [
     "background",
     "describe",
     "positive_duration",
+    "reap",
     "run_tool",
     "tail",
     "tool_path",
@@ -77,11 +79,19 @@ class Background:
         """Terminate, then kill if it lingers; always reaps the process."""
         if self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(timeout=_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            reap(self.proc, _STOP_TIMEOUT_S)
+
+
+def reap(
+    proc: subprocess.Popen[Any], timeout_s: float, *, kill_wait_s: float | None = None
+) -> None:
+    """Wait ``timeout_s`` for ``proc`` to end (it was told to stop), then kill it and wait
+    ``kill_wait_s`` more (None: until it is gone)."""
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(kill_wait_s)
 
 
 @contextmanager

@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from mcc import settings
 from mcc.bench import report, runner
+from mcc.bench.anchor_tools import reap
 from mcc.errors import MccError
 from mcc.lifecycle import Closeable
 
@@ -331,11 +332,7 @@ class _Process:
         try:
             if self.popen.poll() is None:
                 self.popen.send_signal(signal.SIGTERM)
-                try:
-                    self.popen.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self.popen.kill()
-                    self.popen.wait(5)
+                reap(self.popen, timeout_s, kill_wait_s=5)
         finally:
             self._file.close()
 

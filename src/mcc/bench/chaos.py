@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 
 from mcc.bench import report
+from mcc.bench.anchor_tools import reap
 from mcc.bench.chaos_watch import (
     SWITCH_WINDOW_S,
     Watch,
@@ -51,7 +52,6 @@ from mcc.bench.chaos_watch import (
     score_orders,
     wait_for,
 )
-from mcc.bench.deploy import reap
 from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError

@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from mcc.bench import report, runner
+from mcc.bench.anchor_tools import reap
 from mcc.bus import Transport
 from mcc.bus.bulk import BLOCK_CDR_BYTES
 from mcc.bus.transport import ScratchDomains
@@ -160,11 +161,7 @@ def _service(device: str, name: str, env: dict[str, str]) -> Iterator[subprocess
         finally:
             if proc.poll() is None:
                 proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+                reap(proc, 30, kill_wait_s=10)
             if proc.stdout is not None:
                 proc.stdout.close()
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc.bench import report
+from mcc.bench.anchor_tools import reap
 from mcc.bus import Bus, Transport
 from mcc.bus.transport import ScratchDomains
 from mcc.errors import MccError
@@ -171,15 +172,6 @@ def wait_until(
         return wait_for(condition, timeout_s, what, period_s=0.01)
     except WaitTimeoutError as exc:
         raise MccError(f"bench {bench}: {exc}") from None
-
-
-def reap(proc: subprocess.Popen[Any], timeout_s: float) -> None:
-    """Wait ``timeout_s`` for ``proc`` to end (a signal was sent), then kill it."""
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _row(

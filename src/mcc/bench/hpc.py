@@ -253,14 +253,15 @@ def _job_row(
 def _primes_rows(
     results: dict[str, list[JobResult]], workers: int, n: int, expected: PrimeCount
 ) -> list[dict[str, Any]]:
-    rows = [
-        _job_row(impl, "primes", workers, n, runs, runs, expected) for impl, runs in results.items()
-    ]
+    rows = {
+        impl: _job_row(impl, "primes", workers, n, runs, runs, expected)
+        for impl, runs in results.items()
+    }
     pairs = zip(results["dds"], results["mpi"], strict=True)
     ratios = [d.runtime_s / m.runtime_s for d, m in pairs if d.runtime_s and m.runtime_s]
     if ratios:
-        rows[0]["ratio_vs_mpi"] = round(statistics.median(ratios), 3)
-    return rows
+        rows["dds"]["ratio_vs_mpi"] = round(statistics.median(ratios), 3)
+    return list(rows.values())
 
 
 def _recovery_rows(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mcc.bench import report
+from mcc.bench.anchor_tools import reap
 from mcc.errors import MccError
 from mcc.settings import child_env, current
 
@@ -160,10 +161,6 @@ def _replica(domain: int, tag: str) -> Iterator[subprocess.Popen[str]]:
             yield proc
         finally:
             proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            reap(proc, 15, kill_wait_s=5)
             if proc.stdout is not None:
                 proc.stdout.close()

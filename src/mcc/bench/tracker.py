@@ -736,7 +736,7 @@ def publish(
     """The results of one bench: the document ``bench`` of ``rows`` (and ``fields``) with the
     Stone Soup and SciPy versions, the table, each row's note (``where`` names the row), the
     lines ``after``; written to ``--json``, recorded with ``notes`` by ``--record``."""
-    doc = report.document(bench, rows, command=command or runner.command_line(bench))
+    doc = report.document(bench, rows, command=command or runner.command_line("tracker"))
     doc["host"]["versions"].update(versions())
     doc.update(fields)
     report.print_table(title, rows, columns)
